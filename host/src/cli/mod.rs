@@ -1,0 +1,66 @@
+//! Argument parsing and dispatch for the `effects` binary, plus the exit-code
+//! convention every subcommand follows.
+
+mod policy;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Exit codes other than 0 (also in `--help`).
+pub mod exit {
+    /// A check found problems (`policy verify`), or the policy returned an error.
+    pub const PROBLEMS: u8 = 1;
+    /// Bad input: unreadable file, malformed JSON, wrong arguments.
+    pub const BAD_INPUT: u8 = 2;
+    /// A component was refused at load (pin, imports, world, not a component).
+    pub const REFUSED: u8 = 3;
+    /// A call failed in the sandbox (trap, fuel, memory, stack, bad answer).
+    pub const CALL_FAILED: u8 = 4;
+}
+
+/// An error with the exit code it ends the process with.
+pub struct Failure {
+    pub error: anyhow::Error,
+    pub code: u8,
+}
+
+impl Failure {
+    pub fn new(code: u8, error: impl Into<anyhow::Error>) -> Self {
+        Self { error: error.into(), code }
+    }
+}
+
+/// The effect ledger: durable claims before tools act, settled outcomes,
+/// readbacks, and one truthful completion decision.
+#[derive(Parser)]
+#[command(name = "effects", version, about, after_help = EXIT_CODES)]
+pub struct Cli {
+    /// Data directory (effect logs, compiled-policy cache). Default:
+    /// $EFFECTS_DATA_DIR, else `.effects` in the current directory.
+    #[arg(long, global = true, env = "EFFECTS_DATA_DIR", default_value = ".effects")]
+    data_dir: PathBuf,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+const EXIT_CODES: &str = "Exit codes: 0 ok; 1 problems found or the policy returned an error; \
+2 bad input; 3 component refused at load; 4 call failed in the sandbox.";
+
+#[derive(Subcommand)]
+enum Command {
+    /// Inspect, verify and run policy components (for runtimes and policy authors).
+    #[command(subcommand)]
+    Policy(policy::PolicyCommand),
+}
+
+impl Cli {
+    /// Runs the chosen subcommand.
+    pub fn run(self) -> Result<ExitCode, Failure> {
+        match self.command {
+            Command::Policy(command) => command.run(&self.data_dir),
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! `effects policy ...`: the policy author's loop. `inspect` reads a component
+//! file without running it, `verify` checks a whole manifest, `run` makes one
+//! sandboxed call with JSON in and JSON out (like `opa eval` or `kwctl run`).
+
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, anyhow};
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use clap::{Subcommand, ValueEnum};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use effect_ledger::policy::{
+    self, CompileCache, LoadedComponent, PolicyError, PolicyOptions, PolicySet, PolicySource,
+    SandboxLimits, World,
+};
+
+use super::{Failure, exit};
+
+#[derive(Subcommand)]
+pub enum PolicyCommand {
+    /// Show a component's world, exports, imports, SHA-256 and size, without
+    /// compiling or running it.
+    Inspect {
+        /// The component file.
+        file: PathBuf,
+        /// Print one JSON object instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check every component of a manifest: digest pin, zero imports, exported
+    /// world (it compiles and pre-instantiates each). One line per problem.
+    Verify {
+        /// The manifest (default: the policies embedded in this binary).
+        #[arg(long)]
+        manifest: Option<PathBuf>,
+    },
+    /// Make one call into a component under the sandbox limits and print the
+    /// answer and call report as JSON.
+    ///
+    /// The input is the call's argument as JSON: a bound operation for
+    /// `classify`, a settle request for `settle`, a readback context for
+    /// `readbacks`, an evidence ledger for `evaluate` (field names as in
+    /// wit/policy.wit, with `_` for `-`). Use `-` to read standard input.
+    Run {
+        /// The component file (no manifest pin is needed).
+        file: PathBuf,
+        /// Which export to call.
+        #[arg(long, value_enum)]
+        call: CallArg,
+        /// The argument, as a JSON file, or `-` for standard input.
+        #[arg(long)]
+        input: PathBuf,
+        /// Fuel budget for the call.
+        #[arg(long, default_value_t = SandboxLimits::default().fuel)]
+        fuel: u64,
+        /// Linear memory cap, in bytes.
+        #[arg(long, default_value_t = SandboxLimits::default().memory_bytes)]
+        memory: usize,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum CallArg {
+    Classify,
+    Settle,
+    Readbacks,
+    Evaluate,
+}
+
+impl PolicyCommand {
+    pub fn run(self, data_dir: &Path) -> Result<ExitCode, Failure> {
+        match self {
+            PolicyCommand::Inspect { file, json } => inspect(&file, json),
+            PolicyCommand::Verify { manifest } => verify(manifest.as_deref(), data_dir),
+            PolicyCommand::Run { file, call, input, fuel, memory } => {
+                let limits = SandboxLimits { fuel, memory_bytes: memory, ..SandboxLimits::default() };
+                run(&file, call, &input, limits)
+            }
+        }
+    }
+}
+
+fn read_file(path: &Path) -> Result<Vec<u8>, Failure> {
+    std::fs::read(path).map_err(|e| Failure::new(exit::BAD_INPUT, anyhow!("cannot read {}: {e}", path.display())))
+}
+
+fn print_json(value: &impl Serialize) {
+    println!("{}", serde_json::to_string_pretty(value).expect("CLI output always serializes"));
+}
+
+fn inspect(file: &Path, json: bool) -> Result<ExitCode, Failure> {
+    let bytes = read_file(file)?;
+    let shape = policy::inspect(&bytes)
+        .map_err(|e| Failure::new(exit::BAD_INPUT, anyhow!("{}: not a WebAssembly component: {e}", file.display())))?;
+    if json {
+        #[derive(Serialize)]
+        struct Inspected<'a> {
+            file: String,
+            #[serde(flatten)]
+            shape: &'a policy::ComponentShape,
+        }
+        print_json(&Inspected { file: file.display().to_string(), shape: &shape });
+    } else {
+        let world = shape.world.map_or_else(|| "none of effects:policy@1.0.0".to_owned(), |w| w.to_string());
+        let list = |names: &[String]| if names.is_empty() { "none".to_owned() } else { names.join(", ") };
+        println!("file:    {}", file.display());
+        println!("world:   {world}");
+        println!("exports: {}", list(&shape.exports));
+        println!("imports: {}", list(&shape.imports));
+        println!("sha256:  {}", shape.sha256);
+        println!("size:    {} bytes", shape.size);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The compiled-component cache under the data dir, created `0700`. A cache
+/// that cannot be set up is reported and skipped: it only saves time.
+fn open_cache(data_dir: &Path) -> Option<CompileCache> {
+    let dir = data_dir.join("cache/components");
+    let opened = std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&dir)
+        .and_then(|()| Dir::open_ambient_dir(&dir, ambient_authority()));
+    match opened {
+        Ok(dir) => Some(CompileCache::new(dir)),
+        Err(error) => {
+            tracing::warn!("compiled-component cache {} unavailable, compiling in memory: {error}", dir.display());
+            None
+        }
+    }
+}
+
+fn manifest_source(manifest: Option<&Path>) -> Result<PolicySource, Failure> {
+    let Some(path) = manifest else { return Ok(PolicySource::Shipped) };
+    let bad = |message: String| Failure::new(exit::BAD_INPUT, anyhow!("manifest {}: {message}", path.display()));
+    let file_name = path.file_name().and_then(|n| n.to_str()).ok_or_else(|| bad("not a file path".into()))?;
+    let parent = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    let dir = Dir::open_ambient_dir(parent, ambient_authority()).map_err(|e| bad(e.to_string()))?;
+    Ok(PolicySource::Directory { dir, manifest_file: file_name.to_owned(), display: path.display().to_string() })
+}
+
+fn verify(manifest: Option<&Path>, data_dir: &Path) -> Result<ExitCode, Failure> {
+    let source = manifest_source(manifest)?;
+    let options = PolicyOptions { cache: open_cache(data_dir), ..PolicyOptions::default() };
+    let results = PolicySet::verify(&source, &options).map_err(|e| Failure::new(exit::BAD_INPUT, e))?;
+    let mut problems = 0;
+    for (entry, result) in &results {
+        match result {
+            Ok(()) => println!("ok       {} ({}, sha256 {})", entry.name, entry.world, entry.sha256),
+            Err(error) => {
+                problems += 1;
+                println!("problem  {error}");
+            }
+        }
+    }
+    eprintln!("{}: {} component(s), {problems} problem(s)", source.describe(), results.len());
+    Ok(if problems == 0 { ExitCode::SUCCESS } else { ExitCode::from(exit::PROBLEMS) })
+}
+
+fn parse_input<T: DeserializeOwned>(input: &Path) -> Result<T, Failure> {
+    let text = if input == Path::new("-") {
+        std::io::read_to_string(std::io::stdin()).context("reading standard input")
+    } else {
+        std::fs::read_to_string(input).with_context(|| format!("reading {}", input.display()))
+    }
+    .map_err(|e| Failure::new(exit::BAD_INPUT, e))?;
+    serde_json::from_str(&text)
+        .map_err(|e| Failure::new(exit::BAD_INPUT, anyhow!("{}: not a valid {}: {e}", input.display(), std::any::type_name::<T>().rsplit("::").next().unwrap_or("input"))))
+}
+
+fn run(file: &Path, call: CallArg, input: &Path, limits: SandboxLimits) -> Result<ExitCode, Failure> {
+    let bytes = read_file(file)?;
+    let world = match call {
+        CallArg::Evaluate => World::Evaluator,
+        _ => World::Classifier,
+    };
+    let name = file.file_stem().map_or_else(|| "component".to_owned(), |s| s.to_string_lossy().into_owned());
+    let options = PolicyOptions { limits, cache: None };
+    let component = policy::load_unpinned(&name, world, &bytes, &options).map_err(|e| Failure::new(exit::REFUSED, e))?;
+    let call_failed = |error: PolicyError| {
+        let code = if matches!(error, PolicyError::Guest { .. }) { exit::PROBLEMS } else { exit::CALL_FAILED };
+        Failure::new(code, anyhow!("[{}] {error}", error.kind()))
+    };
+    match (component, call) {
+        (LoadedComponent::Classifier(mut c), CallArg::Classify) => {
+            print_json(&c.classify(&parse_input(input)?).map_err(call_failed)?)
+        }
+        (LoadedComponent::Classifier(mut c), CallArg::Settle) => print_json(&c.settle(&parse_input(input)?).map_err(call_failed)?),
+        (LoadedComponent::Classifier(mut c), CallArg::Readbacks) => {
+            print_json(&c.readbacks(&parse_input(input)?).map_err(call_failed)?)
+        }
+        (LoadedComponent::Evaluator(mut e), CallArg::Evaluate) => print_json(&e.evaluate(&parse_input(input)?).map_err(call_failed)?),
+        _ => unreachable!("the world was chosen from the call"),
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,10 @@
+//! The effect ledger host: the only part of the project that touches the OS.
+//!
+//! It owns the pure core's value types ([`model`]), digests ([`digest`]) and the
+//! sandboxed policy runtime ([`policy`]) that runs classification and completion
+//! evaluation as WebAssembly components with no imports. See `ARCHITECTURE.md`
+//! for the map and SPEC.md for the rules cited in comments (`POL-2`, ...).
+
+pub mod digest;
+pub mod model;
+pub mod policy;

@@ -1,0 +1,26 @@
+//! `effects`: the effect ledger's command line. A thin layer over the library:
+//! it parses arguments, takes the ambient authority (paths from the command
+//! line, the data directory) and hands capabilities to the library.
+
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("EFFECTS_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = cli::Cli::parse();
+    match cli.run() {
+        Ok(code) => code,
+        Err(failure) => {
+            eprintln!("effects: {:#}", failure.error);
+            ExitCode::from(failure.code)
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! Producer facts and execution outcomes (OUT-1, OUT-2), and the readbacks a
+//! classifier asks for after settlement (OBS-1).
+
+use serde::{Deserialize, Serialize};
+
+use super::operation::{BindingIndex, BoundOperation, ClaimPlan};
+
+/// Lifecycle state of a background job as its runner reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum JobLifecycle {
+    /// Still running.
+    Running,
+    /// Exited by itself.
+    Exited,
+    /// Killed on request.
+    Killed,
+    /// The runner lost track of it.
+    Lost,
+}
+
+/// Typed, bounded facts a producer reports (OUT-2): no free-form maps.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProducerFacts {
+    /// The backend was invoked.
+    pub executed: bool,
+    /// Exit code, if any.
+    pub exit_code: Option<i32>,
+    /// The producer's timeout fired.
+    pub timed_out: bool,
+    /// After teardown, whether every process of the group is dead.
+    pub teardown_dead: Option<bool>,
+    /// A background job id the producer started.
+    pub background_job_id: Option<String>,
+    /// A write failed after its truncating open.
+    pub mutation_attempted: bool,
+    /// Detached by the server.
+    pub detached: bool,
+    /// Acknowledged by the remote end (set from the captured external resource).
+    pub remote_acknowledged: bool,
+    /// Lifecycle of the job a job read or kill acted on.
+    pub job_state: Option<JobLifecycle>,
+    /// Cancelled before it finished.
+    pub cancelled: bool,
+}
+
+/// How execution ended (OUT-1). `ATTEMPTED` is derived: a claim with no outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Execution {
+    /// Never invoked.
+    NotExecuted,
+    /// The producer reported success.
+    ReportedSuccess,
+    /// The producer reported failure.
+    Failed,
+    /// The producer's timeout fired.
+    TimedOut,
+    /// Cancelled.
+    Cancelled,
+    /// A background launch still running.
+    Running,
+    /// The writer died before settling (LOG-7).
+    Interrupted,
+}
+
+/// Whether anything may have changed (OUT-1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Impact {
+    /// Nothing changed: only with [`Execution::NotExecuted`].
+    None,
+    /// Something may have changed.
+    Possible,
+}
+
+/// Cleanup after the effect, separate from execution (OUT-1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CleanupState {
+    /// Nothing to clean up.
+    NotApplicable,
+    /// Every process of the group is gone.
+    Clean,
+    /// Something survived teardown.
+    Failed,
+    /// Not known.
+    Unknown,
+}
+
+/// A settled (or RUNNING) outcome.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Outcome {
+    /// How execution ended.
+    pub execution: Execution,
+    /// Whether anything may have changed.
+    pub impact: Impact,
+    /// Cleanup.
+    pub cleanup: CleanupState,
+    /// Reproduced from a replay.
+    pub replayed: bool,
+    /// Acknowledged by the remote end.
+    pub remote_acknowledged: bool,
+    /// Detached by the server.
+    pub detached: bool,
+}
+
+/// Input to settlement.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SettleRequest {
+    /// The operation as classified.
+    pub operation: BoundOperation,
+    /// The plan that was claimed, if any.
+    pub plan: Option<ClaimPlan>,
+    /// What the producer reported.
+    pub facts: ProducerFacts,
+}
+
+/// How an observation is taken (VER-1, VER-3).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mechanism {
+    /// Filesystem read of the exact resource.
+    FilesystemRead,
+    /// Filesystem existence check.
+    FilesystemStat,
+    /// Owned record read.
+    OwnedRead,
+    /// Remote readback.
+    RemoteReadback,
+    /// Background job state.
+    JobState,
+    /// Process ownership.
+    ProcessOwnership,
+    /// Browser session lifecycle.
+    BrowserSession,
+    /// Receipt or acknowledgement.
+    Receipt,
+}
+
+/// How much an observation covers (OBS-1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Coverage {
+    /// All of it.
+    Complete,
+    /// Part of it.
+    Partial,
+}
+
+/// A readback the host should perform after settlement.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadbackRequest {
+    /// Which binding.
+    pub binding: BindingIndex,
+    /// How.
+    pub mechanism: Mechanism,
+    /// Admitted coverage.
+    pub coverage: Coverage,
+}
+
+/// Input to readback planning.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadbackContext {
+    /// The operation.
+    pub operation: BoundOperation,
+    /// The recorded outcome.
+    pub outcome: Outcome,
+}

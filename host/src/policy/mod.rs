@@ -1,0 +1,47 @@
+//! The sandboxed policy runtime (SPEC section 8, POL-1..5).
+//!
+//! Classification and completion evaluation are WebAssembly components behind
+//! the WIT contract `effects:policy@1.0.0` (`wit/policy.wit`). This module loads
+//! them only by SHA-256 pin from a manifest, refuses any that import anything or
+//! export the wrong world, and calls them under fuel, a memory cap and a bounded
+//! stack. Guests get no authority at all: the linker is empty.
+//!
+//! ```no_run
+//! use effect_ledger::policy::{PolicyOptions, PolicySet, PolicySource};
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let mut policies = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default())?;
+//! let classifier = policies.classifier("bash")?;
+//! # let operation: effect_ledger::model::BoundOperation = unimplemented!();
+//! let called = classifier.classify(&operation)?;
+//! println!("{:?} ({} fuel)", called.value, called.report.fuel_used);
+//! # Ok(()) }
+//! ```
+//!
+//! Layout: `bindings` (the only generated code, converted to `crate::model`),
+//! `inspect` (reading a component's shape without compiling it), `manifest`,
+//! `source` (embedded or directory), `sandbox` (engine and limits), `cache`
+//! (compiled components on disk), `component` (one loaded component and its call
+//! protocol), `answer` (contract checks on guest answers), `set` (routing).
+
+mod answer;
+mod bindings;
+mod cache;
+mod component;
+mod error;
+mod inspect;
+mod manifest;
+mod sandbox;
+mod set;
+mod source;
+
+pub use cache::CompileCache;
+pub use component::{CallReport, Called, ClassifierComponent, EvaluatorComponent};
+pub use error::{PolicyCall, PolicyError};
+pub use inspect::{ComponentShape, inspect};
+pub use manifest::{ComponentEntry, FALLBACK_TOOL, Manifest, World};
+pub use sandbox::SandboxLimits;
+pub use set::{LoadedComponent, PolicyOptions, PolicySet, load_unpinned};
+pub use source::PolicySource;
+
+/// The WIT package every component must be built against.
+pub const WIT_PACKAGE: &str = "effects:policy@1.0.0";

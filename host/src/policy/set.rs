@@ -1,0 +1,128 @@
+//! A policy set: every component of one manifest, loaded and routed (POL-5): a
+//! classifier per tool (or the `*` fallback) and at most one evaluator.
+
+use std::collections::BTreeMap;
+
+use wasmtime::Engine;
+
+use super::cache::CompileCache;
+use super::component::{ClassifierComponent, EvaluatorComponent, LoadContext};
+use super::error::PolicyError;
+use super::manifest::{ComponentEntry, Manifest, World};
+use super::sandbox::{self, SandboxLimits};
+use super::source::PolicySource;
+
+/// How to load a policy set.
+#[derive(Default)]
+pub struct PolicyOptions {
+    /// Limits for every call.
+    pub limits: SandboxLimits,
+    /// Compiled-component cache; `None` compiles every time.
+    pub cache: Option<CompileCache>,
+}
+
+/// Either kind of loaded component.
+pub enum LoadedComponent {
+    /// A classifier.
+    Classifier(ClassifierComponent),
+    /// An evaluator.
+    Evaluator(EvaluatorComponent),
+}
+
+/// The loaded components of one manifest.
+pub struct PolicySet {
+    manifest: Manifest,
+    classifiers: BTreeMap<String, ClassifierComponent>,
+    evaluator: Option<EvaluatorComponent>,
+}
+
+/// Builds the engine for `options`, mapping a configuration failure to an error
+/// that names it.
+pub(crate) fn policy_engine(options: &PolicyOptions) -> Result<Engine, PolicyError> {
+    sandbox::engine(&options.limits).map_err(|error| PolicyError::Compile {
+        component: "(engine)".to_owned(),
+        message: format!("{error:#}"),
+    })
+}
+
+/// Loads one manifest entry from `source`, checking its pin, imports and world.
+pub(crate) fn load_entry(
+    context: &LoadContext<'_>,
+    source: &PolicySource,
+    entry: &ComponentEntry,
+) -> Result<LoadedComponent, PolicyError> {
+    let bytes = source.component_bytes(entry)?;
+    let pinned = Some(entry.sha256);
+    Ok(match entry.world {
+        World::Classifier => {
+            LoadedComponent::Classifier(ClassifierComponent::load(context, &entry.name, pinned, &entry.file, &bytes)?)
+        }
+        World::Evaluator => {
+            LoadedComponent::Evaluator(EvaluatorComponent::load(context, &entry.name, pinned, &entry.file, &bytes)?)
+        }
+    })
+}
+
+impl PolicySet {
+    /// Loads every component of `source`'s manifest; the first failure stops it.
+    pub fn load(source: &PolicySource, options: &PolicyOptions) -> Result<Self, PolicyError> {
+        let manifest = source.manifest()?;
+        let engine = policy_engine(options)?;
+        let context = LoadContext { engine: &engine, limits: options.limits, cache: options.cache.as_ref() };
+        let mut classifiers = BTreeMap::new();
+        let mut evaluator = None;
+        for entry in &manifest.components {
+            match load_entry(&context, source, entry)? {
+                LoadedComponent::Classifier(component) => {
+                    classifiers.insert(entry.name.clone(), component);
+                }
+                LoadedComponent::Evaluator(component) => evaluator = Some(component),
+            }
+        }
+        Ok(Self { manifest, classifiers, evaluator })
+    }
+
+    /// Checks every component of `source`'s manifest independently: one result
+    /// per entry, so one bad component does not hide another.
+    pub fn verify(source: &PolicySource, options: &PolicyOptions) -> Result<Vec<(ComponentEntry, Result<(), PolicyError>)>, PolicyError> {
+        let manifest = source.manifest()?;
+        let engine = policy_engine(options)?;
+        let context = LoadContext { engine: &engine, limits: options.limits, cache: options.cache.as_ref() };
+        Ok(manifest
+            .components
+            .into_iter()
+            .map(|entry| {
+                let loaded = load_entry(&context, source, &entry).map(drop);
+                (entry, loaded)
+            })
+            .collect())
+    }
+
+    /// The manifest this set was loaded from.
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+
+    /// The classifier that serves `tool` (its own, else the `*` fallback).
+    pub fn classifier(&mut self, tool: &str) -> Result<&mut ClassifierComponent, PolicyError> {
+        let entry = self.manifest.classifier_for(tool).ok_or_else(|| PolicyError::NoClassifier { tool: tool.to_owned() })?;
+        Ok(self.classifiers.get_mut(&entry.name).expect("every manifest classifier is loaded"))
+    }
+
+    /// The evaluator.
+    pub fn evaluator(&mut self) -> Result<&mut EvaluatorComponent, PolicyError> {
+        self.evaluator.as_mut().ok_or(PolicyError::NoEvaluator)
+    }
+}
+
+/// Loads one component file that no manifest pins, for a policy author
+/// iterating on a guest (`effects policy run`). Everything but the pin is
+/// checked as for a shipped component: zero imports, the expected world.
+pub fn load_unpinned(name: &str, world: World, bytes: &[u8], options: &PolicyOptions) -> Result<LoadedComponent, PolicyError> {
+    let engine = policy_engine(options)?;
+    let context = LoadContext { engine: &engine, limits: options.limits, cache: options.cache.as_ref() };
+    Ok(match world {
+        World::Classifier => LoadedComponent::Classifier(ClassifierComponent::load(&context, name, None, name, bytes)?),
+        World::Evaluator => LoadedComponent::Evaluator(EvaluatorComponent::load(&context, name, None, name, bytes)?),
+    })
+}

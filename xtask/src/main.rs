@@ -1,0 +1,185 @@
+//! `cargo xtask`: project automation that needs more than cargo.
+//!
+//! - `policies [--check]`: build every shipped guest into `policies/` and write
+//!   `policies/manifest.toml`; `--check` rebuilds from scratch in a temporary
+//!   directory and fails, naming the component, if any shipped byte differs.
+//! - `fixtures`: build the hostile test guests into `target/policy-fixtures/`.
+//! - `test`: the whole test suite, as a new user and CI run it.
+//! - `setup`: install the wasm guest toolchain (Debian route) if missing.
+
+mod guests;
+mod toolchain;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use effect_ledger::digest::Sha256Digest;
+use effect_ledger::policy::{ComponentEntry, Manifest, WIT_PACKAGE};
+
+use guests::{Builder, Guest};
+use toolchain::Route;
+
+#[derive(Parser)]
+#[command(about = "Build, check and test the effect ledger's policy components")]
+struct Cli {
+    #[command(subcommand)]
+    command: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Build the shipped policy components into policies/ with their manifest.
+    Policies {
+        /// Rebuild in a temporary directory and compare byte for byte instead.
+        #[arg(long)]
+        check: bool,
+        /// Force a toolchain route (default: rustup's wasm32 target if
+        /// installed, else Debian's).
+        #[arg(long, value_enum)]
+        route: Option<Route>,
+    },
+    /// Build the hostile test fixtures into target/policy-fixtures/.
+    Fixtures {
+        /// Force a toolchain route.
+        #[arg(long, value_enum)]
+        route: Option<Route>,
+    },
+    /// Run every test: guest unit tests, fixtures, then the host workspace.
+    Test {
+        /// Extra arguments for `cargo test` of the host workspace.
+        #[arg(trailing_var_arg = true)]
+        cargo_test_args: Vec<String>,
+    },
+    /// Install the wasm guest toolchain (Debian route) when it is missing.
+    Setup,
+}
+
+fn project_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the project root").to_path_buf()
+}
+
+fn main() -> Result<()> {
+    let root = project_root();
+    match Cli::parse().command {
+        Task::Policies { check: false, route } => build_policies(&root, route),
+        Task::Policies { check: true, route } => check_policies(&root, route),
+        Task::Fixtures { route } => build_fixtures(&root, route).map(drop),
+        Task::Test { cargo_test_args } => test(&root, &cargo_test_args),
+        Task::Setup => toolchain::ensure_debian_installed(),
+    }
+}
+
+/// Builds the shipped guests into `out_dir` and returns their manifest.
+fn build_shipped(root: &Path, route: Route, target_dir: &Path, out_dir: &Path) -> Result<Manifest> {
+    let builder = Builder { route, guest_dir: root.join("guest"), target_dir: target_dir.to_path_buf() };
+    let mut components = Vec::new();
+    for guest in guests::discover(&builder.guest_dir)?.into_iter().filter(|g| g.shipped) {
+        eprintln!("xtask: building {} ({} world, {} route)", guest.name, guest.world, route.name());
+        let bytes = builder.build(&guest)?;
+        let file = format!("{}.wasm", guest.name);
+        std::fs::write(out_dir.join(&file), &bytes)?;
+        components.push(ComponentEntry {
+            name: guest.name,
+            world: guest.world,
+            file,
+            sha256: Sha256Digest::of(&bytes),
+            tools: guest.tools,
+        });
+    }
+    Ok(Manifest { wit: WIT_PACKAGE.to_owned(), route: route.name().to_owned(), toolchain: route.version()?, components })
+}
+
+fn build_policies(root: &Path, route: Option<Route>) -> Result<()> {
+    let route = Route::detect(route)?;
+    let out_dir = root.join("policies");
+    let manifest = build_shipped(root, route, &root.join("guest/target"), &out_dir)?;
+    std::fs::write(out_dir.join("manifest.toml"), manifest.to_toml())?;
+    for entry in &manifest.components {
+        println!("{}  {}  {}", entry.sha256, entry.world, entry.file);
+    }
+    println!("wrote policies/manifest.toml ({} components, {} route)", manifest.components.len(), route.name());
+    Ok(())
+}
+
+fn check_policies(root: &Path, route: Option<Route>) -> Result<()> {
+    let route = Route::detect(route)?;
+    let scratch = tempfile::tempdir()?;
+    let (target_dir, out_dir) = (scratch.path().join("target"), scratch.path().join("policies"));
+    std::fs::create_dir_all(&out_dir)?;
+    let rebuilt = build_shipped(root, route, &target_dir, &out_dir)?;
+    let shipped_text = std::fs::read_to_string(root.join("policies/manifest.toml")).context("reading policies/manifest.toml")?;
+    let shipped = Manifest::parse(&shipped_text).map_err(|e| anyhow::anyhow!("policies/manifest.toml: {e}"))?;
+    let mut problems = Vec::new();
+    for entry in &rebuilt.components {
+        let ours = std::fs::read(out_dir.join(&entry.file))?;
+        match std::fs::read(root.join("policies").join(&entry.file)) {
+            Err(error) => problems.push(format!("{}: policies/{} unreadable: {error}", entry.name, entry.file)),
+            Ok(theirs) if theirs != ours => problems.push(format!(
+                "{}: policies/{} differs from a fresh build ({} shipped vs {} rebuilt)",
+                entry.name, entry.file, Sha256Digest::of(&theirs), entry.sha256
+            )),
+            Ok(_) => {}
+        }
+    }
+    for entry in &shipped.components {
+        if !rebuilt.components.iter().any(|c| c.name == entry.name) {
+            problems.push(format!("{}: listed in the manifest but no guest crate builds it", entry.name));
+        }
+    }
+    if shipped_text != rebuilt.to_toml() {
+        problems.push("policies/manifest.toml differs from the one a fresh build writes".to_owned());
+    }
+    if problems.is_empty() {
+        println!("policies/ is reproducible: {} components byte-identical ({} route)", rebuilt.components.len(), route.name());
+        return Ok(());
+    }
+    for problem in &problems {
+        eprintln!("{problem}");
+    }
+    if shipped.route != route.name() {
+        eprintln!("note: the shipped digests come from the {} route; this check used the {} route", shipped.route, route.name());
+    }
+    bail!("{} problem(s): run `cargo xtask policies` and commit policies/, or find what made the build differ", problems.len())
+}
+
+/// Where the fixtures go; the host tests look here.
+fn fixtures_dir(root: &Path) -> PathBuf {
+    root.join("target/policy-fixtures")
+}
+
+fn build_fixtures(root: &Path, route: Option<Route>) -> Result<Vec<Guest>> {
+    let route = Route::detect(route)?;
+    let builder = Builder { route, guest_dir: root.join("guest"), target_dir: root.join("guest/target") };
+    let out = fixtures_dir(root);
+    std::fs::create_dir_all(&out)?;
+    let fixtures: Vec<Guest> = guests::discover(&builder.guest_dir)?.into_iter().filter(|g| !g.shipped).collect();
+    for guest in &fixtures {
+        eprintln!("xtask: building fixture {}", guest.name);
+        std::fs::write(out.join(format!("{}.wasm", guest.name)), builder.build(guest)?)?;
+    }
+    Ok(fixtures)
+}
+
+fn run(command: &mut Command) -> Result<()> {
+    eprintln!("xtask: running {command:?}");
+    let status = command.status().with_context(|| format!("running {command:?}"))?;
+    if !status.success() {
+        bail!("{command:?} failed ({status})");
+    }
+    Ok(())
+}
+
+fn test(root: &Path, cargo_test_args: &[String]) -> Result<()> {
+    toolchain::ensure_debian_installed()?;
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    // The guests' own logic, natively (STYLE: guests testable without wasm).
+    run(Command::new(&cargo).current_dir(root.join("guest")).args(["test", "--quiet", "--locked"]))?;
+    build_fixtures(root, None)?;
+    run(Command::new(&cargo)
+        .current_dir(root)
+        .args(["test", "--release", "--locked", "--workspace"])
+        .args(cargo_test_args)
+        .env("EFFECTS_FIXTURES_DIR", fixtures_dir(root)))
+}
