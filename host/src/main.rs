@@ -2,6 +2,9 @@
 //! it parses arguments, takes the ambient authority (paths from the command
 //! line, the data directory) and hands capabilities to the library.
 
+// The binary is where ambient authority enters: paths from the command line.
+#![allow(clippy::disallowed_methods)]
+
 mod cli;
 
 use std::process::ExitCode;

@@ -55,7 +55,12 @@ pub fn discover(guest_dir: &Path) -> Result<Vec<Guest>> {
         if meta.shipped && meta.world == World::Classifier && meta.tools.is_empty() {
             bail!("{}: a shipped classifier must list the tools it serves", package.name);
         }
-        guests.push(Guest { name: package.name.to_string(), world: meta.world, shipped: meta.shipped, tools: meta.tools });
+        guests.push(Guest {
+            name: package.name.to_string(),
+            world: meta.world,
+            shipped: meta.shipped,
+            tools: meta.tools,
+        });
     }
     guests.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(guests)
@@ -89,7 +94,9 @@ impl Builder {
         // Later remaps win, so the target dir (which may sit inside guest/)
         // always maps to the same place, whatever directory it really is.
         let mut rustflags: Vec<String> = self.route.rustflags().iter().map(|s| s.to_string()).collect();
-        for (from, to) in [(&self.guest_dir, "/guest"), (&cargo_home, "/cargo"), (&self.target_dir, "/target")] {
+        for (from, to) in
+            [(&self.guest_dir, "/guest"), (&cargo_home, "/cargo"), (&self.target_dir, "/target")]
+        {
             rustflags.push(format!("--remap-path-prefix={}={to}", from.display()));
         }
         let mut command = Command::new(self.route.cargo());

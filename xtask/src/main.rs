@@ -7,6 +7,9 @@
 //! - `test`: the whole test suite, as a new user and CI run it.
 //! - `setup`: install the wasm guest toolchain (Debian route) if missing.
 
+// xtask is a build tool: ambient filesystem authority is its job.
+#![allow(clippy::disallowed_methods)]
+
 mod guests;
 mod toolchain;
 
@@ -88,7 +91,12 @@ fn build_shipped(root: &Path, route: Route, target_dir: &Path, out_dir: &Path) -
             tools: guest.tools,
         });
     }
-    Ok(Manifest { wit: WIT_PACKAGE.to_owned(), route: route.name().to_owned(), toolchain: route.version()?, components })
+    Ok(Manifest {
+        wit: WIT_PACKAGE.to_owned(),
+        route: route.name().to_owned(),
+        toolchain: route.version()?,
+        components,
+    })
 }
 
 fn build_policies(root: &Path, route: Option<Route>) -> Result<()> {
@@ -99,7 +107,11 @@ fn build_policies(root: &Path, route: Option<Route>) -> Result<()> {
     for entry in &manifest.components {
         println!("{}  {}  {}", entry.sha256, entry.world, entry.file);
     }
-    println!("wrote policies/manifest.toml ({} components, {} route)", manifest.components.len(), route.name());
+    println!(
+        "wrote policies/manifest.toml ({} components, {} route)",
+        manifest.components.len(),
+        route.name()
+    );
     Ok(())
 }
 
@@ -109,16 +121,23 @@ fn check_policies(root: &Path, route: Option<Route>) -> Result<()> {
     let (target_dir, out_dir) = (scratch.path().join("target"), scratch.path().join("policies"));
     std::fs::create_dir_all(&out_dir)?;
     let rebuilt = build_shipped(root, route, &target_dir, &out_dir)?;
-    let shipped_text = std::fs::read_to_string(root.join("policies/manifest.toml")).context("reading policies/manifest.toml")?;
-    let shipped = Manifest::parse(&shipped_text).map_err(|e| anyhow::anyhow!("policies/manifest.toml: {e}"))?;
+    let shipped_text = std::fs::read_to_string(root.join("policies/manifest.toml"))
+        .context("reading policies/manifest.toml")?;
+    let shipped =
+        Manifest::parse(&shipped_text).map_err(|e| anyhow::anyhow!("policies/manifest.toml: {e}"))?;
     let mut problems = Vec::new();
     for entry in &rebuilt.components {
         let ours = std::fs::read(out_dir.join(&entry.file))?;
         match std::fs::read(root.join("policies").join(&entry.file)) {
-            Err(error) => problems.push(format!("{}: policies/{} unreadable: {error}", entry.name, entry.file)),
+            Err(error) => {
+                problems.push(format!("{}: policies/{} unreadable: {error}", entry.name, entry.file))
+            }
             Ok(theirs) if theirs != ours => problems.push(format!(
                 "{}: policies/{} differs from a fresh build ({} shipped vs {} rebuilt)",
-                entry.name, entry.file, Sha256Digest::of(&theirs), entry.sha256
+                entry.name,
+                entry.file,
+                Sha256Digest::of(&theirs),
+                entry.sha256
             )),
             Ok(_) => {}
         }
@@ -132,16 +151,27 @@ fn check_policies(root: &Path, route: Option<Route>) -> Result<()> {
         problems.push("policies/manifest.toml differs from the one a fresh build writes".to_owned());
     }
     if problems.is_empty() {
-        println!("policies/ is reproducible: {} components byte-identical ({} route)", rebuilt.components.len(), route.name());
+        println!(
+            "policies/ is reproducible: {} components byte-identical ({} route)",
+            rebuilt.components.len(),
+            route.name()
+        );
         return Ok(());
     }
     for problem in &problems {
         eprintln!("{problem}");
     }
     if shipped.route != route.name() {
-        eprintln!("note: the shipped digests come from the {} route; this check used the {} route", shipped.route, route.name());
+        eprintln!(
+            "note: the shipped digests come from the {} route; this check used the {} route",
+            shipped.route,
+            route.name()
+        );
     }
-    bail!("{} problem(s): run `cargo xtask policies` and commit policies/, or find what made the build differ", problems.len())
+    bail!(
+        "{} problem(s): run `cargo xtask policies` and commit policies/, or find what made the build differ",
+        problems.len()
+    )
 }
 
 /// Where the fixtures go; the host tests look here.
@@ -154,7 +184,8 @@ fn build_fixtures(root: &Path, route: Option<Route>) -> Result<Vec<Guest>> {
     let builder = Builder { route, guest_dir: root.join("guest"), target_dir: root.join("guest/target") };
     let out = fixtures_dir(root);
     std::fs::create_dir_all(&out)?;
-    let fixtures: Vec<Guest> = guests::discover(&builder.guest_dir)?.into_iter().filter(|g| !g.shipped).collect();
+    let fixtures: Vec<Guest> =
+        guests::discover(&builder.guest_dir)?.into_iter().filter(|g| !g.shipped).collect();
     for guest in &fixtures {
         eprintln!("xtask: building fixture {}", guest.name);
         std::fs::write(out.join(format!("{}.wasm", guest.name)), builder.build(guest)?)?;

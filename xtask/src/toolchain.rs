@@ -41,7 +41,9 @@ impl Route {
         match wanted {
             Some(Route::Debian) => debian_ready().map(|()| Route::Debian),
             Some(Route::Rustup) if rustup_has_wasm32() => Ok(Route::Rustup),
-            Some(Route::Rustup) => bail!("rustup has no wasm32-unknown-unknown target: `rustup target add wasm32-unknown-unknown`"),
+            Some(Route::Rustup) => bail!(
+                "rustup has no wasm32-unknown-unknown target: `rustup target add wasm32-unknown-unknown`"
+            ),
             None if rustup_has_wasm32() => Ok(Route::Rustup),
             None => debian_ready().map(|()| Route::Debian),
         }
@@ -82,7 +84,8 @@ impl Route {
 
     /// The route's rustc version line, recorded in the manifest.
     pub fn version(self) -> Result<String> {
-        let output = Command::new(self.rustc()).arg("--version").output().context("running rustc --version")?;
+        let output =
+            Command::new(self.rustc()).arg("--version").output().context("running rustc --version")?;
         let line = String::from_utf8(output.stdout)?.trim().to_owned();
         Ok(format!("{line} ({} route)", self.name()))
     }
@@ -107,7 +110,10 @@ pub fn debian_ready() -> Result<()> {
     let missing: Vec<&str> = [
         (Path::new("/usr/bin/cargo").is_file(), "cargo-web (/usr/bin/cargo)"),
         (Path::new("/usr/bin/rustc").is_file(), "rustc-web (/usr/bin/rustc)"),
-        (Path::new("/usr/lib/rustlib/src/rust/library").is_dir(), "rust-web-src (/usr/lib/rustlib/src/rust/library)"),
+        (
+            Path::new("/usr/lib/rustlib/src/rust/library").is_dir(),
+            "rust-web-src (/usr/lib/rustlib/src/rust/library)",
+        ),
         (on_path("wasm-ld"), "lld (wasm-ld)"),
     ]
     .into_iter()
@@ -131,7 +137,8 @@ pub fn ensure_debian_installed() -> Result<()> {
     if debian_ready().is_ok() || rustup_has_wasm32() {
         return Ok(());
     }
-    let is_root = Command::new("id").arg("-u").output().map(|o| o.stdout.trim_ascii() == b"0").unwrap_or(false);
+    let is_root =
+        Command::new("id").arg("-u").output().map(|o| o.stdout.trim_ascii() == b"0").unwrap_or(false);
     if !is_root {
         return debian_ready();
     }

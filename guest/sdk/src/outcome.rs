@@ -6,7 +6,7 @@
 //! only from a producer the host bound, so `exit_status_only` looks at nothing but
 //! whether the backend ran and its exit code.
 
-use crate::types::{CleanupState, ClaimPlan, Execution, Impact, Outcome, PlannedScope, ProducerFacts};
+use crate::types::{ClaimPlan, CleanupState, Execution, Impact, Outcome, PlannedScope, ProducerFacts};
 
 /// The claim plan for an effect nobody can scope: unknown impact, no
 /// dependencies, no obligations (SPEC section 6, "unbound tools").

@@ -14,8 +14,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use effect_ledger::policy::{
-    self, CompileCache, LoadedComponent, PolicyError, PolicyOptions, PolicySet, PolicySource,
-    SandboxLimits, World,
+    self, CompileCache, LoadedComponent, PolicyError, PolicyOptions, PolicySet, PolicySource, SandboxLimits,
+    World,
 };
 
 use super::{Failure, exit};
@@ -85,7 +85,8 @@ impl PolicyCommand {
 }
 
 fn read_file(path: &Path) -> Result<Vec<u8>, Failure> {
-    std::fs::read(path).map_err(|e| Failure::new(exit::BAD_INPUT, anyhow!("cannot read {}: {e}", path.display())))
+    std::fs::read(path)
+        .map_err(|e| Failure::new(exit::BAD_INPUT, anyhow!("cannot read {}: {e}", path.display())))
 }
 
 fn print_json(value: &impl Serialize) {
@@ -94,8 +95,9 @@ fn print_json(value: &impl Serialize) {
 
 fn inspect(file: &Path, json: bool) -> Result<ExitCode, Failure> {
     let bytes = read_file(file)?;
-    let shape = policy::inspect(&bytes)
-        .map_err(|e| Failure::new(exit::BAD_INPUT, anyhow!("{}: not a WebAssembly component: {e}", file.display())))?;
+    let shape = policy::inspect(&bytes).map_err(|e| {
+        Failure::new(exit::BAD_INPUT, anyhow!("{}: not a WebAssembly component: {e}", file.display()))
+    })?;
     if json {
         #[derive(Serialize)]
         struct Inspected<'a> {
@@ -129,7 +131,10 @@ fn open_cache(data_dir: &Path) -> Option<CompileCache> {
     match opened {
         Ok(dir) => Some(CompileCache::new(dir)),
         Err(error) => {
-            tracing::warn!("compiled-component cache {} unavailable, compiling in memory: {error}", dir.display());
+            tracing::warn!(
+                "compiled-component cache {} unavailable, compiling in memory: {error}",
+                dir.display()
+            );
             None
         }
     }
@@ -137,14 +142,19 @@ fn open_cache(data_dir: &Path) -> Option<CompileCache> {
 
 fn manifest_source(manifest: Option<&Path>) -> Result<PolicySource, Failure> {
     let Some(path) = manifest else { return Ok(PolicySource::Shipped) };
-    let bad = |message: String| Failure::new(exit::BAD_INPUT, anyhow!("manifest {}: {message}", path.display()));
+    let bad =
+        |message: String| Failure::new(exit::BAD_INPUT, anyhow!("manifest {}: {message}", path.display()));
     let file_name = path.file_name().and_then(|n| n.to_str()).ok_or_else(|| bad("not a file path".into()))?;
     let parent = match path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,
         _ => Path::new("."),
     };
     let dir = Dir::open_ambient_dir(parent, ambient_authority()).map_err(|e| bad(e.to_string()))?;
-    Ok(PolicySource::Directory { dir, manifest_file: file_name.to_owned(), display: path.display().to_string() })
+    Ok(PolicySource::Directory {
+        dir,
+        manifest_file: file_name.to_owned(),
+        display: path.display().to_string(),
+    })
 }
 
 fn verify(manifest: Option<&Path>, data_dir: &Path) -> Result<ExitCode, Failure> {
@@ -172,8 +182,16 @@ fn parse_input<T: DeserializeOwned>(input: &Path) -> Result<T, Failure> {
         std::fs::read_to_string(input).with_context(|| format!("reading {}", input.display()))
     }
     .map_err(|e| Failure::new(exit::BAD_INPUT, e))?;
-    serde_json::from_str(&text)
-        .map_err(|e| Failure::new(exit::BAD_INPUT, anyhow!("{}: not a valid {}: {e}", input.display(), std::any::type_name::<T>().rsplit("::").next().unwrap_or("input"))))
+    serde_json::from_str(&text).map_err(|e| {
+        Failure::new(
+            exit::BAD_INPUT,
+            anyhow!(
+                "{}: not a valid {}: {e}",
+                input.display(),
+                std::any::type_name::<T>().rsplit("::").next().unwrap_or("input")
+            ),
+        )
+    })
 }
 
 fn run(file: &Path, call: CallArg, input: &Path, limits: SandboxLimits) -> Result<ExitCode, Failure> {
@@ -184,20 +202,26 @@ fn run(file: &Path, call: CallArg, input: &Path, limits: SandboxLimits) -> Resul
     };
     let name = file.file_stem().map_or_else(|| "component".to_owned(), |s| s.to_string_lossy().into_owned());
     let options = PolicyOptions { limits, cache: None };
-    let component = policy::load_unpinned(&name, world, &bytes, &options).map_err(|e| Failure::new(exit::REFUSED, e))?;
+    let component =
+        policy::load_unpinned(&name, world, &bytes, &options).map_err(|e| Failure::new(exit::REFUSED, e))?;
     let call_failed = |error: PolicyError| {
-        let code = if matches!(error, PolicyError::Guest { .. }) { exit::PROBLEMS } else { exit::CALL_FAILED };
+        let code =
+            if matches!(error, PolicyError::Guest { .. }) { exit::PROBLEMS } else { exit::CALL_FAILED };
         Failure::new(code, anyhow!("[{}] {error}", error.kind()))
     };
     match (component, call) {
         (LoadedComponent::Classifier(mut c), CallArg::Classify) => {
             print_json(&c.classify(&parse_input(input)?).map_err(call_failed)?)
         }
-        (LoadedComponent::Classifier(mut c), CallArg::Settle) => print_json(&c.settle(&parse_input(input)?).map_err(call_failed)?),
+        (LoadedComponent::Classifier(mut c), CallArg::Settle) => {
+            print_json(&c.settle(&parse_input(input)?).map_err(call_failed)?)
+        }
         (LoadedComponent::Classifier(mut c), CallArg::Readbacks) => {
             print_json(&c.readbacks(&parse_input(input)?).map_err(call_failed)?)
         }
-        (LoadedComponent::Evaluator(mut e), CallArg::Evaluate) => print_json(&e.evaluate(&parse_input(input)?).map_err(call_failed)?),
+        (LoadedComponent::Evaluator(mut e), CallArg::Evaluate) => {
+            print_json(&e.evaluate(&parse_input(input)?).map_err(call_failed)?)
+        }
         _ => unreachable!("the world was chosen from the call"),
     }
     Ok(ExitCode::SUCCESS)

@@ -13,12 +13,12 @@ mod wire_size;
 
 pub use evidence::{
     Assessment, ClaimEvidence, Decision, EffectAssessment, EvidenceLedger, EvidenceRecord,
-    ObligationEvidence, ObservationEvidence, OutcomeEvidence, Position, Reason, ReasonCode,
-    ResourceIndex, Verdict, VerifierEvidence,
+    ObligationEvidence, ObservationEvidence, OutcomeEvidence, Position, Reason, ReasonCode, ResourceIndex,
+    Verdict, VerifierEvidence,
 };
 pub use operation::{
-    Binding, BindingIndex, BoundOperation, BoundPreState, ClaimPlan, Classification,
-    PlannedObligation, PlannedScope, Postcondition, PreState,
+    Binding, BindingIndex, BoundOperation, BoundPreState, ClaimPlan, Classification, PlannedObligation,
+    PlannedScope, Postcondition, PreState,
 };
 pub use outcome::{
     CleanupState, Coverage, Execution, Impact, JobLifecycle, Mechanism, Outcome, ProducerFacts,

@@ -119,7 +119,12 @@ pub struct ClaimPlan {
 impl ClaimPlan {
     /// The conservative plan the host claims when classification fails (POL-4).
     pub fn unknown_scope() -> Self {
-        Self { scope: PlannedScope::Unknown, dependencies: Vec::new(), obligations: Vec::new(), external: false }
+        Self {
+            scope: PlannedScope::Unknown,
+            dependencies: Vec::new(),
+            obligations: Vec::new(),
+            external: false,
+        }
     }
 }
 

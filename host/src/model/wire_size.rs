@@ -7,8 +7,8 @@
 //! differences do not matter.
 
 use super::{
-    Classification, ClaimPlan, Decision, EffectAssessment, Outcome, PlannedObligation,
-    PlannedScope, Postcondition, ReadbackRequest, Reason,
+    ClaimPlan, Classification, Decision, EffectAssessment, Outcome, PlannedObligation, PlannedScope,
+    Postcondition, ReadbackRequest, Reason,
 };
 
 /// Bytes an answer occupies on the wire (an upper-bound-ish estimate).

@@ -10,8 +10,8 @@ use std::collections::HashSet;
 
 use crate::digest::Sha256Digest;
 use crate::model::{
-    BindingIndex, BoundOperation, Classification, Decision, EvidenceLedger, EvidenceRecord,
-    Execution, Impact, Outcome, PlannedScope, Postcondition, ReadbackRequest, Verdict,
+    BindingIndex, BoundOperation, Classification, Decision, EvidenceLedger, EvidenceRecord, Execution,
+    Impact, Outcome, PlannedScope, Postcondition, ReadbackRequest, Verdict,
 };
 
 fn binding_in_range(operation: &BoundOperation, index: BindingIndex, what: &str) -> Result<(), String> {
@@ -24,7 +24,10 @@ fn binding_in_range(operation: &BoundOperation, index: BindingIndex, what: &str)
 
 /// A plan may name only the operation's bindings; each obligation targets a
 /// binding in the exact scope (CL-1); content digests are digests.
-pub(crate) fn check_classification(operation: &BoundOperation, answer: &Classification) -> Result<(), String> {
+pub(crate) fn check_classification(
+    operation: &BoundOperation,
+    answer: &Classification,
+) -> Result<(), String> {
     let Classification::Effect(plan) = answer else { return Ok(()) };
     let scope: &[BindingIndex] = match &plan.scope {
         PlannedScope::Exact(bindings) => bindings,
@@ -39,7 +42,10 @@ pub(crate) fn check_classification(operation: &BoundOperation, answer: &Classifi
     for obligation in &plan.obligations {
         binding_in_range(operation, obligation.target, "an obligation")?;
         if !scope.contains(&obligation.target) {
-            return Err(format!("an obligation targets binding {}, which is not in the exact scope", obligation.target));
+            return Err(format!(
+                "an obligation targets binding {}, which is not in the exact scope",
+                obligation.target
+            ));
         }
         if let Postcondition::ContentSha256(digest) = &obligation.postcondition {
             digest.parse::<Sha256Digest>().map_err(|e| e.to_string())?;
@@ -69,9 +75,13 @@ pub(crate) fn check_readbacks(operation: &BoundOperation, answer: &[ReadbackRequ
 /// The verdict is the worst of the reasons' verdicts (COMPLETED with none), and
 /// every position a reason or assessment cites is a record of the ledger.
 pub(crate) fn check_decision(ledger: &EvidenceLedger, answer: &Decision) -> Result<(), String> {
-    let worst = answer.reasons.iter().map(|r| r.verdict).max_by_key(|v| v.severity()).unwrap_or(Verdict::Completed);
+    let worst =
+        answer.reasons.iter().map(|r| r.verdict).max_by_key(|v| v.severity()).unwrap_or(Verdict::Completed);
     if worst != answer.verdict {
-        return Err(format!("verdict {:?} does not follow from its reasons (worst is {worst:?})", answer.verdict));
+        return Err(format!(
+            "verdict {:?} does not follow from its reasons (worst is {worst:?})",
+            answer.verdict
+        ));
     }
     let positions: HashSet<u64> = ledger.records.iter().map(EvidenceRecord::position).collect();
     let cited = answer
@@ -85,4 +95,128 @@ pub(crate) fn check_decision(ledger: &EvidenceLedger, answer: &Decision) -> Resu
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{
+        Binding, ClaimPlan, FilesystemLocation, FilesystemRoot, Location, PlannedObligation, Reason,
+        ReasonCode, ResourceRef, ResourceRole, VerifierEvidence,
+    };
+
+    fn operation_with(bindings: usize) -> BoundOperation {
+        let root =
+            FilesystemRoot { scope: "s".into(), owner: "o".into(), path: "/r".into(), device: 1, inode: 2 };
+        let binding = |i: usize| Binding {
+            name: format!("path{i}"),
+            resource: ResourceRef::new(
+                ResourceRole::Target,
+                Location::Filesystem(FilesystemLocation { root: root.clone(), path: format!("f{i}") }),
+                "absent:".into(),
+                None,
+            ),
+        };
+        BoundOperation {
+            tool: "write_file".into(),
+            action: String::new(),
+            request_id: "r".into(),
+            input_json: "{}".into(),
+            input_sha256: String::new(),
+            bindings: (0..bindings).map(binding).collect(),
+            pre_states: Vec::new(),
+            producer_bound: true,
+        }
+    }
+
+    fn plan(scope: PlannedScope, obligations: Vec<PlannedObligation>) -> Classification {
+        Classification::Effect(ClaimPlan { scope, dependencies: Vec::new(), obligations, external: false })
+    }
+
+    const DIGEST: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+
+    #[test]
+    fn plans_may_name_only_the_operations_bindings() {
+        let op = operation_with(2);
+        let good = plan(
+            PlannedScope::Exact(vec![0, 1]),
+            vec![PlannedObligation { target: 1, postcondition: Postcondition::ContentSha256(DIGEST.into()) }],
+        );
+        assert_eq!(check_classification(&op, &good), Ok(()));
+        let out_of_range = plan(PlannedScope::Exact(vec![2]), Vec::new());
+        assert!(check_classification(&op, &out_of_range).unwrap_err().contains("names binding 2"));
+    }
+
+    #[test]
+    fn obligations_must_target_the_exact_scope_with_real_digests() {
+        let op = operation_with(2);
+        let outside = plan(
+            PlannedScope::Exact(vec![0]),
+            vec![PlannedObligation { target: 1, postcondition: Postcondition::Exists }],
+        );
+        assert!(check_classification(&op, &outside).unwrap_err().contains("not in the exact scope"));
+        let unknown = plan(
+            PlannedScope::Unknown,
+            vec![PlannedObligation { target: 0, postcondition: Postcondition::Exists }],
+        );
+        assert!(check_classification(&op, &unknown).unwrap_err().contains("not in the exact scope"));
+        let bad_digest = plan(
+            PlannedScope::Exact(vec![0]),
+            vec![PlannedObligation { target: 0, postcondition: Postcondition::ContentSha256("zz".into()) }],
+        );
+        assert!(check_classification(&op, &bad_digest).unwrap_err().contains("SHA-256"));
+    }
+
+    #[test]
+    fn impact_none_goes_with_not_executed_only() {
+        let outcome = |execution, impact| Outcome {
+            execution,
+            impact,
+            cleanup: crate::model::CleanupState::NotApplicable,
+            replayed: false,
+            remote_acknowledged: false,
+            detached: false,
+        };
+        assert!(check_outcome(&outcome(Execution::NotExecuted, Impact::None)).is_ok());
+        assert!(check_outcome(&outcome(Execution::Failed, Impact::Possible)).is_ok());
+        assert!(check_outcome(&outcome(Execution::ReportedSuccess, Impact::None)).is_err());
+        assert!(check_outcome(&outcome(Execution::NotExecuted, Impact::Possible)).is_err());
+    }
+
+    #[test]
+    fn a_decision_verdict_follows_from_its_reasons_and_cites_real_positions() {
+        let ledger = EvidenceLedger {
+            resources: Vec::new(),
+            required: Vec::new(),
+            records: vec![EvidenceRecord::Verifier(VerifierEvidence {
+                position: 4,
+                command: "t".into(),
+                passed: false,
+            })],
+            answer: String::new(),
+        };
+        let reason = |verdict, evidence: Vec<u64>| Reason {
+            code: ReasonCode::FailingVerifier,
+            verdict,
+            message: String::new(),
+            evidence,
+            disclosure: None,
+        };
+        let decision = |verdict, reasons| Decision {
+            verdict,
+            reasons,
+            disclosures: Vec::new(),
+            assessments: Vec::new(),
+            presented_answer: String::new(),
+        };
+        assert!(check_decision(&ledger, &decision(Verdict::Completed, Vec::new())).is_ok());
+        assert!(
+            check_decision(&ledger, &decision(Verdict::Failed, vec![reason(Verdict::Failed, vec![4])]))
+                .is_ok()
+        );
+        let hidden = decision(Verdict::Completed, vec![reason(Verdict::Failed, vec![4])]);
+        assert!(check_decision(&ledger, &hidden).unwrap_err().contains("does not follow"));
+        let invented = decision(Verdict::Failed, vec![reason(Verdict::Failed, vec![9])]);
+        assert!(check_decision(&ledger, &invented).unwrap_err().contains("position 9"));
+    }
 }

@@ -39,8 +39,8 @@ pub(crate) trait ToGuest<T> {
 }
 
 /// Guest -> host: turn a generated value into the model value.
-pub(crate) trait FromGuest<T> {
-    fn from_guest(self) -> T;
+pub(crate) trait IntoModel<T> {
+    fn into_model(self) -> T;
 }
 
 macro_rules! scalar {
@@ -48,8 +48,8 @@ macro_rules! scalar {
         impl ToGuest<$t> for $t {
             fn to_guest(&self) -> $t { self.clone() }
         }
-        impl FromGuest<$t> for $t {
-            fn from_guest(self) -> $t { self }
+        impl IntoModel<$t> for $t {
+            fn into_model(self) -> $t { self }
         }
     )*};
 }
@@ -61,9 +61,9 @@ impl<A: ToGuest<B>, B> ToGuest<Vec<B>> for Vec<A> {
     }
 }
 
-impl<A: FromGuest<B>, B> FromGuest<Vec<B>> for Vec<A> {
-    fn from_guest(self) -> Vec<B> {
-        self.into_iter().map(FromGuest::from_guest).collect()
+impl<A: IntoModel<B>, B> IntoModel<Vec<B>> for Vec<A> {
+    fn into_model(self) -> Vec<B> {
+        self.into_iter().map(IntoModel::into_model).collect()
     }
 }
 
@@ -73,9 +73,9 @@ impl<A: ToGuest<B>, B> ToGuest<Option<B>> for Option<A> {
     }
 }
 
-impl<A: FromGuest<B>, B> FromGuest<Option<B>> for Option<A> {
-    fn from_guest(self) -> Option<B> {
-        self.map(FromGuest::from_guest)
+impl<A: IntoModel<B>, B> IntoModel<Option<B>> for Option<A> {
+    fn into_model(self) -> Option<B> {
+        self.map(IntoModel::into_model)
     }
 }
 
@@ -90,9 +90,9 @@ macro_rules! record {
         }
     };
     (from $model:ident { $($field:ident),* $(,)? }) => {
-        impl FromGuest<model::$model> for wit::$model {
-            fn from_guest(self) -> model::$model {
-                model::$model { $($field: self.$field.from_guest()),* }
+        impl IntoModel<model::$model> for wit::$model {
+            fn into_model(self) -> model::$model {
+                model::$model { $($field: self.$field.into_model()),* }
             }
         }
     };
@@ -110,8 +110,8 @@ macro_rules! unit_enum {
                 match self { $(model::$model::$case => wit::$model::$case),* }
             }
         }
-        impl FromGuest<model::$model> for wit::$model {
-            fn from_guest(self) -> model::$model {
+        impl IntoModel<model::$model> for wit::$model {
+            fn into_model(self) -> model::$model {
                 match self { $(wit::$model::$case => model::$model::$case),* }
             }
         }
@@ -188,8 +188,8 @@ impl ToGuest<wit::Postcondition> for model::Postcondition {
     }
 }
 
-impl FromGuest<model::Postcondition> for wit::Postcondition {
-    fn from_guest(self) -> model::Postcondition {
+impl IntoModel<model::Postcondition> for wit::Postcondition {
+    fn into_model(self) -> model::Postcondition {
         match self {
             wit::Postcondition::ContentSha256(d) => model::Postcondition::ContentSha256(d),
             wit::Postcondition::Absent => model::Postcondition::Absent,
@@ -207,8 +207,8 @@ impl ToGuest<wit::PlannedScope> for model::PlannedScope {
     }
 }
 
-impl FromGuest<model::PlannedScope> for wit::PlannedScope {
-    fn from_guest(self) -> model::PlannedScope {
+impl IntoModel<model::PlannedScope> for wit::PlannedScope {
+    fn into_model(self) -> model::PlannedScope {
         match self {
             wit::PlannedScope::Unknown => model::PlannedScope::Unknown,
             wit::PlannedScope::Exact(bindings) => model::PlannedScope::Exact(bindings),
@@ -216,10 +216,10 @@ impl FromGuest<model::PlannedScope> for wit::PlannedScope {
     }
 }
 
-impl FromGuest<model::Classification> for wit::Classification {
-    fn from_guest(self) -> model::Classification {
+impl IntoModel<model::Classification> for wit::Classification {
+    fn into_model(self) -> model::Classification {
         match self {
-            wit::Classification::Effect(plan) => model::Classification::Effect(plan.from_guest()),
+            wit::Classification::Effect(plan) => model::Classification::Effect(plan.into_model()),
             wit::Classification::ReadOnly => model::Classification::ReadOnly,
             wit::Classification::Refused(why) => model::Classification::Refused(why),
         }
@@ -232,8 +232,14 @@ unit_enum!(Execution { NotExecuted, ReportedSuccess, Failed, TimedOut, Cancelled
 unit_enum!(Impact { None, Possible });
 unit_enum!(CleanupState { NotApplicable, Clean, Failed, Unknown });
 unit_enum!(Mechanism {
-    FilesystemRead, FilesystemStat, OwnedRead, RemoteReadback, JobState, ProcessOwnership,
-    BrowserSession, Receipt,
+    FilesystemRead,
+    FilesystemStat,
+    OwnedRead,
+    RemoteReadback,
+    JobState,
+    ProcessOwnership,
+    BrowserSession,
+    Receipt,
 });
 unit_enum!(Coverage { Complete, Partial });
 record!(to ProducerFacts {
@@ -273,9 +279,18 @@ impl ToGuest<wit::EvidenceRecord> for model::EvidenceRecord {
 // The decision: guest -> host.
 unit_enum!(Verdict { Completed, Failed, Blocked, Unverified });
 unit_enum!(ReasonCode {
-    ContradictedArtifact, ContradictedEffect, UnsettledArtifact, StaleVerifier, FailingVerifier,
-    ExternalEffectUnverified, UnverifiedArtifact, MissingArtifact, RunningLaunch, UnsupportedClaim,
-    FailedEffect, PolicyFailure,
+    ContradictedArtifact,
+    ContradictedEffect,
+    UnsettledArtifact,
+    StaleVerifier,
+    FailingVerifier,
+    ExternalEffectUnverified,
+    UnverifiedArtifact,
+    MissingArtifact,
+    RunningLaunch,
+    UnsupportedClaim,
+    FailedEffect,
+    PolicyFailure,
 });
 unit_enum!(Assessment { Verified, StateObserved, Failed, Contradicted, Unverified, Pending });
 record!(from Reason { code, verdict, message, evidence, disclosure });

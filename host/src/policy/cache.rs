@@ -34,7 +34,12 @@ impl CompileCache {
 
     /// The compiled component for `bytes` (whose digest is `digest`), from the
     /// cache when a usable entry exists, else compiled now and stored.
-    pub(crate) fn load_or_compile(&self, engine: &Engine, digest: &Sha256Digest, bytes: &[u8]) -> wasmtime::Result<Component> {
+    pub(crate) fn load_or_compile(
+        &self,
+        engine: &Engine,
+        digest: &Sha256Digest,
+        bytes: &[u8],
+    ) -> wasmtime::Result<Component> {
         let mut hasher = DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
         let bucket = format!("{:016x}", hasher.finish());

@@ -13,13 +13,13 @@ use wasmtime::component::{InstancePre, Linker};
 
 use crate::digest::Sha256Digest;
 use crate::model::{
-    BoundOperation, Classification, Decision, EvidenceLedger, Outcome, ReadbackContext,
-    ReadbackRequest, SettleRequest, WireSize,
+    BoundOperation, Classification, Decision, EvidenceLedger, Outcome, ReadbackContext, ReadbackRequest,
+    SettleRequest, WireSize,
 };
 
 use super::WIT_PACKAGE;
 use super::answer;
-use super::bindings::{ClassifierPre, EvaluatorPre, FromGuest, ToGuest, classifier, evaluator};
+use super::bindings::{ClassifierPre, EvaluatorPre, IntoModel, ToGuest, classifier, evaluator};
 use super::cache::CompileCache;
 use super::error::{PolicyCall, PolicyError};
 use super::inspect::inspect;
@@ -94,30 +94,43 @@ impl<P: WorldPre> Sandboxed<P> {
     /// `pinned` is the manifest's digest; `None` only for a file an author runs
     /// directly (`effects policy run`), which has no pin to check.
     fn load(
-        engine: &Engine,
-        limits: SandboxLimits,
-        cache: Option<&CompileCache>,
+        context: &LoadContext<'_>,
         name: &str,
         world: World,
         pinned: Option<Sha256Digest>,
         file: &str,
         bytes: &[u8],
     ) -> Result<Self, PolicyError> {
+        let LoadContext { engine, limits, cache } = *context;
         let component = name.to_owned();
         let sha256 = Sha256Digest::of(bytes);
         if let Some(expected) = pinned
             && expected != sha256
         {
-            return Err(PolicyError::DigestMismatch { component, file: file.to_owned(), expected, actual: sha256 });
+            return Err(PolicyError::DigestMismatch {
+                component,
+                file: file.to_owned(),
+                expected,
+                actual: sha256,
+            });
         }
-        let shape = inspect(bytes).map_err(|message| PolicyError::Malformed { component: component.clone(), message })?;
+        let shape = inspect(bytes)
+            .map_err(|message| PolicyError::Malformed { component: component.clone(), message })?;
         if !shape.imports.is_empty() {
             return Err(PolicyError::Imports { component, imports: shape.imports });
         }
         if shape.world != Some(world) {
-            return Err(PolicyError::WrongWorld { component, expected: world, exports: shape.exports, detail: None });
+            return Err(PolicyError::WrongWorld {
+                component,
+                expected: world,
+                exports: shape.exports,
+                detail: None,
+            });
         }
-        let compile_error = |error: wasmtime::Error| PolicyError::Compile { component: component.clone(), message: format!("{error:#}") };
+        let compile_error = |error: wasmtime::Error| PolicyError::Compile {
+            component: component.clone(),
+            message: format!("{error:#}"),
+        };
         let compiled = match cache {
             Some(cache) => cache.load_or_compile(engine, &sha256, bytes),
             None => wasmtime::component::Component::new(engine, bytes),
@@ -151,7 +164,9 @@ impl<P: WorldPre> Sandboxed<P> {
                 store.set_fuel(self.limits.fuel).expect("fuel is enabled on every policy engine");
                 match self.pre.instantiate(&mut store) {
                     Ok(bindings) => (store, bindings),
-                    Err(error) => return Err(sandbox::classify_failure(error, &store, &self.name, call, &self.limits)),
+                    Err(error) => {
+                        return Err(sandbox::classify_failure(error, &store, &self.name, call, &self.limits));
+                    }
                 }
             }
         };
@@ -159,23 +174,37 @@ impl<P: WorldPre> Sandboxed<P> {
         let answer = match invoke(&bindings, &mut store) {
             Ok(answer) => answer,
             // The store is dropped here: a trapped instance is never called again.
-            Err(error) => return Err(sandbox::classify_failure(error, &store, &self.name, call, &self.limits)),
+            Err(error) => {
+                return Err(sandbox::classify_failure(error, &store, &self.name, call, &self.limits));
+            }
         };
         let fuel_used = self.limits.fuel - store.get_fuel().expect("fuel is enabled on every policy engine");
         let component = self.name.clone();
-        let value = answer.map_err(|message| PolicyError::Guest { component: component.clone(), call, message })?;
+        let value =
+            answer.map_err(|message| PolicyError::Guest { component: component.clone(), call, message })?;
         let bytes = value.wire_size();
         if bytes > self.limits.answer_bytes {
-            return Err(PolicyError::AnswerTooLarge { component, call, bytes, limit: self.limits.answer_bytes });
+            return Err(PolicyError::AnswerTooLarge {
+                component,
+                call,
+                bytes,
+                limit: self.limits.answer_bytes,
+            });
         }
-        check(&value).map_err(|message| PolicyError::MalformedAnswer { component: component.clone(), call, message })?;
+        check(&value).map_err(|message| PolicyError::MalformedAnswer {
+            component: component.clone(),
+            call,
+            message,
+        })?;
         self.warm = Some((store, bindings));
-        let report = CallReport { component, sha256: self.sha256, wit: WIT_PACKAGE, fuel_used, fresh_instance };
+        let report =
+            CallReport { component, sha256: self.sha256, wit: WIT_PACKAGE, fuel_used, fresh_instance };
         Ok(Called { value, report })
     }
 }
 
 /// Parameters shared by every component of one policy set.
+#[derive(Clone, Copy)]
 pub(crate) struct LoadContext<'a> {
     pub engine: &'a Engine,
     pub limits: SandboxLimits,
@@ -195,7 +224,7 @@ macro_rules! component_api {
                 file: &str,
                 bytes: &[u8],
             ) -> Result<Self, PolicyError> {
-                Sandboxed::load(context.engine, context.limits, context.cache, name, $world, pinned, file, bytes).map(Self)
+                Sandboxed::load(context, name, $world, pinned, file, bytes).map(Self)
             }
 
             /// Component name.
@@ -233,7 +262,7 @@ impl ClassifierComponent {
             PolicyCall::Classify,
             |bindings, store| {
                 let answer = bindings.effects_policy_classify().call_classify(store, &argument)?;
-                Ok(answer.map(FromGuest::from_guest))
+                Ok(answer.map(IntoModel::into_model))
             },
             |answer| answer::check_classification(operation, answer),
         )
@@ -246,20 +275,23 @@ impl ClassifierComponent {
             PolicyCall::Settle,
             |bindings, store| {
                 let answer = bindings.effects_policy_classify().call_settle(store, &argument)?;
-                Ok(answer.map(FromGuest::from_guest))
+                Ok(answer.map(IntoModel::into_model))
             },
             answer::check_outcome,
         )
     }
 
     /// `readbacks`: which bound resources to read back after settlement.
-    pub fn readbacks(&mut self, context: &ReadbackContext) -> Result<Called<Vec<ReadbackRequest>>, PolicyError> {
+    pub fn readbacks(
+        &mut self,
+        context: &ReadbackContext,
+    ) -> Result<Called<Vec<ReadbackRequest>>, PolicyError> {
         let argument = context.to_guest();
         self.0.call(
             PolicyCall::Readbacks,
             |bindings, store| {
                 let answer = bindings.effects_policy_classify().call_readbacks(store, &argument)?;
-                Ok(answer.map(FromGuest::from_guest))
+                Ok(answer.map(IntoModel::into_model))
             },
             |answer| answer::check_readbacks(&context.operation, answer),
         )
@@ -274,7 +306,7 @@ impl EvaluatorComponent {
             PolicyCall::Evaluate,
             |bindings, store| {
                 let answer = bindings.effects_policy_evaluate().call_evaluate(store, &argument)?;
-                Ok(answer.map(FromGuest::from_guest))
+                Ok(answer.map(IntoModel::into_model))
             },
             |answer| answer::check_decision(ledger, answer),
         )

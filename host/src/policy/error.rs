@@ -112,7 +112,9 @@ pub enum PolicyError {
         message: String,
     },
     /// The call used all its fuel (POL-2).
-    #[error("component {component}: {call} ran out of fuel (budget {fuel} units); the instance was discarded")]
+    #[error(
+        "component {component}: {call} ran out of fuel (budget {fuel} units); the instance was discarded"
+    )]
     OutOfFuel {
         /// Component name.
         component: String,
@@ -136,7 +138,9 @@ pub enum PolicyError {
         requested: usize,
     },
     /// The guest overflowed its bounded wasm stack (POL-2).
-    #[error("component {component}: {call} overflowed the wasm stack ({limit} bytes); the instance was discarded")]
+    #[error(
+        "component {component}: {call} overflowed the wasm stack ({limit} bytes); the instance was discarded"
+    )]
     StackOverflow {
         /// Component name.
         component: String,
@@ -156,7 +160,9 @@ pub enum PolicyError {
         message: String,
     },
     /// The answer is larger than the host admits.
-    #[error("component {component}: {call} answered {bytes} bytes, over the {limit}-byte cap; answer refused")]
+    #[error(
+        "component {component}: {call} answered {bytes} bytes, over the {limit}-byte cap; answer refused"
+    )]
     AnswerTooLarge {
         /// Component name.
         component: String,

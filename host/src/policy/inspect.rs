@@ -39,7 +39,9 @@ pub fn inspect(bytes: &[u8]) -> Result<ComponentShape, String> {
     for payload in Parser::new(0).parse_all(bytes) {
         match payload.map_err(|e| e.to_string())? {
             Payload::Version { encoding, .. } if depth == 0 && encoding != Encoding::Component => {
-                return Err("this is a core wasm module, not a component (componentize it with wit-component)".into());
+                return Err(
+                    "this is a core wasm module, not a component (componentize it with wit-component)".into(),
+                );
             }
             Payload::ModuleSection { .. } | Payload::ComponentSection { .. } => depth += 1,
             Payload::End(_) => depth = depth.saturating_sub(1),

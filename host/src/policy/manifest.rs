@@ -109,7 +109,9 @@ impl Manifest {
     /// Renders the manifest as TOML, with a header saying who writes it.
     pub fn to_toml(&self) -> String {
         let body = toml::to_string_pretty(self).expect("a manifest always serializes");
-        format!("# Written by `cargo xtask policies`; pinned digests are checked by `cargo xtask policies --check`.\n{body}")
+        format!(
+            "# Written by `cargo xtask policies`; pinned digests are checked by `cargo xtask policies --check`.\n{body}"
+        )
     }
 
     /// Consistency rules: the contract version, unique names, unique and
@@ -134,12 +136,18 @@ impl Manifest {
             }
             match entry.world {
                 World::Classifier if entry.tools.is_empty() => {
-                    return Err(format!("classifier {} serves no tools (add tools = [\"*\"] for a fallback)", entry.name));
+                    return Err(format!(
+                        "classifier {} serves no tools (add tools = [\"*\"] for a fallback)",
+                        entry.name
+                    ));
                 }
                 World::Classifier => {
                     for tool in &entry.tools {
                         if let Some(other) = tools.insert(tool, &entry.name) {
-                            return Err(format!("tool {tool:?} is served by both {other} and {}", entry.name));
+                            return Err(format!(
+                                "tool {tool:?} is served by both {other} and {}",
+                                entry.name
+                            ));
                         }
                     }
                 }

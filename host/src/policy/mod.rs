@@ -40,7 +40,7 @@ pub use error::{PolicyCall, PolicyError};
 pub use inspect::{ComponentShape, inspect};
 pub use manifest::{ComponentEntry, FALLBACK_TOOL, Manifest, World};
 pub use sandbox::SandboxLimits;
-pub use set::{LoadedComponent, PolicyOptions, PolicySet, load_unpinned};
+pub use set::{ComponentCheck, LoadedComponent, PolicyOptions, PolicySet, load_unpinned};
 pub use source::PolicySource;
 
 /// The WIT package every component must be built against.

@@ -5,7 +5,10 @@
 //! Invariant: a store that saw any failure is dropped by its owner; nothing here
 //! tries to reuse one.
 
-use wasmtime::{Config, Engine, ResourceLimiter, Store, StoreLimits, StoreLimitsBuilder, Trap};
+use wasmtime::{
+    Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, ResourceLimiter, Store, StoreLimits,
+    StoreLimitsBuilder, Trap,
+};
 
 use super::error::{PolicyCall, PolicyError};
 
@@ -42,8 +45,26 @@ pub(crate) fn engine(limits: &SandboxLimits) -> wasmtime::Result<Engine> {
         .consume_fuel(true)
         .cranelift_nan_canonicalization(true)
         .wasm_relaxed_simd(false)
-        .max_wasm_stack(limits.stack_bytes);
+        .max_wasm_stack(limits.stack_bytes)
+        .allocation_strategy(InstanceAllocationStrategy::Pooling(pool(limits)));
     Engine::new(&config)
+}
+
+/// Live instances one engine serves at once: a warm instance per component of
+/// a policy set, plus room for fresh ones while a failed store is replaced.
+const POOLED_INSTANCES: u32 = 32;
+
+/// The pooling allocator: slots are reserved once per engine, so a fresh
+/// instance (the first call, or the call after a failure) costs a slot reuse and
+/// a copy-on-write memory image instead of fresh mappings.
+fn pool(limits: &SandboxLimits) -> PoolingAllocationConfig {
+    let mut pool = PoolingAllocationConfig::default();
+    pool.total_component_instances(POOLED_INSTANCES)
+        .total_core_instances(POOLED_INSTANCES * 4)
+        .total_memories(POOLED_INSTANCES * 2)
+        .total_tables(POOLED_INSTANCES * 4)
+        .max_memory_size(limits.memory_bytes);
+    pool
 }
 
 /// Per-store state: the limiter, which remembers why it said no.
@@ -59,7 +80,12 @@ struct Limiter {
 }
 
 impl ResourceLimiter for Limiter {
-    fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         let allowed = self.limits.memory_growing(current, desired, maximum);
         if !matches!(allowed, Ok(true)) {
             self.refused_memory = Some(desired);
@@ -67,7 +93,12 @@ impl ResourceLimiter for Limiter {
         allowed
     }
 
-    fn table_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         self.limits.table_growing(current, desired, maximum)
     }
 
@@ -93,7 +124,10 @@ pub(crate) fn store(engine: &Engine, limits: &SandboxLimits) -> Store<StoreState
         .memories(4)
         .trap_on_grow_failure(true)
         .build();
-    let mut store = Store::new(engine, StoreState { limiter: Limiter { limits: limits_for_store, refused_memory: None } });
+    let mut store = Store::new(
+        engine,
+        StoreState { limiter: Limiter { limits: limits_for_store, refused_memory: None } },
+    );
     store.limiter(|state| &mut state.limiter);
     store
 }
@@ -112,7 +146,9 @@ pub(crate) fn classify_failure(
     }
     match error.downcast_ref::<Trap>() {
         Some(Trap::OutOfFuel) => PolicyError::OutOfFuel { component, call, fuel: limits.fuel },
-        Some(Trap::StackOverflow) => PolicyError::StackOverflow { component, call, limit: limits.stack_bytes },
+        Some(Trap::StackOverflow) => {
+            PolicyError::StackOverflow { component, call, limit: limits.stack_bytes }
+        }
         _ => PolicyError::Trap { component, call, message: format!("{error:#}") },
     }
 }

@@ -29,6 +29,9 @@ pub enum LoadedComponent {
     Evaluator(EvaluatorComponent),
 }
 
+/// One manifest entry and whether it loaded (`PolicySet::verify`).
+pub type ComponentCheck = (ComponentEntry, Result<(), PolicyError>);
+
 /// The loaded components of one manifest.
 pub struct PolicySet {
     manifest: Manifest,
@@ -38,15 +41,19 @@ pub struct PolicySet {
 
 /// Builds the engine for `options`, mapping a configuration failure to an error
 /// that names it.
-pub(crate) fn policy_engine(options: &PolicyOptions) -> Result<Engine, PolicyError> {
+fn policy_engine(options: &PolicyOptions) -> Result<Engine, PolicyError> {
     sandbox::engine(&options.limits).map_err(|error| PolicyError::Compile {
         component: "(engine)".to_owned(),
         message: format!("{error:#}"),
     })
 }
 
+fn load_context<'a>(engine: &'a Engine, options: &'a PolicyOptions) -> LoadContext<'a> {
+    LoadContext { engine, limits: options.limits, cache: options.cache.as_ref() }
+}
+
 /// Loads one manifest entry from `source`, checking its pin, imports and world.
-pub(crate) fn load_entry(
+fn load_entry(
     context: &LoadContext<'_>,
     source: &PolicySource,
     entry: &ComponentEntry,
@@ -54,12 +61,20 @@ pub(crate) fn load_entry(
     let bytes = source.component_bytes(entry)?;
     let pinned = Some(entry.sha256);
     Ok(match entry.world {
-        World::Classifier => {
-            LoadedComponent::Classifier(ClassifierComponent::load(context, &entry.name, pinned, &entry.file, &bytes)?)
-        }
-        World::Evaluator => {
-            LoadedComponent::Evaluator(EvaluatorComponent::load(context, &entry.name, pinned, &entry.file, &bytes)?)
-        }
+        World::Classifier => LoadedComponent::Classifier(ClassifierComponent::load(
+            context,
+            &entry.name,
+            pinned,
+            &entry.file,
+            &bytes,
+        )?),
+        World::Evaluator => LoadedComponent::Evaluator(EvaluatorComponent::load(
+            context,
+            &entry.name,
+            pinned,
+            &entry.file,
+            &bytes,
+        )?),
     })
 }
 
@@ -68,7 +83,7 @@ impl PolicySet {
     pub fn load(source: &PolicySource, options: &PolicyOptions) -> Result<Self, PolicyError> {
         let manifest = source.manifest()?;
         let engine = policy_engine(options)?;
-        let context = LoadContext { engine: &engine, limits: options.limits, cache: options.cache.as_ref() };
+        let context = load_context(&engine, options);
         let mut classifiers = BTreeMap::new();
         let mut evaluator = None;
         for entry in &manifest.components {
@@ -84,10 +99,13 @@ impl PolicySet {
 
     /// Checks every component of `source`'s manifest independently: one result
     /// per entry, so one bad component does not hide another.
-    pub fn verify(source: &PolicySource, options: &PolicyOptions) -> Result<Vec<(ComponentEntry, Result<(), PolicyError>)>, PolicyError> {
+    pub fn verify(
+        source: &PolicySource,
+        options: &PolicyOptions,
+    ) -> Result<Vec<ComponentCheck>, PolicyError> {
         let manifest = source.manifest()?;
         let engine = policy_engine(options)?;
-        let context = LoadContext { engine: &engine, limits: options.limits, cache: options.cache.as_ref() };
+        let context = load_context(&engine, options);
         Ok(manifest
             .components
             .into_iter()
@@ -105,7 +123,10 @@ impl PolicySet {
 
     /// The classifier that serves `tool` (its own, else the `*` fallback).
     pub fn classifier(&mut self, tool: &str) -> Result<&mut ClassifierComponent, PolicyError> {
-        let entry = self.manifest.classifier_for(tool).ok_or_else(|| PolicyError::NoClassifier { tool: tool.to_owned() })?;
+        let entry = self
+            .manifest
+            .classifier_for(tool)
+            .ok_or_else(|| PolicyError::NoClassifier { tool: tool.to_owned() })?;
         Ok(self.classifiers.get_mut(&entry.name).expect("every manifest classifier is loaded"))
     }
 
@@ -118,11 +139,20 @@ impl PolicySet {
 /// Loads one component file that no manifest pins, for a policy author
 /// iterating on a guest (`effects policy run`). Everything but the pin is
 /// checked as for a shipped component: zero imports, the expected world.
-pub fn load_unpinned(name: &str, world: World, bytes: &[u8], options: &PolicyOptions) -> Result<LoadedComponent, PolicyError> {
+pub fn load_unpinned(
+    name: &str,
+    world: World,
+    bytes: &[u8],
+    options: &PolicyOptions,
+) -> Result<LoadedComponent, PolicyError> {
     let engine = policy_engine(options)?;
-    let context = LoadContext { engine: &engine, limits: options.limits, cache: options.cache.as_ref() };
+    let context = load_context(&engine, options);
     Ok(match world {
-        World::Classifier => LoadedComponent::Classifier(ClassifierComponent::load(&context, name, None, name, bytes)?),
-        World::Evaluator => LoadedComponent::Evaluator(EvaluatorComponent::load(&context, name, None, name, bytes)?),
+        World::Classifier => {
+            LoadedComponent::Classifier(ClassifierComponent::load(&context, name, None, name, bytes)?)
+        }
+        World::Evaluator => {
+            LoadedComponent::Evaluator(EvaluatorComponent::load(&context, name, None, name, bytes)?)
+        }
     })
 }

@@ -66,7 +66,12 @@ impl PolicySource {
                 .iter()
                 .find(|(file, _)| *file == entry.file)
                 .map(|(_, bytes)| Cow::Borrowed(*bytes))
-                .ok_or_else(|| read_error(std::io::Error::new(std::io::ErrorKind::NotFound, "not embedded in this binary"))),
+                .ok_or_else(|| {
+                    read_error(std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        "not embedded in this binary",
+                    ))
+                }),
             PolicySource::Directory { dir, .. } => dir.read(&entry.file).map(Cow::Owned).map_err(read_error),
         }
     }

@@ -1,0 +1,95 @@
+//! Cost of a policy call through the sandbox, each beside its baseline in the
+//! same run (these machines are shared and noisy, so only ratios mean much):
+//!
+//! - `classify/native`: `classify_unbound::classify`, the very function the
+//!   shipped component exports, compiled natively and called directly;
+//! - `classify/warm`: the shipped component on its warm instance, including
+//!   the host's conversions and answer checks;
+//! - `classify/fresh_instance`: a new store and instance from the cached
+//!   `InstancePre` for every call, then the call.
+//!
+//! After criterion's own output, the bench prints the medians and the ratios
+//! to native. Targets (issue 2): warm under 2 µs, fresh under 25 µs.
+
+#![allow(clippy::disallowed_methods)] // the bench reads its sample and criterion's estimates
+
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+
+use criterion::Criterion;
+use effect_ledger::model::BoundOperation;
+use effect_ledger::policy::{PolicyOptions, PolicySet, PolicySource};
+
+fn sample_operation() -> BoundOperation {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/bound-operation.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The same operation in the guest's generated types, for the native call.
+fn guest_operation(operation: &BoundOperation) -> effects_policy_sdk::types::BoundOperation {
+    effects_policy_sdk::types::BoundOperation {
+        tool: operation.tool.clone(),
+        action: operation.action.clone(),
+        request_id: operation.request_id.clone(),
+        input_json: operation.input_json.clone(),
+        input_sha256: operation.input_sha256.clone(),
+        // The unbound classifier never looks at bindings; the component call
+        // still pays to pass them, which is part of what is measured.
+        bindings: Vec::new(),
+        pre_states: Vec::new(),
+        producer_bound: operation.producer_bound,
+    }
+}
+
+fn classify(c: &mut Criterion) {
+    let operation = sample_operation();
+    let native_operation = guest_operation(&operation);
+    let mut set = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default()).unwrap();
+    let mut group = c.benchmark_group("classify");
+    group.bench_function("native", |b| b.iter(|| classify_unbound::classify(black_box(&native_operation))));
+    group.bench_function("warm", |b| {
+        let classifier = set.classifier("write_file").unwrap();
+        b.iter(|| classifier.classify(black_box(&operation)).unwrap())
+    });
+    group.bench_function("fresh_instance", |b| {
+        let classifier = set.classifier("write_file").unwrap();
+        b.iter(|| {
+            classifier.discard_instance();
+            classifier.classify(black_box(&operation)).unwrap()
+        })
+    });
+    group.finish();
+}
+
+/// criterion's median estimate for one benchmark of this run, in nanoseconds.
+fn median_ns(criterion_dir: &Path, name: &str) -> Option<f64> {
+    let text =
+        std::fs::read_to_string(criterion_dir.join("classify").join(name).join("new/estimates.json")).ok()?;
+    let json: serde_json::Value = serde_json::from_str(&text).ok()?;
+    json["median"]["point_estimate"].as_f64()
+}
+
+fn main() {
+    let mut criterion = Criterion::default().configure_from_args();
+    classify(&mut criterion);
+    criterion.final_summary();
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+    let criterion_dir = target.join("criterion");
+    let (Some(native), Some(warm), Some(fresh)) = (
+        median_ns(&criterion_dir, "native"),
+        median_ns(&criterion_dir, "warm"),
+        median_ns(&criterion_dir, "fresh_instance"),
+    ) else {
+        return; // a filtered run (`cargo bench -- warm`) has nothing to compare
+    };
+    println!("\nsummary (medians of this run):");
+    println!("  native          {native:>10.1} ns");
+    println!("  warm            {warm:>10.1} ns  ({:.0}x native; target < 2000 ns)", warm / native);
+    println!(
+        "  fresh_instance  {fresh:>10.1} ns  ({:.0}x native, {:.1}x warm; target < 25000 ns)",
+        fresh / native,
+        fresh / warm
+    );
+}

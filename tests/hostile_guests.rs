@@ -1,0 +1,199 @@
+//! Hostile guests (POL-1, POL-2): each fixture in `guest/fixtures/` misbehaves
+//! in one way, and each test shows the host survives it with the specific error
+//! and that the next call works again from a fresh instance.
+
+#![allow(clippy::disallowed_methods)] // tests set up files with ambient authority
+
+mod support;
+
+use effect_ledger::model::{Classification, Execution, ReadbackContext};
+use effect_ledger::policy::{
+    LoadedComponent, PolicyError, PolicyOptions, PolicySet, SandboxLimits, World, load_unpinned,
+};
+use support::{PolicyCopy, fixture, operation, settle_request};
+
+fn options(limits: SandboxLimits) -> PolicyOptions {
+    PolicyOptions { limits, cache: None }
+}
+
+fn classifier(name: &str, limits: SandboxLimits) -> effect_ledger::policy::ClassifierComponent {
+    match load_unpinned(name, World::Classifier, &fixture(name), &options(limits)) {
+        Ok(LoadedComponent::Classifier(component)) => component,
+        Ok(LoadedComponent::Evaluator(_)) => unreachable!(),
+        Err(error) => panic!("{name} should load: {error}"),
+    }
+}
+
+/// After a failed call, the next one must succeed on a fresh instance.
+fn assert_recovers(component: &mut effect_ledger::policy::ClassifierComponent) {
+    let called = component.settle(&settle_request(Some(0))).expect("the call after a failure works");
+    assert_eq!(called.value.execution, Execution::ReportedSuccess);
+    assert!(called.report.fresh_instance, "the failed store must have been discarded");
+}
+
+#[test]
+fn endless_loop_runs_out_of_fuel_then_recovers() {
+    let limits = SandboxLimits { fuel: 2_000_000, ..SandboxLimits::default() };
+    let mut component = classifier("endless-loop", limits);
+    for _ in 0..2 {
+        match component.classify(&operation()) {
+            Err(PolicyError::OutOfFuel { fuel, component: name, .. }) => {
+                assert_eq!(fuel, 2_000_000);
+                assert_eq!(name, "endless-loop");
+            }
+            other => panic!("expected out of fuel, got {other:?}"),
+        }
+        assert_recovers(&mut component);
+    }
+}
+
+#[test]
+fn memory_bomb_hits_the_memory_limit_then_recovers() {
+    let limits = SandboxLimits { memory_bytes: 16 << 20, ..SandboxLimits::default() };
+    let mut component = classifier("memory-bomb", limits);
+    match component.classify(&operation()) {
+        Err(error @ PolicyError::MemoryLimit { .. }) => {
+            let PolicyError::MemoryLimit { limit, requested, .. } = error else { unreachable!() };
+            assert_eq!(limit, 16 << 20);
+            assert!(requested > limit, "it asked for {requested}");
+        }
+        other => panic!("expected the memory limit, got {other:?}"),
+    }
+    assert_recovers(&mut component);
+}
+
+#[test]
+fn deep_recursion_overflows_the_bounded_stack_then_recovers() {
+    let mut component = classifier("deep-recursion", SandboxLimits::default());
+    match component.classify(&operation()) {
+        Err(PolicyError::StackOverflow { limit, .. }) => {
+            assert_eq!(limit, SandboxLimits::default().stack_bytes)
+        }
+        other => panic!("expected a stack overflow, got {other:?}"),
+    }
+    assert_recovers(&mut component);
+}
+
+#[test]
+fn oversized_and_malformed_answers_are_refused() {
+    let mut component = classifier("oversized-answer", SandboxLimits::default());
+    match component.classify(&operation()) {
+        Err(PolicyError::AnswerTooLarge { bytes, limit, .. }) => {
+            assert!(bytes >= 8 << 20, "{bytes}");
+            assert_eq!(limit, SandboxLimits::default().answer_bytes);
+        }
+        other => panic!("expected an oversized answer, got {other:?}"),
+    }
+    assert_recovers(&mut component);
+    let context = ReadbackContext {
+        operation: operation(),
+        outcome: component.settle(&settle_request(Some(0))).unwrap().value,
+    };
+    match component.readbacks(&context) {
+        Err(PolicyError::MalformedAnswer { message, .. }) => {
+            assert!(message.contains("names binding 8, but the operation has 1"), "{message}")
+        }
+        other => panic!("expected a malformed answer, got {other:?}"),
+    }
+    assert_recovers(&mut component);
+}
+
+#[test]
+fn a_component_that_imports_is_refused_at_load_naming_the_import() {
+    let error = load_unpinned(
+        "imports-host",
+        World::Classifier,
+        &fixture("imports-host"),
+        &options(SandboxLimits::default()),
+    )
+    .err()
+    .expect("a component with imports must be refused");
+    match &error {
+        PolicyError::Imports { imports, .. } => assert_eq!(imports, &["poke".to_owned()]),
+        other => panic!("expected an imports refusal, got {other:?}"),
+    }
+    assert!(error.to_string().contains("import"), "{error}");
+}
+
+#[test]
+fn a_component_built_for_the_wrong_world_is_refused() {
+    // Run directly as a classifier...
+    let error = load_unpinned(
+        "wrong-world",
+        World::Classifier,
+        &fixture("wrong-world"),
+        &options(SandboxLimits::default()),
+    )
+    .err()
+    .expect("an evaluator is not a classifier");
+    assert_eq!(error.kind(), "wrong_world", "{error}");
+    assert!(error.to_string().contains("effects:policy/evaluate@1.0.0"), "{error}");
+    // ...and shipped under a classifier's name with a correct pin.
+    let copy = PolicyCopy::new();
+    let bytes = fixture("wrong-world");
+    std::fs::write(copy.path("classify-unbound.wasm"), &bytes).unwrap();
+    let manifest = std::fs::read_to_string(copy.path("manifest.toml")).unwrap();
+    let pinned = effect_ledger::digest::Sha256Digest::of(&bytes).to_string();
+    let shipped =
+        effect_ledger::digest::Sha256Digest::of(&support::shipped("classify-unbound.wasm")).to_string();
+    std::fs::write(copy.path("manifest.toml"), manifest.replace(&shipped, &pinned)).unwrap();
+    match PolicySet::load(&copy.source(), &PolicyOptions::default()).err() {
+        Some(PolicyError::WrongWorld { component, expected, .. }) => {
+            assert_eq!(component, "classify-unbound");
+            assert_eq!(expected, World::Classifier);
+        }
+        other => panic!("expected a wrong-world refusal, got {other:?}"),
+    }
+    // It is a perfectly good evaluator, so the refusal is about the world.
+    assert!(matches!(
+        load_unpinned("wrong-world", World::Evaluator, &bytes, &PolicyOptions::default()),
+        Ok(LoadedComponent::Evaluator(_))
+    ));
+}
+
+#[test]
+fn a_tampered_copy_is_refused_before_compilation() {
+    let copy = PolicyCopy::new();
+    let path = copy.path("classify-unbound.wasm");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    std::fs::write(&path, &bytes).unwrap();
+    match PolicySet::load(&copy.source(), &PolicyOptions::default()).err() {
+        Some(PolicyError::DigestMismatch { component, expected, actual, .. }) => {
+            assert_eq!(component, "classify-unbound");
+            assert_ne!(expected, actual);
+            assert_eq!(actual, effect_ledger::digest::Sha256Digest::of(&bytes));
+        }
+        other => panic!("expected a digest mismatch, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_untampered_copy_loads_and_classifies() {
+    // The control for the tampering test: the same copy, unmodified, works.
+    let copy = PolicyCopy::new();
+    let mut set = PolicySet::load(&copy.source(), &PolicyOptions::default()).unwrap();
+    let called = set.classifier("write_file").unwrap().classify(&operation()).unwrap();
+    assert!(matches!(called.value, Classification::Effect(_)));
+}
+
+/// Every fixture crate in guest/fixtures has a test in this file (the
+/// wasmtime test-programs habit): a fixture nobody tests is a claim nobody checks.
+#[test]
+fn every_guest_fixture_is_used_by_a_test() {
+    let source = include_str!("hostile_guests.rs");
+    let mut fixtures = Vec::new();
+    for entry in std::fs::read_dir(support::root().join("guest/fixtures")).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_dir() {
+            fixtures.push(entry.file_name().into_string().unwrap());
+        }
+    }
+    assert!(fixtures.len() >= 6, "found only {fixtures:?}");
+    for name in fixtures {
+        let used = source.contains(&format!("fixture(\"{name}\")"))
+            || source.contains(&format!("classifier(\"{name}\""));
+        assert!(used, "guest/fixtures/{name} has no test in tests/hostile_guests.rs");
+    }
+}

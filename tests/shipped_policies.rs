@@ -1,0 +1,100 @@
+//! The shipped policy set, end to end through the embedded default: the
+//! manifest loads by pin, `classify-unbound` behaves as SPEC section 6's last
+//! row says, every call reports digest, WIT version and fuel (POL-4), and the
+//! compiled-component cache is used and survives a damaged entry.
+
+#![allow(clippy::disallowed_methods)] // tests set up files with ambient authority
+
+mod support;
+
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use effect_ledger::digest::Sha256Digest;
+use effect_ledger::model::{Classification, CleanupState, Execution, Impact, PlannedScope, ReadbackContext};
+use effect_ledger::policy::{CompileCache, PolicyOptions, PolicySet, PolicySource, WIT_PACKAGE};
+use support::{operation, settle_request};
+
+#[test]
+fn every_tool_is_claimed_with_unknown_scope_by_the_fallback() {
+    let mut set = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default()).unwrap();
+    let pinned = set.manifest().classifier_for("anything").unwrap().sha256;
+    for tool in ["write_file", "bash", "deploy_to_prod"] {
+        let mut op = operation();
+        op.tool = tool.into();
+        let classifier = set.classifier(tool).unwrap();
+        assert_eq!(classifier.name(), "classify-unbound");
+        let called = classifier.classify(&op).unwrap();
+        match called.value {
+            Classification::Effect(plan) => {
+                assert_eq!(plan.scope, PlannedScope::Unknown, "{tool}");
+                assert!(plan.obligations.is_empty() && plan.dependencies.is_empty() && !plan.external);
+            }
+            other => panic!("{tool}: {other:?}"),
+        }
+        assert_eq!(called.report.sha256, pinned);
+        assert_eq!(called.report.wit, WIT_PACKAGE);
+        assert!(called.report.fuel_used > 0);
+    }
+}
+
+#[test]
+fn settlement_uses_the_exit_status_alone() {
+    let mut set = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default()).unwrap();
+    let classifier = set.classifier("bash").unwrap();
+    let first = classifier.settle(&settle_request(Some(0))).unwrap();
+    assert!(first.report.fresh_instance);
+    assert_eq!(first.value.execution, Execution::ReportedSuccess);
+    assert_eq!(first.value.impact, Impact::Possible);
+    assert_eq!(first.value.cleanup, CleanupState::Unknown, "cleanup is attested only by a bound producer");
+
+    let mut timed_out = settle_request(Some(137));
+    timed_out.facts.timed_out = true;
+    timed_out.facts.teardown_dead = Some(true);
+    let second = classifier.settle(&timed_out).unwrap();
+    assert!(!second.report.fresh_instance, "the warm instance is reused");
+    assert_eq!(second.value.execution, Execution::Failed, "TRU-1: no TIMED_OUT from an unbound producer");
+
+    let mut never_ran = settle_request(None);
+    never_ran.facts.executed = false;
+    let third = classifier.settle(&never_ran).unwrap();
+    assert_eq!((third.value.execution, third.value.impact), (Execution::NotExecuted, Impact::None));
+
+    let context = ReadbackContext { operation: operation(), outcome: first.value };
+    assert!(classifier.readbacks(&context).unwrap().value.is_empty());
+}
+
+#[test]
+fn compiled_components_are_cached_and_a_damaged_entry_is_recompiled() {
+    let data = tempfile::tempdir().unwrap();
+    let open = || {
+        let dir = Dir::open_ambient_dir(data.path(), ambient_authority()).unwrap();
+        PolicyOptions { cache: Some(CompileCache::new(dir)), ..PolicyOptions::default() }
+    };
+    let cached_files = || -> Vec<std::path::PathBuf> {
+        let mut files = Vec::new();
+        for bucket in std::fs::read_dir(data.path()).unwrap() {
+            for file in std::fs::read_dir(bucket.unwrap().path()).unwrap() {
+                files.push(file.unwrap().path());
+            }
+        }
+        files
+    };
+    PolicySet::load(&PolicySource::Shipped, &open()).unwrap();
+    let files = cached_files();
+    assert_eq!(files.len(), 1, "{files:?}");
+    let digest = Sha256Digest::of(&support::shipped("classify-unbound.wasm"));
+    assert!(files[0].ends_with(format!("{digest}.cwasm")), "{files:?}");
+
+    // A second load uses the entry: it must not be rewritten.
+    let written = std::fs::metadata(&files[0]).unwrap().modified().unwrap();
+    let mut set = PolicySet::load(&PolicySource::Shipped, &open()).unwrap();
+    assert_eq!(std::fs::metadata(&files[0]).unwrap().modified().unwrap(), written);
+    set.classifier("bash").unwrap().classify(&operation()).unwrap();
+
+    // A truncated entry is discarded, recompiled and replaced.
+    let original = std::fs::read(&files[0]).unwrap();
+    std::fs::write(&files[0], &original[..original.len() / 3]).unwrap();
+    let mut set = PolicySet::load(&PolicySource::Shipped, &open()).unwrap();
+    set.classifier("bash").unwrap().classify(&operation()).unwrap();
+    assert_eq!(std::fs::read(&files[0]).unwrap().len(), original.len());
+}

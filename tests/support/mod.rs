@@ -1,0 +1,79 @@
+//! Shared helpers for the host's integration tests: where the built guest
+//! fixtures are, sample inputs, and a scratch copy of the shipped policies.
+
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::path::{Path, PathBuf};
+
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use effect_ledger::model::{BoundOperation, ProducerFacts, SettleRequest};
+use effect_ledger::policy::PolicySource;
+
+/// The project root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// The bytes of a hostile guest fixture built by `cargo xtask fixtures`.
+pub fn fixture(name: &str) -> Vec<u8> {
+    let dir = std::env::var_os("EFFECTS_FIXTURES_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target/policy-fixtures"));
+    let path = dir.join(format!("fixture-{name}.wasm"));
+    std::fs::read(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; build the fixtures first with `cargo xtask fixtures` (or run `cargo xtask test`)",
+            path.display()
+        )
+    })
+}
+
+/// The shipped component bytes.
+pub fn shipped(file: &str) -> Vec<u8> {
+    std::fs::read(root().join("policies").join(file)).unwrap()
+}
+
+/// A bound `write_file` operation with one target binding (tests/data).
+pub fn operation() -> BoundOperation {
+    let text = std::fs::read_to_string(root().join("tests/data/bound-operation.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// A settle request for [`operation`] with the given exit code.
+pub fn settle_request(exit_code: Option<i32>) -> SettleRequest {
+    SettleRequest {
+        operation: operation(),
+        plan: None,
+        facts: ProducerFacts { executed: true, exit_code, ..ProducerFacts::default() },
+    }
+}
+
+/// A directory holding a copy of the shipped manifest and components, to be
+/// tampered with.
+pub struct PolicyCopy {
+    pub dir: tempfile::TempDir,
+}
+
+impl PolicyCopy {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        for entry in std::fs::read_dir(root().join("policies")).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+        }
+        Self { dir }
+    }
+
+    pub fn path(&self, file: &str) -> PathBuf {
+        self.dir.path().join(file)
+    }
+
+    pub fn source(&self) -> PolicySource {
+        PolicySource::Directory {
+            dir: Dir::open_ambient_dir(self.dir.path(), ambient_authority()).unwrap(),
+            manifest_file: "manifest.toml".into(),
+            display: self.path("manifest.toml").display().to_string(),
+        }
+    }
+}
