@@ -52,6 +52,25 @@ fn load_context<'a>(engine: &'a Engine, options: &'a PolicyOptions) -> LoadConte
     LoadContext { engine, limits: options.limits, cache: options.cache.as_ref() }
 }
 
+/// Loads component `bytes` as `world`, checking `pinned` when there is one.
+fn load_component(
+    context: &LoadContext<'_>,
+    world: World,
+    name: &str,
+    pinned: Option<crate::digest::Sha256Digest>,
+    file: &str,
+    bytes: &[u8],
+) -> Result<LoadedComponent, PolicyError> {
+    Ok(match world {
+        World::Classifier => {
+            LoadedComponent::Classifier(ClassifierComponent::load(context, name, pinned, file, bytes)?)
+        }
+        World::Evaluator => {
+            LoadedComponent::Evaluator(EvaluatorComponent::load(context, name, pinned, file, bytes)?)
+        }
+    })
+}
+
 /// Loads one manifest entry from `source`, checking its pin, imports and world.
 fn load_entry(
     context: &LoadContext<'_>,
@@ -59,23 +78,7 @@ fn load_entry(
     entry: &ComponentEntry,
 ) -> Result<LoadedComponent, PolicyError> {
     let bytes = source.component_bytes(entry)?;
-    let pinned = Some(entry.sha256);
-    Ok(match entry.world {
-        World::Classifier => LoadedComponent::Classifier(ClassifierComponent::load(
-            context,
-            &entry.name,
-            pinned,
-            &entry.file,
-            &bytes,
-        )?),
-        World::Evaluator => LoadedComponent::Evaluator(EvaluatorComponent::load(
-            context,
-            &entry.name,
-            pinned,
-            &entry.file,
-            &bytes,
-        )?),
-    })
+    load_component(context, entry.world, &entry.name, Some(entry.sha256), &entry.file, &bytes)
 }
 
 impl PolicySet {
@@ -146,13 +149,5 @@ pub fn load_unpinned(
     options: &PolicyOptions,
 ) -> Result<LoadedComponent, PolicyError> {
     let engine = policy_engine(options)?;
-    let context = load_context(&engine, options);
-    Ok(match world {
-        World::Classifier => {
-            LoadedComponent::Classifier(ClassifierComponent::load(&context, name, None, name, bytes)?)
-        }
-        World::Evaluator => {
-            LoadedComponent::Evaluator(EvaluatorComponent::load(&context, name, None, name, bytes)?)
-        }
-    })
+    load_component(&load_context(&engine, options), world, name, None, name, bytes)
 }
