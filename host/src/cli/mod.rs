@@ -1,6 +1,7 @@
 //! Argument parsing and dispatch for the `effects` binary, plus the exit-code
 //! convention every subcommand follows.
 
+mod log;
 mod policy;
 
 use std::path::PathBuf;
@@ -54,6 +55,9 @@ enum Command {
     /// Inspect, verify and run policy components (for runtimes and policy authors).
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
+    /// Verify, show and recover effect logs (for operators).
+    #[command(subcommand)]
+    Log(log::LogCommand),
 }
 
 impl Cli {
@@ -61,6 +65,7 @@ impl Cli {
     pub fn run(self) -> Result<ExitCode, Failure> {
         match self.command {
             Command::Policy(command) => command.run(&self.data_dir),
+            Command::Log(command) => command.run(),
         }
     }
 }

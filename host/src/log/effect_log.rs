@@ -1,0 +1,288 @@
+//! [`EffectLog`]: one handle on one lineage's log, over any [`Storage`].
+//!
+//! Append protocol (LOG-2, LOG-3, LOG-4), every step under one exclusive
+//! `flock`:
+//!
+//! 1. **lock** exclusively;
+//! 2. **merge**: read only the bytes other writers appended since this handle
+//!    last read, decode and admit them; a torn tail left by a dead writer is cut
+//!    off (its bytes kept in `<log>.broken`) and the cut is fsynced;
+//! 3. **allocate** the next position from the merged tail;
+//! 4. **validate** the record against the merged history (an outcome for an
+//!    effect another writer settled is refused here);
+//! 5. **write** the framed line at the end; on failure cut back to the old
+//!    length and return [`LogError::Persistence`];
+//! 6. **fsync** the file, and on this handle's first append its directory; on
+//!    failure cut back, fsync the cut, poison the handle and return
+//!    [`LogError::DurabilityUnknown`] (Linux may report a later fsync as
+//!    success after losing the pages, so the handle never trusts the file again);
+//! 7. **unlock**.
+//!
+//! Readers merge under a shared lock and never repair: a torn tail seen there
+//! is simply not read yet.
+
+use std::collections::BTreeSet;
+
+use super::error::LogError;
+use super::frame::{self, Framed, OperatorKey};
+use super::history::{ClaimState, History};
+use super::record::{ClaimRecord, ObservationRecord, OutcomeRecord, Position, Record};
+use super::scan::{self, scan};
+use super::storage::{LockKind, Storage, read_range};
+use crate::model::{CleanupState, Execution, Impact, Outcome, ProducerFacts};
+
+/// One handle on a lineage's log.
+pub struct EffectLog<S: Storage> {
+    storage: S,
+    path: String,
+    key: Option<OperatorKey>,
+    history: History,
+    records: Vec<Framed>,
+    /// File offset up to which this handle has read (always a line boundary).
+    read_offset: u64,
+    last_check: [u8; 32],
+    directory_synced: bool,
+    poisoned: bool,
+    degraded: BTreeSet<String>,
+}
+
+impl<S: Storage> EffectLog<S> {
+    /// A handle over `storage`, reading everything in it strictly (LOG-6). A
+    /// torn tail is tolerated (not read) and repaired by the first append.
+    pub fn open(storage: S, path: impl Into<String>, key: Option<OperatorKey>) -> Result<Self, LogError> {
+        let mut log = Self {
+            storage,
+            path: path.into(),
+            key,
+            history: History::new(),
+            records: Vec::new(),
+            read_offset: 0,
+            last_check: scan::genesis(),
+            directory_synced: false,
+            poisoned: false,
+            degraded: BTreeSet::new(),
+        };
+        log.with_lock(LockKind::Shared, |log| log.merge(false).map(drop))?;
+        Ok(log)
+    }
+
+    /// The path, for messages.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The underlying storage.
+    pub fn storage(&self) -> &S {
+        &self.storage
+    }
+
+    fn io(&self, operation: &'static str) -> impl FnOnce(std::io::Error) -> LogError + '_ {
+        move |source| LogError::Io { path: self.path.clone(), operation, source }
+    }
+
+    fn with_lock<T>(
+        &mut self,
+        kind: LockKind,
+        f: impl FnOnce(&mut Self) -> Result<T, LogError>,
+    ) -> Result<T, LogError> {
+        self.storage.lock(kind).map_err(|source| LogError::Io {
+            path: self.path.clone(),
+            operation: "flock",
+            source,
+        })?;
+        let result = f(self);
+        // flock is released on close too, so a failed unlock cannot leak the
+        // lock past this handle; it is worth a warning, not an error.
+        if let Err(error) = self.storage.unlock() {
+            tracing::warn!(path = %self.path, "unlocking the effect log failed: {error}");
+        }
+        result
+    }
+
+    /// Step 2: read and admit what others appended. Returns the length of a
+    /// torn tail found at the end (0 if none). With `repair` (only under the
+    /// exclusive lock) that tail is preserved in `<log>.broken` and cut off.
+    fn merge(&mut self, repair: bool) -> Result<u64, LogError> {
+        let length = self.storage.len().map_err(self.io("stat"))?;
+        if length < self.read_offset {
+            return Err(LogError::Corrupt {
+                path: self.path.clone(),
+                line: self.history.len() + 1,
+                offset: length,
+                reason: format!("the log shrank to {length} bytes under records this handle had read"),
+            });
+        }
+        if length == self.read_offset {
+            return Ok(0);
+        }
+        let bytes = read_range(&self.storage, self.read_offset, length - self.read_offset)
+            .map_err(self.io("read"))?;
+        let mut history = self.history.clone();
+        let scanned = scan(&bytes, self.read_offset, self.last_check, self.key.as_ref(), &mut history)
+            .map_err(|defect| LogError::Corrupt {
+                path: self.path.clone(),
+                line: defect.line,
+                offset: defect.offset,
+                reason: defect.reason,
+            })?;
+        self.history = history;
+        self.records.extend(scanned.records);
+        self.read_offset += scanned.consumed;
+        self.last_check = scanned.last_check;
+        if scanned.torn > 0 && repair {
+            let torn = &bytes[scanned.consumed as usize..];
+            self.storage.preserve_broken(torn).map_err(self.io("preserving a torn tail"))?;
+            self.storage.truncate(self.read_offset).map_err(self.io("cutting a torn tail"))?;
+            self.storage.sync().map_err(self.io("fsync after cutting a torn tail"))?;
+            tracing::warn!(path = %self.path, bytes = scanned.torn, "cut a torn tail left by a crashed writer");
+        }
+        Ok(scanned.torn)
+    }
+
+    /// Steps 1-7 for one record. `check` may refuse it against the merged
+    /// history beyond the history rules (recovery uses it).
+    fn append(&mut self, run_id: &str, record: &Record) -> Result<Position, LogError> {
+        if self.poisoned {
+            return Err(LogError::Poisoned { path: self.path.clone() });
+        }
+        self.with_lock(LockKind::Exclusive, |log| {
+            log.merge(true)?;
+            let position = log.history.len();
+            log.history
+                .check(record)
+                .map_err(|source| LogError::Rejected { path: log.path.clone(), source })?;
+            let (line, check) = frame::encode(position, run_id, record, &log.last_check, log.key.as_ref());
+            let before = log.read_offset;
+            if let Err(source) = log.storage.write_at(before, &line) {
+                // LOG-4: not written. Cut back whatever part of the line landed.
+                if let Err(error) = log.storage.truncate(before) {
+                    tracing::error!(path = %log.path, "cutting back a failed write failed too: {error}");
+                }
+                return Err(LogError::Persistence { path: log.path.clone(), source });
+            }
+            let synced = log
+                .storage
+                .sync()
+                .and_then(|()| if log.directory_synced { Ok(()) } else { log.storage.sync_directory() });
+            if let Err(source) = synced {
+                log.poisoned = true;
+                let _ = log.storage.truncate(before).and_then(|()| log.storage.sync());
+                return Err(LogError::DurabilityUnknown { path: log.path.clone(), source });
+            }
+            log.directory_synced = true;
+            log.history.admit(record).expect("checked above under the same lock");
+            log.records.push(Framed { position, run_id: run_id.to_owned(), record: record.clone(), check });
+            log.read_offset = before + line.len() as u64;
+            log.last_check = check;
+            Ok(position)
+        })
+    }
+
+    /// Appends a claim; durable when it returns (LOG-3). On any error the
+    /// caller must not run the backend (LOG-4).
+    pub fn claim(&mut self, run_id: &str, claim: ClaimRecord) -> Result<Position, LogError> {
+        self.append(run_id, &Record::Claim(claim))
+    }
+
+    /// Appends an outcome. A failure marks `run_id` degraded (LOG-5): its claim
+    /// stays unsettled on disk and replays as unknown.
+    pub fn record_outcome(&mut self, run_id: &str, outcome: OutcomeRecord) -> Result<Position, LogError> {
+        let result = self.append(run_id, &Record::Outcome(outcome));
+        self.mark_degraded_on_failure(run_id, &result);
+        result
+    }
+
+    /// Appends an observation; a failure marks `run_id` degraded (LOG-5).
+    pub fn record_observation(
+        &mut self,
+        run_id: &str,
+        observation: ObservationRecord,
+    ) -> Result<Position, LogError> {
+        let result = self.append(run_id, &Record::Observation(observation));
+        self.mark_degraded_on_failure(run_id, &result);
+        result
+    }
+
+    fn mark_degraded_on_failure(&mut self, run_id: &str, result: &Result<Position, LogError>) {
+        if result.is_err() {
+            self.degraded.insert(run_id.to_owned());
+        }
+    }
+
+    /// Runs whose outcome or observation writes failed in this handle (LOG-5).
+    pub fn degraded_runs(&self) -> &BTreeSet<String> {
+        &self.degraded
+    }
+
+    /// True after a failed fsync (LOG-4).
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned
+    }
+
+    /// The whole history, merged with what other writers appended (under a
+    /// shared lock). A torn tail is not read.
+    pub fn history(&mut self) -> Result<&[Framed], LogError> {
+        self.with_lock(LockKind::Shared, |log| log.merge(false).map(drop))?;
+        Ok(&self.records)
+    }
+
+    /// The byte offset just past the last complete record this handle read.
+    pub fn read_offset(&self) -> u64 {
+        self.read_offset
+    }
+
+    /// The records this handle has read so far, without merging.
+    pub fn records(&self) -> &[Framed] {
+        &self.records
+    }
+
+    /// The state of the claim at `position`, as of the last merge.
+    pub fn claim_state(&self, position: Position) -> Option<ClaimState> {
+        self.history.claim_state(position)
+    }
+
+    /// Repairs a torn tail, if any, under the exclusive lock; returns the
+    /// number of bytes cut (kept in `<log>.broken`).
+    pub fn repair(&mut self) -> Result<u64, LogError> {
+        if self.poisoned {
+            return Err(LogError::Poisoned { path: self.path.clone() });
+        }
+        self.with_lock(LockKind::Exclusive, |log| log.merge(true))
+    }
+
+    /// LOG-7: appends an INTERRUPTED, possible-impact outcome for every claim
+    /// with no outcome, leaving RUNNING ones alone. Idempotent: a second call
+    /// finds nothing to do. Returns the claims it settled.
+    pub fn recover_interrupted(&mut self) -> Result<Vec<Position>, LogError> {
+        self.with_lock(LockKind::Shared, |log| log.merge(false).map(drop))?;
+        let mut recovered = Vec::new();
+        let candidates: Vec<(Position, String)> = self
+            .history
+            .unsettled_claims()
+            .map(|position| (position, self.records[position as usize].run_id.clone()))
+            .collect();
+        for (claim, run_id) in candidates {
+            let outcome = OutcomeRecord {
+                claim,
+                outcome: Outcome {
+                    execution: Execution::Interrupted,
+                    impact: Impact::Possible,
+                    cleanup: CleanupState::Unknown,
+                    replayed: false,
+                    remote_acknowledged: false,
+                    detached: false,
+                },
+                facts: ProducerFacts::default(),
+                recovery: true,
+            };
+            match self.append(&run_id, &Record::Outcome(outcome)) {
+                Ok(_) => recovered.push(claim),
+                // Another writer settled or started it between our read and
+                // our lock: that is its outcome, not ours to overwrite.
+                Err(LogError::Rejected { .. }) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(recovered)
+    }
+}

@@ -1,0 +1,83 @@
+//! Errors of the effect log. Persistence failures are split the way LOG-4
+//! splits them: a failed write is "not written" (truncated back), a failed fsync
+//! is "durability unknown" (truncated back, handle poisoned).
+
+use std::io;
+
+use super::history::HistoryError;
+
+/// An effect-log failure.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// Opening, reading or locking failed.
+    #[error("{path}: {operation}: {source}")]
+    Io {
+        /// The log or directory.
+        path: String,
+        /// What was being done.
+        operation: &'static str,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The file is not one the log may use (LOG-1, LOG-9).
+    #[error("{path}: refused: {reason}")]
+    Refused {
+        /// The path.
+        path: String,
+        /// Why, and what to do.
+        reason: String,
+    },
+    /// A damaged record (LOG-6): never accepted, never repaired automatically.
+    #[error("{path}: line {line} (byte {offset}): {reason}")]
+    Corrupt {
+        /// The log.
+        path: String,
+        /// 1-based line number.
+        line: u64,
+        /// Byte offset of the line.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The record could not be written; the file was cut back (LOG-4). For a
+    /// claim, the dispatcher answers BLOCKED and never runs the backend.
+    #[error("{path}: record not persisted: {source}")]
+    Persistence {
+        /// The log.
+        path: String,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// fsync failed: the record may or may not be durable; it was cut back and
+    /// this handle is poisoned (LOG-4).
+    #[error(
+        "{path}: durability unknown: fsync failed ({source}); the record was cut back and this handle accepts no more appends"
+    )]
+    DurabilityUnknown {
+        /// The log.
+        path: String,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// An earlier fsync failure poisoned this handle.
+    #[error("{path}: handle poisoned by an earlier fsync failure; open the log again")]
+    Poisoned {
+        /// The log.
+        path: String,
+    },
+    /// The merged history refuses the record (LOG-2).
+    #[error("{path}: record refused: {source}")]
+    Rejected {
+        /// The log.
+        path: String,
+        /// The rule it breaks.
+        source: HistoryError,
+    },
+}
+
+impl LogError {
+    /// True for the failures after which the record is certainly not in the log.
+    pub fn not_persisted(&self) -> bool {
+        matches!(self, LogError::Persistence { .. } | LogError::Poisoned { .. } | LogError::Rejected { .. })
+    }
+}

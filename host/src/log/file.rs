@@ -1,0 +1,297 @@
+//! Opening a lineage's log on disk with the checks LOG-1 and LOG-9 demand,
+//! and the launch index (LOG-8).
+//!
+//! Layout: `DATA_DIR/effects/` (mode `0700`) holds `<root run id>.log` (mode
+//! `0600`), its `.broken` companion when a torn tail was ever cut, and
+//! `launch-<generation>.json` files. The directory is reached through a cap-std
+//! [`Dir`]; the log itself is opened with `openat(2)` beneath it so the exact
+//! flags are ours: `O_NOFOLLOW` (a symlink in its place is refused),
+//! `O_NONBLOCK` (a FIFO in its place cannot hang the open), `O_CLOEXEC`. Then,
+//! on the open descriptor: a regular file, `st_nlink == 1` (no hardlinked
+//! alias), mode `0600`, owned by us, on a local filesystem.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Write;
+use std::sync::{Mutex, OnceLock};
+
+use cap_std::fs::{Dir, DirBuilder, OpenOptions};
+use rustix::fs::{FileType, Mode, OFlags};
+
+use super::EffectLog;
+use super::error::LogError;
+use super::frame::OperatorKey;
+use super::record::Position;
+use super::storage::{DiskFile, Storage};
+
+/// Filesystems where `flock` is emulated or durability is not ours to claim
+/// (LOG-9), by `statfs` magic.
+const NETWORK_FILESYSTEMS: &[(i64, &str)] = &[
+    (0x6969, "NFS"),
+    (0x517B, "SMB"),
+    (0xFF53_4D42, "CIFS"),
+    (0xFE53_4D42, "SMB2"),
+    (0x0102_1997, "9P"),
+    (0x00C3_6400, "Ceph"),
+    (0x5346_414F, "AFS"),
+    (0x6573_5546, "FUSE"),
+];
+
+/// Whether opening may create the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenMode {
+    /// Never creates anything: a run with no claims leaves no file (LOG-5).
+    ReadOnly,
+    /// Creates the directory and log if missing.
+    ReadWrite,
+}
+
+/// Options for [`open_lineage`].
+#[derive(Debug, Clone)]
+pub struct OpenOptionsLog {
+    /// Create or not.
+    pub mode: OpenMode,
+    /// Operator key for HMAC-authenticated records.
+    pub key: Option<OperatorKey>,
+    /// Recover unsettled claims at open when no live handle in this process
+    /// owns the log (LOG-7, SPEC 9 "eager recovery"). Writers that coordinate
+    /// ownership of a lineage across processes turn this off.
+    pub recover: bool,
+}
+
+impl Default for OpenOptionsLog {
+    fn default() -> Self {
+        Self { mode: OpenMode::ReadWrite, key: None, recover: true }
+    }
+}
+
+/// A run id: the name of a lineage's log. Letters, digits, `-`, `_`; 1 to 64.
+pub fn check_run_id(run_id: &str) -> Result<(), String> {
+    let ok = !run_id.is_empty()
+        && run_id.len() <= 64
+        && run_id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if ok { Ok(()) } else { Err(format!("run id {run_id:?}: use 1-64 letters, digits, '-' or '_'")) }
+}
+
+/// Files of this process that have a live handle: (device, inode) -> count.
+fn live_handles() -> &'static Mutex<HashMap<(u64, u64), usize>> {
+    static LIVE: OnceLock<Mutex<HashMap<(u64, u64), usize>>> = OnceLock::new();
+    LIVE.get_or_init(Default::default)
+}
+
+/// A [`DiskFile`] registered as live while it exists.
+pub struct LiveFile {
+    inner: DiskFile,
+    identity: (u64, u64),
+}
+
+impl Drop for LiveFile {
+    fn drop(&mut self) {
+        let mut live = live_handles().lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(count) = live.get_mut(&self.identity) {
+            *count -= 1;
+            if *count == 0 {
+                live.remove(&self.identity);
+            }
+        }
+    }
+}
+
+impl Storage for LiveFile {
+    fn len(&self) -> std::io::Result<u64> {
+        self.inner.len()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.inner.read_at(offset, buf)
+    }
+    fn write_at(&mut self, offset: u64, bytes: &[u8]) -> std::io::Result<()> {
+        self.inner.write_at(offset, bytes)
+    }
+    fn sync(&mut self) -> std::io::Result<()> {
+        self.inner.sync()
+    }
+    fn sync_directory(&mut self) -> std::io::Result<()> {
+        self.inner.sync_directory()
+    }
+    fn truncate(&mut self, len: u64) -> std::io::Result<()> {
+        self.inner.truncate(len)
+    }
+    fn lock(&self, kind: super::storage::LockKind) -> std::io::Result<()> {
+        self.inner.lock(kind)
+    }
+    fn unlock(&self) -> std::io::Result<()> {
+        self.inner.unlock()
+    }
+    fn preserve_broken(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.inner.preserve_broken(bytes)
+    }
+}
+
+/// The effect log on disk.
+pub type DiskLog = EffectLog<LiveFile>;
+
+fn refused(path: &str, reason: impl Into<String>) -> LogError {
+    LogError::Refused { path: path.to_owned(), reason: reason.into() }
+}
+
+/// Opens (creating `0700` and fsyncing it into its parent, if `mode` allows)
+/// the `effects` directory under `data_dir`. `None` when it does not exist and
+/// `mode` is read-only.
+pub fn open_effects_dir(data_dir: &Dir, display: &str, mode: OpenMode) -> Result<Option<Dir>, LogError> {
+    let path = format!("{display}/effects");
+    let io = |operation| {
+        let path = path.clone();
+        move |source| LogError::Io { path, operation, source }
+    };
+    match data_dir.open_dir("effects") {
+        Ok(dir) => return Ok(Some(dir)),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound && mode == OpenMode::ReadWrite => {}
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(io("open directory")(error)),
+    }
+    let mut builder = DirBuilder::new();
+    cap_std::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    match data_dir.create_dir_with("effects", &builder) {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(error) => return Err(io("create directory")(error)),
+    }
+    // LOG-3: a directory created for the log is fsynced in its parent.
+    let parent = rustix::fs::openat(
+        data_dir,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| io("open parent for fsync")(e.into()))?;
+    rustix::fs::fsync(parent).map_err(|e| io("fsync parent directory")(e.into()))?;
+    data_dir.open_dir("effects").map(Some).map_err(io("open directory"))
+}
+
+/// Opens the log of lineage `root_run_id` in `effects_dir` with every LOG-1 /
+/// LOG-9 check, and (per `options.recover`) recovers it eagerly. `None` when it
+/// does not exist and the mode is read-only.
+pub fn open_lineage(
+    effects_dir: &Dir,
+    display_dir: &str,
+    root_run_id: &str,
+    options: &OpenOptionsLog,
+) -> Result<Option<DiskLog>, LogError> {
+    check_run_id(root_run_id).map_err(|reason| refused(display_dir, reason))?;
+    let name = format!("{root_run_id}.log");
+    let path = format!("{display_dir}/{name}");
+    let mut flags = OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    flags |= match options.mode {
+        OpenMode::ReadWrite => OFlags::RDWR | OFlags::CREATE,
+        OpenMode::ReadOnly => OFlags::RDONLY,
+    };
+    let fd = match rustix::fs::openat(effects_dir, name.as_str(), flags, Mode::from_raw_mode(0o600)) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT) if options.mode == OpenMode::ReadOnly => return Ok(None),
+        Err(rustix::io::Errno::LOOP) => {
+            return Err(refused(&path, "it is a symlink; the log must be a regular file"));
+        }
+        Err(errno) => return Err(LogError::Io { path, operation: "open", source: errno.into() }),
+    };
+    let file = File::from(fd);
+    let identity = check_file(&file, &path)?;
+    let directory = effects_dir.try_clone().map_err(|source| LogError::Io {
+        path: path.clone(),
+        operation: "clone directory handle",
+        source,
+    })?;
+    let first_live = {
+        let mut live = live_handles().lock().unwrap_or_else(|p| p.into_inner());
+        let count = live.entry(identity).or_insert(0);
+        *count += 1;
+        *count == 1
+    };
+    let storage = LiveFile { inner: DiskFile::new(file, directory, &name), identity };
+    let mut log = EffectLog::open(storage, path, options.key.clone())?;
+    if options.recover && first_live && options.mode == OpenMode::ReadWrite {
+        let recovered = log.recover_interrupted()?;
+        if !recovered.is_empty() {
+            tracing::info!(path = %log.path(), ?recovered, "recorded unsettled claims of a dead writer as INTERRUPTED");
+        }
+    }
+    Ok(Some(log))
+}
+
+/// The LOG-1 / LOG-9 checks on an open descriptor; returns (device, inode).
+pub fn check_file(file: &File, path: &str) -> Result<(u64, u64), LogError> {
+    let stat = rustix::fs::fstat(file).map_err(|e| LogError::Io {
+        path: path.to_owned(),
+        operation: "fstat",
+        source: e.into(),
+    })?;
+    let file_type = FileType::from_raw_mode(stat.st_mode);
+    if file_type != FileType::RegularFile {
+        return Err(refused(path, format!("it is a {file_type:?}, not a regular file")));
+    }
+    if stat.st_nlink != 1 {
+        return Err(refused(
+            path,
+            format!("it has {} hard links; a log must have exactly one name (ID-4, LOG-1)", stat.st_nlink),
+        ));
+    }
+    let permissions = stat.st_mode & 0o7777;
+    if permissions != 0o600 {
+        return Err(refused(
+            path,
+            format!("mode {permissions:04o}; the log must be 0600 (chmod 600 it if it is yours)"),
+        ));
+    }
+    if stat.st_uid != rustix::process::geteuid().as_raw() {
+        return Err(refused(path, format!("owned by uid {}, not by this user", stat.st_uid)));
+    }
+    let statfs = rustix::fs::fstatfs(file).map_err(|e| LogError::Io {
+        path: path.to_owned(),
+        operation: "fstatfs",
+        source: e.into(),
+    })?;
+    let magic = statfs.f_type as i64;
+    if let Some((_, name)) = NETWORK_FILESYSTEMS.iter().find(|(m, _)| *m == magic) {
+        return Err(refused(
+            path,
+            format!(
+                "it is on {name}, where flock and fsync are not what a local filesystem promises (LOG-9); use a local data dir"
+            ),
+        ));
+    }
+    Ok((stat.st_dev, stat.st_ino))
+}
+
+/// LOG-8: records that background launch `generation` was claimed at
+/// `claim`: a temporary file written and fsynced, renamed over
+/// `launch-<generation>.json`, then the directory fsynced.
+pub fn write_launch_index(
+    effects_dir: &Dir,
+    display_dir: &str,
+    generation: u64,
+    claim: Position,
+    run_id: &str,
+) -> Result<(), LogError> {
+    let name = format!("launch-{generation}.json");
+    let temporary = format!(".{name}.tmp-{}", std::process::id());
+    let io = |operation| {
+        let path = format!("{display_dir}/{name}");
+        move |source| LogError::Io { path, operation, source }
+    };
+    let body = serde_json::json!({ "generation": generation, "claim": claim, "run_id": run_id });
+    let mut options = OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    cap_std::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = effects_dir.open_with(&temporary, &options).map_err(io("create"))?;
+    file.write_all(format!("{body}\n").as_bytes()).map_err(io("write"))?;
+    file.sync_all().map_err(io("fsync"))?;
+    drop(file);
+    effects_dir.rename(&temporary, effects_dir, &name).map_err(io("rename"))?;
+    let directory = rustix::fs::openat(
+        effects_dir,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| io("open directory for fsync")(e.into()))?;
+    rustix::fs::fsync(directory).map_err(|e| io("fsync directory")(e.into()))
+}

@@ -1,0 +1,266 @@
+//! Framing: one record as one line of JSON, checksummed and chained.
+//!
+//! ```text
+//! {"position":7,"run_id":"r1","prev":"<64 hex>","record":{"claim":{...}},"check":"<64 hex>"}\n
+//! ```
+//!
+//! - `position` is the record's zero-based index in the file (HIS-1);
+//! - `prev` is the previous record's `check` (64 zeros for the first): a hash
+//!   chain, so a removed, reordered or duplicated line breaks it (SPEC 9);
+//! - `check` is SHA-256 over the line's bytes up to (not including) `,"check"`,
+//!   followed by `}`: exactly the serialization of the envelope without the
+//!   field. With an operator key it is HMAC-SHA-256 under that key instead, and
+//!   the envelope says `"auth":"hmac-sha256"` so a reader never guesses.
+//!
+//! A line is *torn* when the file ends without its `\n`: the writer died
+//! mid-append, and the bytes were never acknowledged. Every other defect (a bad
+//! checksum on a terminated line, a broken chain, a wrong position, unparseable
+//! JSON, an unknown field or enum value) is *corruption* (LOG-6).
+
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::record::{Position, Record};
+
+/// The `prev` of the first record.
+pub const GENESIS: [u8; 32] = [0; 32];
+
+/// Length of the `,"check":"<64 hex>"}` suffix every line ends with.
+const CHECK_SUFFIX_LEN: usize = r#","check":""#.len() + 64 + r#""}"#.len();
+
+/// An operator key: records are authenticated with HMAC-SHA-256 under it.
+#[derive(Clone)]
+pub struct OperatorKey(Vec<u8>);
+
+impl OperatorKey {
+    /// A key from its bytes (at least 16).
+    pub fn new(bytes: Vec<u8>) -> Result<Self, String> {
+        if bytes.len() < 16 {
+            return Err(format!("an operator key needs at least 16 bytes, got {}", bytes.len()));
+        }
+        Ok(Self(bytes))
+    }
+}
+
+impl std::fmt::Debug for OperatorKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OperatorKey(..)")
+    }
+}
+
+/// How a record is authenticated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum Auth {
+    HmacSha256,
+}
+
+/// The envelope as written, without its check.
+#[derive(Serialize)]
+struct EnvelopeOut<'a> {
+    position: Position,
+    run_id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    auth: Option<Auth>,
+    prev: &'a str,
+    record: &'a Record,
+}
+
+/// The envelope as read, with its check.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EnvelopeIn {
+    position: Position,
+    run_id: String,
+    #[serde(default)]
+    auth: Option<Auth>,
+    prev: String,
+    record: Record,
+    check: String,
+}
+
+/// A decoded, verified record with its place in the chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Framed {
+    /// Its position.
+    pub position: Position,
+    /// The run that wrote it.
+    pub run_id: String,
+    /// The record.
+    pub record: Record,
+    /// Its check, which the next record's `prev` must equal.
+    pub check: [u8; 32],
+}
+
+/// Why a line is not a valid record.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    /// Not JSON, or not our schema (unknown field, unknown enum value, ...).
+    #[error("not a valid record: {0}")]
+    Schema(String),
+    /// The checksum does not match the bytes.
+    #[error("checksum mismatch: the line's bytes were altered")]
+    Checksum,
+    /// The position is not the line's index.
+    #[error("position {found} where {expected} belongs (removed, duplicated or reordered line)")]
+    Position {
+        /// Position the line must have.
+        expected: Position,
+        /// Position it has.
+        found: Position,
+    },
+    /// `prev` is not the previous record's check.
+    #[error("hash chain broken: prev does not match the previous record's check")]
+    Chain,
+    /// Keyed record without a key, or the reverse.
+    #[error("{0}")]
+    Auth(String),
+}
+
+fn check_of(key: Option<&OperatorKey>, bytes: &[u8]) -> [u8; 32] {
+    match key {
+        None => Sha256::digest(bytes).into(),
+        Some(key) => {
+            let mut mac = Hmac::<Sha256>::new_from_slice(&key.0).expect("HMAC takes any key length");
+            mac.update(bytes);
+            mac.finalize().into_bytes().into()
+        }
+    }
+}
+
+/// Encodes `record` at `position` after a record whose check was `prev`.
+/// Returns the line (with its `\n`) and the new record's check.
+pub fn encode(
+    position: Position,
+    run_id: &str,
+    record: &Record,
+    prev: &[u8; 32],
+    key: Option<&OperatorKey>,
+) -> (Vec<u8>, [u8; 32]) {
+    let prev_hex = hex::encode(prev);
+    let envelope =
+        EnvelopeOut { position, run_id, auth: key.map(|_| Auth::HmacSha256), prev: &prev_hex, record };
+    let mut line = serde_json::to_vec(&envelope).expect("records always serialize");
+    let check = check_of(key, &line);
+    line.pop(); // the closing brace; the check goes before it
+    line.extend_from_slice(br#","check":""#);
+    line.extend_from_slice(hex::encode(check).as_bytes());
+    line.extend_from_slice(b"\"}\n");
+    (line, check)
+}
+
+/// Decodes one line (without its `\n`) that must sit at `expected` after a
+/// record whose check was `prev`.
+pub fn decode(
+    line: &[u8],
+    expected: Position,
+    prev: &[u8; 32],
+    key: Option<&OperatorKey>,
+) -> Result<Framed, FrameError> {
+    let envelope: EnvelopeIn = serde_json::from_slice(line).map_err(|e| FrameError::Schema(e.to_string()))?;
+    match (envelope.auth, key) {
+        (None, Some(_)) => {
+            return Err(FrameError::Auth(
+                "record is not authenticated, but an operator key was given".into(),
+            ));
+        }
+        (Some(Auth::HmacSha256), None) => {
+            return Err(FrameError::Auth("record is authenticated with an operator key; supply it".into()));
+        }
+        _ => {}
+    }
+    // Parsing succeeded, so the line ends with `,"check":"<hex>"}` exactly when
+    // it was written by `encode`; anything else cannot match the checksum.
+    let mut check = [0u8; 32];
+    let well_formed = line.len() > CHECK_SUFFIX_LEN
+        && line.ends_with(b"\"}")
+        && hex::decode_to_slice(&envelope.check, &mut check).is_ok()
+        && line[line.len() - CHECK_SUFFIX_LEN..].starts_with(br#","check":""#);
+    if !well_formed {
+        return Err(FrameError::Checksum);
+    }
+    let mut body = line[..line.len() - CHECK_SUFFIX_LEN].to_vec();
+    body.push(b'}');
+    if check_of(key, &body) != check {
+        return Err(FrameError::Checksum);
+    }
+    if envelope.position != expected {
+        return Err(FrameError::Position { expected, found: envelope.position });
+    }
+    let mut chained = [0u8; 32];
+    if hex::decode_to_slice(&envelope.prev, &mut chained).is_err() || &chained != prev {
+        return Err(FrameError::Chain);
+    }
+    Ok(Framed { position: envelope.position, run_id: envelope.run_id, record: envelope.record, check })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::record::{ObservationRecord, Record};
+    use crate::model::{Coverage, Mechanism, ResourceRef};
+
+    pub(crate) fn sample_record() -> Record {
+        Record::Observation(ObservationRecord {
+            resource: ResourceRef::new(
+                crate::model::ResourceRole::Source,
+                crate::model::Location::ProcessLaunch(3),
+                "gen:3".into(),
+                None,
+            ),
+            mechanism: Mechanism::JobState,
+            coverage: Coverage::Partial,
+            source_action: "a1".into(),
+            source_claim: None,
+            exists: true,
+            content_sha256: None,
+            job_state: None,
+        })
+    }
+
+    #[test]
+    fn round_trips_and_chains() {
+        let (first, check0) = encode(0, "run", &sample_record(), &GENESIS, None);
+        assert_eq!(*first.last().unwrap(), b'\n');
+        let framed = decode(&first[..first.len() - 1], 0, &GENESIS, None).unwrap();
+        assert_eq!(framed.check, check0);
+        assert_eq!(framed.record, sample_record());
+        let (second, _) = encode(1, "run", &sample_record(), &check0, None);
+        assert!(decode(&second[..second.len() - 1], 1, &check0, None).is_ok());
+        assert_eq!(decode(&second[..second.len() - 1], 1, &GENESIS, None), Err(FrameError::Chain));
+        assert!(matches!(
+            decode(&second[..second.len() - 1], 2, &check0, None),
+            Err(FrameError::Position { .. })
+        ));
+    }
+
+    #[test]
+    fn keyed_records_need_the_key() {
+        let key = OperatorKey::new(vec![7; 32]).unwrap();
+        let other = OperatorKey::new(vec![8; 32]).unwrap();
+        let (line, _) = encode(0, "run", &sample_record(), &GENESIS, Some(&key));
+        let line = &line[..line.len() - 1];
+        assert!(decode(line, 0, &GENESIS, Some(&key)).is_ok());
+        assert_eq!(decode(line, 0, &GENESIS, Some(&other)), Err(FrameError::Checksum));
+        assert!(matches!(decode(line, 0, &GENESIS, None), Err(FrameError::Auth(_))));
+        let (plain, _) = encode(0, "run", &sample_record(), &GENESIS, None);
+        assert!(matches!(
+            decode(&plain[..plain.len() - 1], 0, &GENESIS, Some(&key)),
+            Err(FrameError::Auth(_))
+        ));
+    }
+
+    #[test]
+    fn forged_enum_values_and_fields_are_schema_errors() {
+        let (line, _) = encode(0, "run", &sample_record(), &GENESIS, None);
+        let text = String::from_utf8(line).unwrap();
+        let forged = text.replace("\"job_state\":null", "\"job_state\":\"zombie\"");
+        assert!(matches!(
+            decode(forged.trim_end().as_bytes(), 0, &GENESIS, None),
+            Err(FrameError::Schema(_))
+        ));
+        let extra = text.replace("\"exists\":true", "\"exists\":true,\"verified\":true");
+        assert!(matches!(decode(extra.trim_end().as_bytes(), 0, &GENESIS, None), Err(FrameError::Schema(_))));
+    }
+}

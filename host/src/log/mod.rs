@@ -1,0 +1,32 @@
+//! The durable effect log (SPEC sections 4, 5, 9: HIS-1, LOG-1..9).
+//!
+//! One append-only file per root run lineage. Each record is one line of JSON,
+//! checksummed and hash-chained (`frame`); the history rules decide which
+//! records may follow which (`history`); `scan` reads bytes into records and
+//! tells a torn tail from corruption; [`EffectLog`] runs the append protocol
+//! (lock, merge, allocate, validate, write, fsync, unlock) over the one IO seam
+//! [`Storage`]; `file` opens the real file with the LOG-1 checks.
+//!
+//! Record format and fsync protocol: see `frame.rs` and `effect_log.rs`; both
+//! are written down at the top of those files.
+
+mod effect_log;
+mod error;
+mod file;
+mod frame;
+mod history;
+mod record;
+mod scan;
+mod storage;
+
+pub use effect_log::EffectLog;
+pub use error::LogError;
+pub use file::{
+    DiskLog, LiveFile, OpenMode, OpenOptionsLog, check_file, check_run_id, open_effects_dir, open_lineage,
+    write_launch_index,
+};
+pub use frame::{Framed, OperatorKey};
+pub use history::{ClaimState, History, HistoryError};
+pub use record::{ClaimRecord, Obligation, ObservationRecord, OperationRef, OutcomeRecord, Position, Record};
+pub use scan::{Defect, Scanned, scan};
+pub use storage::{DiskFile, Faults, LockKind, MemoryFile, Storage};

@@ -1,0 +1,118 @@
+//! The records of the effect log (CL-1, OUT-1, OBS-1): what is claimed before
+//! a tool runs, how it ended, what was observed afterwards.
+//!
+//! Strictly typed: every struct denies unknown fields and every enum denies
+//! unknown values, so a forged or future record fails to parse instead of being
+//! half understood (LOG-6). Positions are not stored here; the frame carries
+//! them (see `frame.rs`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Coverage, JobLifecycle, Mechanism, Outcome, Postcondition, ProducerFacts, ResourceRef};
+
+/// A log position: the zero-based index of a record in its lineage's log.
+pub type Position = u64;
+
+/// Which operation a claim is for (CL-1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OperationRef {
+    /// Tool name.
+    pub tool: String,
+    /// Action within the tool, or `""`.
+    pub action: String,
+    /// SHA-256 of the normalized input.
+    pub input_sha256: String,
+    /// The runtime's request id.
+    pub request_id: String,
+}
+
+/// A postcondition on one target of the claim's impact scope (CL-1, CL-2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Obligation {
+    /// Index into the claim's `impact_scope`.
+    pub target: u32,
+    /// What must hold.
+    pub postcondition: Postcondition,
+}
+
+/// An effect claim: intent, written and fsynced before the backend runs (CL-1,
+/// LOG-3). No status field: what happened is an [`OutcomeRecord`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimRecord {
+    /// The action (tool call) id.
+    pub action_id: String,
+    /// The operation.
+    pub operation: OperationRef,
+    /// What it may change; empty means **unknown** scope.
+    pub impact_scope: Vec<ResourceRef>,
+    /// What it depends on.
+    pub dependencies: Vec<ResourceRef>,
+    /// Postconditions of exact targets.
+    pub obligations: Vec<Obligation>,
+    /// The parent run, for a child run writing to its root's log (LOG-1).
+    pub parent_run_id: Option<String>,
+    /// An external effect (CMP-6).
+    pub external: bool,
+}
+
+/// How an effect ended (OUT-1), for the claim at `claim`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutcomeRecord {
+    /// Position of the claim it settles.
+    pub claim: Position,
+    /// The outcome.
+    pub outcome: Outcome,
+    /// The producer facts it was derived from (OUT-2).
+    pub facts: ProducerFacts,
+    /// Written by recovery (LOG-7), not by the claim's own writer.
+    pub recovery: bool,
+}
+
+/// An admitted readback (OBS-1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ObservationRecord {
+    /// The exact resource observed, as it was seen.
+    pub resource: ResourceRef,
+    /// How.
+    pub mechanism: Mechanism,
+    /// How much.
+    pub coverage: Coverage,
+    /// The source action that took it.
+    pub source_action: String,
+    /// The source action's claim, when it had one.
+    pub source_claim: Option<Position>,
+    /// Whether anything existed there.
+    pub exists: bool,
+    /// SHA-256 of the complete content.
+    pub content_sha256: Option<String>,
+    /// Job lifecycle for a job-state observation.
+    pub job_state: Option<JobLifecycle>,
+}
+
+/// One record of the log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Record {
+    /// A claim.
+    Claim(ClaimRecord),
+    /// An outcome.
+    Outcome(OutcomeRecord),
+    /// An observation.
+    Observation(ObservationRecord),
+}
+
+impl Record {
+    /// `claim`, `outcome` or `observation`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Record::Claim(_) => "claim",
+            Record::Outcome(_) => "outcome",
+            Record::Observation(_) => "observation",
+        }
+    }
+}

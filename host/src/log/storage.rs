@@ -1,0 +1,281 @@
+//! The one IO seam of the effect log. [`EffectLog`](super::EffectLog) does all
+//! its file work through [`Storage`], so the same append, merge and recovery
+//! code runs over the real filesystem ([`DiskFile`]) and over
+//! [`MemoryFile`], an in-memory crash model with fault injection (after fjall
+//! and redb's test backends).
+//!
+//! The contract mirrors POSIX: `write_at` may fail after writing part of its
+//! bytes (ENOSPC, a short write), `sync` may fail (EIO) and after a failed sync
+//! nothing is known about durability, `lock` is `flock(2)`.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use cap_std::fs::Dir;
+use rustix::fs::{FlockOperation, flock, fsync};
+
+/// Shared or exclusive, as in `flock(2)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockKind {
+    /// Readers merge under a shared lock.
+    Shared,
+    /// Appends and repairs run under an exclusive lock.
+    Exclusive,
+}
+
+/// What the effect log needs from a file.
+pub trait Storage {
+    /// Current length in bytes.
+    fn len(&self) -> io::Result<u64>;
+    /// Reads up to `buf.len()` bytes at `offset`; 0 at end of file.
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize>;
+    /// Writes all of `bytes` at `offset`, or fails having written some prefix.
+    fn write_at(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()>;
+    /// Makes everything written so far durable (`fsync`).
+    fn sync(&mut self) -> io::Result<()>;
+    /// Makes the file's directory entry durable (`fsync` of the directory).
+    fn sync_directory(&mut self) -> io::Result<()>;
+    /// Cuts the file to `len` bytes.
+    fn truncate(&mut self, len: u64) -> io::Result<()>;
+    /// Takes the lock, blocking.
+    fn lock(&self, kind: LockKind) -> io::Result<()>;
+    /// Releases the lock.
+    fn unlock(&self) -> io::Result<()>;
+    /// Keeps bytes cut from a torn tail beside the log (`<log>.broken`).
+    fn preserve_broken(&mut self, bytes: &[u8]) -> io::Result<()>;
+}
+
+/// Reads `len` bytes from `offset` (fewer only at end of file).
+pub(crate) fn read_range(storage: &impl Storage, offset: u64, len: u64) -> io::Result<Vec<u8>> {
+    let mut bytes = vec![0u8; usize::try_from(len).map_err(io::Error::other)?];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        match storage.read_at(offset + filled as u64, &mut bytes[filled..])? {
+            0 => break,
+            n => filled += n,
+        }
+    }
+    bytes.truncate(filled);
+    Ok(bytes)
+}
+
+/// A log file on disk, opened and checked by `super::file`.
+pub struct DiskFile {
+    file: File,
+    directory: Dir,
+    broken_name: String,
+}
+
+impl DiskFile {
+    pub(crate) fn new(file: File, directory: Dir, name: &str) -> Self {
+        Self { file, directory, broken_name: format!("{name}.broken") }
+    }
+}
+
+impl Storage for DiskFile {
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.file.metadata()?.len())
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+        FileExt::read_at(&self.file, buf, offset)
+    }
+
+    fn write_at(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        self.file.write_all_at(bytes, offset)
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        Ok(fsync(&self.file)?)
+    }
+
+    fn sync_directory(&mut self) -> io::Result<()> {
+        // LOG-3: reopened O_RDONLY|O_DIRECTORY; an O_PATH handle cannot fsync.
+        let directory = rustix::fs::openat(
+            &self.directory,
+            ".",
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )?;
+        Ok(fsync(directory)?)
+    }
+
+    fn truncate(&mut self, len: u64) -> io::Result<()> {
+        self.file.set_len(len)
+    }
+
+    fn lock(&self, kind: LockKind) -> io::Result<()> {
+        let operation = match kind {
+            LockKind::Shared => FlockOperation::LockShared,
+            LockKind::Exclusive => FlockOperation::LockExclusive,
+        };
+        Ok(flock(&self.file, operation)?)
+    }
+
+    fn unlock(&self) -> io::Result<()> {
+        Ok(flock(&self.file, FlockOperation::Unlock)?)
+    }
+
+    fn preserve_broken(&mut self, bytes: &[u8]) -> io::Result<()> {
+        use cap_std::fs::OpenOptions;
+        use std::io::Write;
+        let mut options = OpenOptions::new();
+        options.append(true).create(true);
+        let mut broken = self.directory.open_with(&self.broken_name, &options)?;
+        broken.write_all(bytes)?;
+        broken.sync_all()
+    }
+}
+
+/// Faults a [`MemoryFile`] can be told to inject.
+#[derive(Debug, Clone, Default)]
+pub struct Faults {
+    /// Fail the next write after writing this many of its bytes (ENOSPC).
+    pub short_write_after: Option<usize>,
+    /// Fail this many upcoming syncs (EIO), counting from the next one.
+    pub failing_syncs: u32,
+    /// Fail every write while set (a full disk).
+    pub disk_full: bool,
+}
+
+#[derive(Debug, Default)]
+struct MemoryState {
+    /// What a crash would keep for certain.
+    durable: Vec<u8>,
+    /// What readers see now.
+    current: Vec<u8>,
+    broken: Vec<u8>,
+    faults: Faults,
+    syncs: u64,
+    directory_syncs: u64,
+}
+
+/// An in-memory file that models a crash: bytes become durable only when a
+/// sync succeeds, and [`MemoryFile::crash`] keeps the durable bytes plus any
+/// prefix of the rest. Clones share the same file (like two handles).
+#[derive(Debug, Clone, Default)]
+pub struct MemoryFile {
+    state: Arc<Mutex<MemoryState>>,
+}
+
+impl MemoryFile {
+    /// An empty file.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn state(&self) -> MutexGuard<'_, MemoryState> {
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Replaces the injected faults.
+    pub fn set_faults(&self, faults: Faults) {
+        self.state().faults = faults;
+    }
+
+    /// What readers see now.
+    pub fn contents(&self) -> Vec<u8> {
+        self.state().current.clone()
+    }
+
+    /// Replaces the contents (all durable), e.g. to plant damage.
+    pub fn set_contents(&self, bytes: Vec<u8>) {
+        let mut state = self.state();
+        state.durable.clone_from(&bytes);
+        state.current = bytes;
+    }
+
+    /// Bytes preserved from torn tails.
+    pub fn broken(&self) -> Vec<u8> {
+        self.state().broken.clone()
+    }
+
+    /// Successful file syncs so far, and directory syncs.
+    pub fn sync_counts(&self) -> (u64, u64) {
+        let state = self.state();
+        (state.syncs, state.directory_syncs)
+    }
+
+    /// The file after a crash: the durable bytes, then `keep` bytes of
+    /// whatever was written but not yet synced (clamped).
+    pub fn crash(&self, keep: usize) -> MemoryFile {
+        let state = self.state();
+        let mut after = state.durable.clone();
+        let common = state.durable.len().min(state.current.len());
+        let unsynced = &state.current[common..];
+        after.truncate(common);
+        after.extend_from_slice(&unsynced[..keep.min(unsynced.len())]);
+        let file = MemoryFile::new();
+        file.set_contents(after);
+        file
+    }
+}
+
+impl Storage for MemoryFile {
+    fn len(&self) -> io::Result<u64> {
+        Ok(self.state().current.len() as u64)
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+        let state = self.state();
+        let start = (offset as usize).min(state.current.len());
+        let n = buf.len().min(state.current.len() - start);
+        buf[..n].copy_from_slice(&state.current[start..start + n]);
+        Ok(n)
+    }
+
+    fn write_at(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()> {
+        let mut state = self.state();
+        if state.faults.disk_full {
+            return Err(io::Error::from_raw_os_error(rustix::io::Errno::NOSPC.raw_os_error()));
+        }
+        let (written, failure) = match state.faults.short_write_after.take() {
+            Some(n) if n < bytes.len() => {
+                (n, Some(io::Error::from_raw_os_error(rustix::io::Errno::NOSPC.raw_os_error())))
+            }
+            _ => (bytes.len(), None),
+        };
+        let offset = offset as usize;
+        if state.current.len() < offset + written {
+            state.current.resize(offset + written, 0);
+        }
+        state.current[offset..offset + written].copy_from_slice(&bytes[..written]);
+        failure.map_or(Ok(()), Err)
+    }
+
+    fn sync(&mut self) -> io::Result<()> {
+        let mut state = self.state();
+        if state.faults.failing_syncs > 0 {
+            state.faults.failing_syncs -= 1;
+            return Err(io::Error::from_raw_os_error(rustix::io::Errno::IO.raw_os_error()));
+        }
+        state.durable = state.current.clone();
+        state.syncs += 1;
+        Ok(())
+    }
+
+    fn sync_directory(&mut self) -> io::Result<()> {
+        self.state().directory_syncs += 1;
+        Ok(())
+    }
+
+    fn truncate(&mut self, len: u64) -> io::Result<()> {
+        self.state().current.truncate(len as usize);
+        Ok(())
+    }
+
+    fn lock(&self, _kind: LockKind) -> io::Result<()> {
+        Ok(()) // one process; tests that race use real files
+    }
+
+    fn unlock(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn preserve_broken(&mut self, bytes: &[u8]) -> io::Result<()> {
+        self.state().broken.extend_from_slice(bytes);
+        Ok(())
+    }
+}

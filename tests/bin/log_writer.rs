@@ -1,0 +1,105 @@
+//! `effects-test-writer`: a small writer process for the effect log's crash,
+//! race and fault tests (tests/log_disk.rs). Not part of the product.
+//!
+//! `effects-test-writer DIR RUN_ID COUNT WRITER [--outcomes] [--until-error]`
+//!
+//! Opens lineage RUN_ID in DIR (no eager recovery: several writers share it)
+//! and appends COUNT claims with action ids `WRITER-<i>`. After each claim
+//! returns (durable) it prints `ack <position> <check hex>`; with `--outcomes`
+//! it then settles the claim and prints `settled <position>`. With
+//! `--until-error`, the first failing append prints `error <kind>`, one more
+//! append is tried and its result printed the same way, and the writer exits 0.
+
+#![allow(clippy::disallowed_methods)] // a test tool takes its paths from argv
+
+use std::io::Write;
+
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use effect_ledger::log::{
+    ClaimRecord, LogError, OpenMode, OpenOptionsLog, OperationRef, OutcomeRecord, open_lineage,
+};
+use effect_ledger::model::{CleanupState, Execution, Impact, Outcome, ProducerFacts};
+
+fn claim(action_id: String) -> ClaimRecord {
+    ClaimRecord {
+        action_id,
+        operation: OperationRef {
+            tool: "bash".into(),
+            action: String::new(),
+            input_sha256: "0".repeat(64),
+            request_id: "req".into(),
+        },
+        impact_scope: Vec::new(),
+        dependencies: Vec::new(),
+        obligations: Vec::new(),
+        parent_run_id: None,
+        external: false,
+    }
+}
+
+fn success(claim: u64) -> OutcomeRecord {
+    OutcomeRecord {
+        claim,
+        outcome: Outcome {
+            execution: Execution::ReportedSuccess,
+            impact: Impact::Possible,
+            cleanup: CleanupState::Clean,
+            replayed: false,
+            remote_acknowledged: false,
+            detached: false,
+        },
+        facts: ProducerFacts { executed: true, exit_code: Some(0), ..ProducerFacts::default() },
+        recovery: false,
+    }
+}
+
+fn kind(error: &LogError) -> &'static str {
+    match error {
+        LogError::Persistence { .. } => "persistence",
+        LogError::DurabilityUnknown { .. } => "durability-unknown",
+        LogError::Poisoned { .. } => "poisoned",
+        LogError::Rejected { .. } => "rejected",
+        LogError::Corrupt { .. } => "corrupt",
+        LogError::Refused { .. } => "refused",
+        LogError::Io { .. } => "io",
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, dir, run_id, count, writer, flags @ ..] = args.as_slice() else {
+        eprintln!("usage: effects-test-writer DIR RUN_ID COUNT WRITER [--outcomes] [--until-error]");
+        std::process::exit(2);
+    };
+    let outcomes = flags.iter().any(|f| f == "--outcomes");
+    let until_error = flags.iter().any(|f| f == "--until-error");
+    let count: u64 = count.parse().expect("COUNT is a number");
+    let dir = Dir::open_ambient_dir(dir, ambient_authority()).expect("DIR opens");
+    let options = OpenOptionsLog { mode: OpenMode::ReadWrite, key: None, recover: false };
+    let mut log = open_lineage(&dir, "log-dir", run_id, &options).expect("log opens").expect("read-write");
+    let mut out = std::io::stdout().lock();
+    for i in 0..count {
+        let position = match log.claim(run_id, claim(format!("{writer}-{i}"))) {
+            Ok(position) => position,
+            Err(error) if until_error => {
+                writeln!(out, "error {}", kind(&error)).unwrap();
+                let again = log.claim(run_id, claim(format!("{writer}-again")));
+                match again {
+                    Ok(position) => writeln!(out, "ack {position} after-error").unwrap(),
+                    Err(error) => writeln!(out, "error {}", kind(&error)).unwrap(),
+                }
+                return;
+            }
+            Err(error) => panic!("claim failed: {error}"),
+        };
+        let check = hex::encode(log.records().last().expect("just appended").check);
+        writeln!(out, "ack {position} {check}").unwrap();
+        out.flush().unwrap();
+        if outcomes {
+            log.record_outcome(run_id, success(position)).expect("settling its own claim");
+            writeln!(out, "settled {position}").unwrap();
+            out.flush().unwrap();
+        }
+    }
+}

@@ -1,0 +1,326 @@
+//! The effect log's append protocol over the in-memory crash model and fault
+//! backend (`MemoryFile`): the same `EffectLog` code the disk uses, with
+//! failures injected exactly where LOG-4 and LOG-6 care.
+
+use effect_ledger::log::{
+    ClaimRecord, ClaimState, EffectLog, Faults, LogError, MemoryFile, OperationRef, OutcomeRecord, Storage,
+};
+use effect_ledger::model::{CleanupState, Execution, Impact, Outcome, ProducerFacts};
+use proptest::prelude::*;
+
+fn claim(action: &str) -> ClaimRecord {
+    ClaimRecord {
+        action_id: action.into(),
+        operation: OperationRef {
+            tool: "bash".into(),
+            action: String::new(),
+            input_sha256: "0".repeat(64),
+            request_id: "req".into(),
+        },
+        impact_scope: Vec::new(),
+        dependencies: Vec::new(),
+        obligations: Vec::new(),
+        parent_run_id: None,
+        external: false,
+    }
+}
+
+fn outcome(claim: u64, execution: Execution) -> OutcomeRecord {
+    OutcomeRecord {
+        claim,
+        outcome: Outcome {
+            execution,
+            impact: if execution == Execution::NotExecuted { Impact::None } else { Impact::Possible },
+            cleanup: CleanupState::NotApplicable,
+            replayed: false,
+            remote_acknowledged: false,
+            detached: false,
+        },
+        facts: ProducerFacts::default(),
+        recovery: false,
+    }
+}
+
+fn open(file: &MemoryFile) -> EffectLog<MemoryFile> {
+    EffectLog::open(file.clone(), "mem.log", None).expect("log opens")
+}
+
+#[test]
+fn claims_are_durable_and_the_directory_is_synced_once() {
+    let file = MemoryFile::new();
+    let mut log = open(&file);
+    assert_eq!(log.claim("r1", claim("a0")).unwrap(), 0);
+    assert_eq!(log.claim("r1", claim("a1")).unwrap(), 1);
+    assert_eq!(file.sync_counts(), (2, 1), "each append fsyncs; the directory once per handle");
+    // A crash right now keeps both: they were acknowledged.
+    let after = file.crash(0);
+    let reopened = open(&after);
+    assert_eq!(reopened.records().len(), 2);
+}
+
+#[test]
+fn two_handles_merge_and_never_settle_an_effect_twice() {
+    let file = MemoryFile::new();
+    let (mut first, mut second) = (open(&file), open(&file));
+    let claimed = first.claim("r1", claim("a0")).unwrap();
+    assert_eq!(second.claim("r1", claim("b0")).unwrap(), 1, "the second handle merged position 0 first");
+    first.record_outcome("r1", outcome(claimed, Execution::ReportedSuccess)).unwrap();
+    match second.record_outcome("r1", outcome(claimed, Execution::Failed)) {
+        Err(LogError::Rejected { .. }) => {}
+        other => panic!("expected the merged history to refuse a second settlement, got {other:?}"),
+    }
+    assert!(second.degraded_runs().contains("r1"), "LOG-5: a failed outcome write degrades the run");
+    assert_eq!(second.history().unwrap().len(), 3);
+}
+
+#[test]
+fn running_then_one_settlement_only() {
+    let file = MemoryFile::new();
+    let mut log = open(&file);
+    let c = log.claim("r1", claim("a0")).unwrap();
+    log.record_outcome("r1", outcome(c, Execution::Running)).unwrap();
+    assert!(log.record_outcome("r1", outcome(c, Execution::Running)).is_err(), "RUNNING never repeats");
+    log.record_outcome("r1", outcome(c, Execution::Cancelled)).unwrap();
+    assert_eq!(log.claim_state(c), Some(ClaimState::Settled(Execution::Cancelled)));
+    assert!(log.record_outcome("r1", outcome(c, Execution::ReportedSuccess)).is_err(), "settled is final");
+    assert!(
+        log.record_outcome("r1", outcome(99, Execution::ReportedSuccess)).is_err(),
+        "an outcome needs its claim"
+    );
+}
+
+#[test]
+fn a_failed_write_is_cut_back_and_the_handle_keeps_working() {
+    let file = MemoryFile::new();
+    let mut log = open(&file);
+    log.claim("r1", claim("a0")).unwrap();
+    let before = file.contents();
+    file.set_faults(Faults { short_write_after: Some(17), ..Faults::default() });
+    match log.claim("r1", claim("a1")) {
+        Err(error @ LogError::Persistence { .. }) => assert!(error.not_persisted()),
+        other => panic!("expected a persistence error, got {other:?}"),
+    }
+    assert_eq!(file.contents(), before, "no partial bytes remain");
+    file.set_faults(Faults { disk_full: true, ..Faults::default() });
+    assert!(matches!(log.claim("r1", claim("a1")), Err(LogError::Persistence { .. })));
+    assert_eq!(file.contents(), before);
+    file.set_faults(Faults::default());
+    assert_eq!(log.claim("r1", claim("a1")).unwrap(), 1, "appends work again once space is freed");
+}
+
+#[test]
+fn a_failed_fsync_is_durability_unknown_and_poisons_the_handle() {
+    let file = MemoryFile::new();
+    let mut log = open(&file);
+    log.claim("r1", claim("a0")).unwrap();
+    let before = file.len().unwrap();
+    file.set_faults(Faults { failing_syncs: 1, ..Faults::default() });
+    assert!(matches!(log.claim("r1", claim("a1")), Err(LogError::DurabilityUnknown { .. })));
+    assert_eq!(file.len().unwrap(), before, "cut back to before the append");
+    assert!(log.is_poisoned());
+    assert!(matches!(log.claim("r1", claim("a2")), Err(LogError::Poisoned { .. })), "no later append");
+    // Another handle is not poisoned and sees only the acknowledged record.
+    let mut other = open(&file);
+    assert_eq!(other.history().unwrap().len(), 1);
+    assert_eq!(other.claim("r1", claim("a3")).unwrap(), 1);
+}
+
+#[test]
+fn a_torn_tail_is_tolerated_then_repaired_into_broken() {
+    let file = MemoryFile::new();
+    let mut log = open(&file);
+    log.claim("r1", claim("a0")).unwrap();
+    let durable = file.contents();
+    // A writer dies half way through its line.
+    let (line, _) = {
+        let mut scratch = open(&file);
+        scratch.claim("r1", claim("a1")).unwrap();
+        (file.contents()[durable.len()..].to_vec(), ())
+    };
+    let torn = [durable.clone(), line[..line.len() / 2].to_vec()].concat();
+    let crashed = MemoryFile::new();
+    crashed.set_contents(torn.clone());
+    let mut reopened = open(&crashed);
+    assert_eq!(reopened.records().len(), 1, "the torn line is not read");
+    assert_eq!(reopened.claim("r1", claim("a2")).unwrap(), 1, "the next append repairs and takes position 1");
+    assert_eq!(crashed.broken(), line[..line.len() / 2].to_vec(), "cut bytes are kept");
+    assert_eq!(open(&crashed).records().len(), 2);
+}
+
+#[test]
+fn recovery_interrupts_unsettled_claims_leaves_running_and_is_idempotent() {
+    let file = MemoryFile::new();
+    let mut log = open(&file);
+    let unsettled = log.claim("r1", claim("a0")).unwrap();
+    let running = log.claim("r1", claim("a1")).unwrap();
+    log.record_outcome("r1", outcome(running, Execution::Running)).unwrap();
+    let settled = log.claim("r2", claim("a2")).unwrap();
+    log.record_outcome("r2", outcome(settled, Execution::ReportedSuccess)).unwrap();
+    let later = log.claim("r2", claim("a3")).unwrap();
+    let mut recovering = open(&file);
+    assert_eq!(recovering.recover_interrupted().unwrap(), vec![unsettled, later]);
+    assert_eq!(recovering.claim_state(unsettled), Some(ClaimState::Settled(Execution::Interrupted)));
+    assert_eq!(recovering.claim_state(running), Some(ClaimState::Running));
+    assert_eq!(recovering.recover_interrupted().unwrap(), Vec::<u64>::new(), "idempotent");
+    // The recovery outcome is attributed to the claim's own run.
+    let history = recovering.history().unwrap();
+    assert_eq!(history.last().unwrap().run_id, "r2");
+    // The claim's writer, still alive, cannot settle it over recovery.
+    assert!(matches!(
+        log.record_outcome("r1", outcome(unsettled, Execution::ReportedSuccess)),
+        Err(LogError::Rejected { .. })
+    ));
+}
+
+/// A small log of every record kind, and its bytes.
+fn small_log() -> (Vec<u8>, Vec<Vec<u8>>) {
+    let file = MemoryFile::new();
+    let mut log = open(&file);
+    let c0 = log.claim("r1", claim("a0")).unwrap();
+    log.record_outcome("r1", outcome(c0, Execution::ReportedSuccess)).unwrap();
+    let c1 = log.claim("r1", claim("a1")).unwrap();
+    log.record_outcome("r1", outcome(c1, Execution::Running)).unwrap();
+    log.claim("r1", claim("a2")).unwrap();
+    let bytes = file.contents();
+    let lines = bytes.split_inclusive(|b| *b == b'\n').map(<[u8]>::to_vec).collect();
+    (bytes, lines)
+}
+
+/// What `load` made of `bytes`: the records it accepted (as line bytes) and
+/// the torn tail length, or a corruption error.
+fn load(bytes: &[u8]) -> Result<(Vec<Vec<u8>>, u64), LogError> {
+    let file = MemoryFile::new();
+    file.set_contents(bytes.to_vec());
+    let log = EffectLog::open(file.clone(), "mem.log", None)?;
+    let accepted =
+        bytes[..log.read_offset() as usize].split_inclusive(|b| *b == b'\n').map(<[u8]>::to_vec).collect();
+    Ok((accepted, file.len().unwrap() - log.read_offset()))
+}
+
+#[test]
+fn damage_matrix_every_truncation_point() {
+    let (bytes, lines) = small_log();
+    for cut in 0..=bytes.len() {
+        let (accepted, torn) = load(&bytes[..cut]).unwrap_or_else(|e| panic!("truncation at {cut}: {e}"));
+        let complete = bytes[..cut].iter().filter(|b| **b == b'\n').count();
+        assert_eq!(
+            accepted,
+            lines[..complete].to_vec(),
+            "truncation at {cut} keeps exactly the complete lines"
+        );
+        let boundary: usize = lines[..complete].iter().map(Vec::len).sum();
+        assert_eq!(torn as usize, cut - boundary, "truncation at {cut}: the rest is the torn tail");
+    }
+}
+
+#[test]
+fn damage_matrix_every_single_byte_flip() {
+    let (bytes, lines) = small_log();
+    let mut corrupt = 0;
+    for index in 0..bytes.len() {
+        for flip in [0x01u8, 0x80] {
+            let mut damaged = bytes.clone();
+            damaged[index] ^= flip;
+            match load(&damaged) {
+                Err(LogError::Corrupt { .. }) => corrupt += 1,
+                Err(other) => panic!("flip at {index}: unexpected error {other}"),
+                Ok((accepted, torn)) => {
+                    // Only a flipped final newline can load: the last line then
+                    // has no terminator and is a torn tail, never a record.
+                    assert_eq!(index, bytes.len() - 1, "flip at {index} was accepted");
+                    assert_eq!(accepted, lines[..lines.len() - 1].to_vec());
+                    assert_eq!(torn as usize, lines.last().unwrap().len());
+                }
+            }
+        }
+    }
+    assert_eq!(corrupt, 2 * (bytes.len() - 1), "every other flip fails closed");
+}
+
+#[test]
+fn removed_reordered_duplicated_lines_break_the_chain() {
+    let (_, lines) = small_log();
+    let removed: Vec<u8> = [&lines[0][..], &lines[2][..], &lines[3][..]].concat();
+    let reordered: Vec<u8> = [&lines[1][..], &lines[0][..], &lines[2][..]].concat();
+    let duplicated: Vec<u8> = [&lines[0][..], &lines[0][..], &lines[1][..]].concat();
+    for (name, bytes) in [("removed", removed), ("reordered", reordered), ("duplicated", duplicated)] {
+        match load(&bytes) {
+            Err(LogError::Corrupt { line, .. }) => assert!(line >= 1, "{name}"),
+            other => panic!("{name}: expected corruption, got {other:?}"),
+        }
+    }
+}
+
+/// Operations for the state machine, against a model of the history rules.
+#[derive(Debug, Clone)]
+enum Op {
+    Claim,
+    Outcome { claim: u8, running: bool },
+    Recover,
+    Reopen,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => Just(Op::Claim),
+        3 => (any::<u8>(), any::<bool>()).prop_map(|(claim, running)| Op::Outcome { claim, running }),
+        1 => Just(Op::Recover),
+        1 => Just(Op::Reopen),
+    ]
+}
+
+/// The model: one entry per position; `Some(state)` for claims.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Model {
+    Unsettled,
+    Running,
+    Settled,
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn the_log_follows_the_model_of_the_history_rules(ops in proptest::collection::vec(op(), 1..40)) {
+        let file = MemoryFile::new();
+        let mut log = open(&file);
+        let mut model: Vec<Option<Model>> = Vec::new();
+        for op in ops {
+            match op {
+                Op::Claim => {
+                    let position = log.claim("r", claim("a")).unwrap();
+                    prop_assert_eq!(position, model.len() as u64);
+                    model.push(Some(Model::Unsettled));
+                }
+                Op::Outcome { claim, running } => {
+                    let target = if model.is_empty() { 0 } else { claim as usize % (model.len() + 1) };
+                    let execution = if running { Execution::Running } else { Execution::ReportedSuccess };
+                    let allowed = match model.get(target).copied().flatten() {
+                        Some(Model::Unsettled) => true,
+                        Some(Model::Running) => !running,
+                        _ => false,
+                    };
+                    let result = log.record_outcome("r", outcome(target as u64, execution));
+                    prop_assert_eq!(result.is_ok(), allowed, "outcome for {} ({:?})", target, execution);
+                    if allowed {
+                        model[target] = Some(if running { Model::Running } else { Model::Settled });
+                        model.push(None);
+                    }
+                }
+                Op::Recover => {
+                    let expected: Vec<u64> = model.iter().enumerate()
+                        .filter(|(_, m)| **m == Some(Model::Unsettled)).map(|(p, _)| p as u64).collect();
+                    prop_assert_eq!(log.recover_interrupted().unwrap(), expected.clone());
+                    for position in expected {
+                        model[position as usize] = Some(Model::Settled);
+                        model.push(None);
+                    }
+                }
+                Op::Reopen => log = open(&file),
+            }
+            prop_assert_eq!(log.history().unwrap().len(), model.len());
+        }
+        // What is on disk reloads to the same history.
+        prop_assert_eq!(open(&file).records().len(), model.len());
+    }
+}
