@@ -8,8 +8,9 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-/// The Debian packages the documented route needs.
-pub const DEBIAN_PACKAGES: &[&str] = &["rustc-web", "cargo-web", "rust-web-src", "lld"];
+/// The Debian packages the documented route needs, plus `strace`, which the
+/// log's fsync-injection test drives.
+pub const DEBIAN_PACKAGES: &[&str] = &["rustc-web", "cargo-web", "rust-web-src", "lld", "strace"];
 
 /// The command that installs them.
 pub fn install_command() -> String {
@@ -131,16 +132,17 @@ pub fn debian_ready() -> Result<()> {
     }
 }
 
-/// Installs the Debian route with apt-get when it is missing and this process
-/// may (it runs as root); otherwise returns the error that says how.
+/// Installs the Debian route (and strace) with apt-get when it is missing and
+/// this process may (it runs as root); otherwise returns the error that says how.
 pub fn ensure_debian_installed() -> Result<()> {
-    if debian_ready().is_ok() || rustup_has_wasm32() {
+    if (debian_ready().is_ok() || rustup_has_wasm32()) && on_path("strace") {
         return Ok(());
     }
     let is_root =
         Command::new("id").arg("-u").output().map(|o| o.stdout.trim_ascii() == b"0").unwrap_or(false);
     if !is_root {
-        return debian_ready();
+        debian_ready()?;
+        bail!("strace is missing (the log tests inject fsync failures with it): {}", install_command());
     }
     eprintln!("xtask: installing the wasm guest toolchain: {}", install_command());
     let status = Command::new("sh")

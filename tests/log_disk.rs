@@ -1,0 +1,408 @@
+//! The effect log on a real filesystem, doing the bad things for real: hostile
+//! files in the log's place, eight processes racing, writers killed with
+//! SIGKILL mid-append, fsync failing under `strace` fault injection, a full
+//! tmpfs, and the operator CLI over damaged logs.
+//!
+//! Slow variants scale with environment variables (CI sets smaller counts):
+//! `EFFECTS_TORTURE_KILLS` (default 200), `EFFECTS_CONTENTION_APPENDS`
+//! (default 500 per writer).
+
+#![allow(clippy::disallowed_methods)] // tests set up files with ambient authority
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use effect_ledger::log::{DiskLog, LogError, OpenMode, OpenOptionsLog, Record, open_lineage};
+
+fn env_count(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// A private directory standing in for `DATA_DIR/effects`.
+fn effects_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+    dir
+}
+
+fn open(dir: &Path, run_id: &str, mode: OpenMode) -> Result<Option<DiskLog>, LogError> {
+    let handle = Dir::open_ambient_dir(dir, ambient_authority()).unwrap();
+    open_lineage(
+        &handle,
+        &dir.display().to_string(),
+        run_id,
+        &OpenOptionsLog { mode, key: None, recover: false },
+    )
+}
+
+fn load(dir: &Path, run_id: &str) -> DiskLog {
+    open(dir, run_id, OpenMode::ReadOnly).expect("the log loads").expect("the log exists")
+}
+
+fn writer(dir: &Path, run_id: &str, count: usize, name: &str, extra: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_effects-test-writer"));
+    command.arg(dir).arg(run_id).arg(count.to_string()).arg(name).args(extra);
+    command
+}
+
+fn sample_claim() -> effect_ledger::log::ClaimRecord {
+    effect_ledger::log::ClaimRecord {
+        action_id: "live".into(),
+        operation: effect_ledger::log::OperationRef {
+            tool: "bash".into(),
+            action: String::new(),
+            input_sha256: "0".repeat(64),
+            request_id: "req".into(),
+        },
+        impact_scope: Vec::new(),
+        dependencies: Vec::new(),
+        obligations: Vec::new(),
+        parent_run_id: None,
+        external: false,
+    }
+}
+
+fn refusal(result: Result<Option<DiskLog>, LogError>) -> String {
+    match result {
+        Err(error @ LogError::Refused { .. }) => error.to_string(),
+        Err(other) => panic!("expected a refusal, got {other}"),
+        Ok(_) => panic!("expected a refusal, the log opened"),
+    }
+}
+
+#[test]
+fn a_read_only_open_creates_nothing() {
+    let dir = effects_dir();
+    assert!(open(dir.path(), "r1", OpenMode::ReadOnly).unwrap().is_none());
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn hostile_files_in_the_logs_place_are_refused() {
+    let dir = effects_dir();
+    let outside = dir.path().join("elsewhere.txt");
+    std::fs::write(&outside, "").unwrap();
+    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o600)).unwrap();
+
+    symlink(&outside, dir.path().join("sym.log")).unwrap();
+    assert!(refusal(open(dir.path(), "sym", OpenMode::ReadWrite)).contains("symlink"));
+
+    std::fs::hard_link(&outside, dir.path().join("hard.log")).unwrap();
+    assert!(refusal(open(dir.path(), "hard", OpenMode::ReadWrite)).contains("2 hard links"));
+
+    let loose = dir.path().join("loose.log");
+    std::fs::write(&loose, "").unwrap();
+    std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o644)).unwrap();
+    assert!(refusal(open(dir.path(), "loose", OpenMode::ReadWrite)).contains("mode 0644"));
+
+    let fifo = dir.path().join("fifo.log");
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o600),
+        0,
+    )
+    .unwrap();
+    assert!(refusal(open(dir.path(), "fifo", OpenMode::ReadWrite)).contains("Fifo"));
+
+    // Nothing was written through any of them.
+    assert_eq!(std::fs::read(&outside).unwrap(), b"");
+}
+
+/// Reads a writer's stdout: `ack <position> <check>` lines.
+fn acks(stdout: &[u8]) -> Vec<(u64, String)> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split(' ');
+            (words.next() == Some("ack")).then(|| {
+                let position = words.next().unwrap().parse().unwrap();
+                (position, words.next().unwrap().to_owned())
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn eight_writers_racing_share_one_lineage_without_reuse_or_double_settlement() {
+    let appends = env_count("EFFECTS_CONTENTION_APPENDS", 500);
+    let dir = effects_dir();
+    let children: Vec<Child> = (0..8)
+        .map(|w| {
+            writer(dir.path(), "race", appends, &format!("w{w}"), &["--outcomes"])
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let outputs: Vec<Output> = children.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
+    for output in &outputs {
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    }
+    let log = load(dir.path(), "race");
+    let records = log.records();
+    assert_eq!(records.len(), 8 * appends * 2, "every claim and outcome, once");
+    // Each writer's claims appear in its own order.
+    let mut last_seen: HashMap<String, i64> = HashMap::new();
+    let mut settled = vec![0u32; records.len()];
+    for framed in records {
+        match &framed.record {
+            Record::Claim(claim) => {
+                let (writer, index) = claim.action_id.split_once('-').unwrap();
+                let index: i64 = index.parse().unwrap();
+                let previous = last_seen.insert(writer.to_owned(), index).unwrap_or(-1);
+                assert_eq!(index, previous + 1, "{writer}'s claims out of order");
+            }
+            Record::Outcome(outcome) => settled[outcome.claim as usize] += 1,
+            Record::Observation(_) => unreachable!(),
+        }
+    }
+    let claims = records.iter().filter(|r| matches!(r.record, Record::Claim(_))).count();
+    assert_eq!(settled.iter().filter(|n| **n == 1).count(), claims, "every effect settled exactly once");
+    // Acknowledged positions are exactly the claims, and unique.
+    let mut acked: Vec<u64> = outputs.iter().flat_map(|o| acks(&o.stdout)).map(|(p, _)| p).collect();
+    acked.sort_unstable();
+    acked.dedup();
+    assert_eq!(acked.len(), 8 * appends);
+}
+
+#[test]
+fn writers_killed_mid_append_never_lose_an_acknowledged_claim() {
+    let kills = env_count("EFFECTS_TORTURE_KILLS", 200);
+    let dir = effects_dir();
+    let mut acknowledged: HashMap<u64, String> = HashMap::new();
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut random = move |bound: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % bound
+    };
+    let mut killed = 0;
+    while killed < kills {
+        // Three writers at once; each is killed at its own random moment.
+        let mut children: Vec<Child> = (0..3)
+            .map(|w| {
+                writer(dir.path(), "torture", 100_000, &format!("k{killed}w{w}"), &["--outcomes"])
+                    .stdout(Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for child in &mut children {
+            std::thread::sleep(Duration::from_micros(random(15_000)));
+            child.kill().unwrap(); // SIGKILL
+        }
+        for child in children {
+            let output = child.wait_with_output().unwrap();
+            assert!(!output.status.success(), "a writer finished 100000 appends before its kill");
+            killed += 1;
+            for (position, check) in acks(&output.stdout) {
+                acknowledged.insert(position, check);
+            }
+        }
+        // After every round: the log loads, positions are contiguous (the
+        // strict load checks that), and every acknowledged claim is there
+        // byte for byte (its check is the SHA-256 of its bytes, chained).
+        let log = load(dir.path(), "torture");
+        let records = log.records();
+        for (position, check) in &acknowledged {
+            let framed = records
+                .get(*position as usize)
+                .unwrap_or_else(|| panic!("acknowledged claim {position} lost"));
+            assert_eq!(&hex::encode(framed.check), check, "claim {position} changed");
+            assert!(matches!(framed.record, Record::Claim(_)));
+        }
+    }
+    assert!(acknowledged.len() > 10, "the torture acknowledged only {} claims", acknowledged.len());
+    // Recovery then settles every claim the dead writers left, once.
+    let handle = Dir::open_ambient_dir(dir.path(), ambient_authority()).unwrap();
+    let options = OpenOptionsLog { mode: OpenMode::ReadWrite, key: None, recover: false };
+    let mut log = open_lineage(&handle, "t", "torture", &options).unwrap().unwrap();
+    log.repair().unwrap();
+    let recovered = log.recover_interrupted().unwrap();
+    assert!(log.recover_interrupted().unwrap().is_empty(), "recovery is idempotent");
+    let reloaded = load(dir.path(), "torture");
+    let unsettled = reloaded.records().iter().filter(|r| matches!(r.record, Record::Claim(_))).count()
+        - reloaded.records().iter().filter(|r| matches!(r.record, Record::Outcome(_))).count();
+    assert_eq!(unsettled, 0, "recovered {} claims, yet some remain unsettled", recovered.len());
+}
+
+/// Runs the writer under strace with the Nth fsync failing (EIO).
+fn writer_with_failing_fsync(dir: &Path, nth: u32) -> Output {
+    let strace = Command::new("strace").arg("-V").output();
+    assert!(
+        strace.map(|o| o.status.success()).unwrap_or(false),
+        "strace is needed for the fsync-injection test: apt-get install -y strace"
+    );
+    Command::new("strace")
+        .args(["-f", "-qq", "-o", "/dev/null", "-e", &format!("inject=fsync:error=EIO:when={nth}")])
+        .arg(env!("CARGO_BIN_EXE_effects-test-writer"))
+        .arg(dir)
+        .args(["fsync", "5", "f", "--until-error"])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_failed_fsync_is_durability_unknown_cut_back_and_poisons_the_handle() {
+    let dir = effects_dir();
+    // One acknowledged claim first, from a healthy writer.
+    assert!(writer(dir.path(), "fsync", 1, "ok", &[]).stdout(Stdio::null()).status().unwrap().success());
+    let path = dir.path().join("fsync.log");
+    let before = std::fs::metadata(&path).unwrap().len();
+    // In the traced writer: first append = fsync(file) #1 + fsync(dir) #2;
+    // second append = fsync(file) #3, which fails.
+    let output = writer_with_failing_fsync(dir.path(), 3);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(lines[0].starts_with("ack 1 "), "{stdout}");
+    assert_eq!(lines[1], "error durability-unknown", "{stdout}");
+    assert_eq!(lines[2], "error poisoned", "no later append from that handle: {stdout}");
+    let log = load(dir.path(), "fsync");
+    assert_eq!(log.records().len(), 2, "the failed append was cut back");
+    assert!(std::fs::metadata(&path).unwrap().len() > before);
+    assert_eq!(std::fs::metadata(&path).unwrap().len(), log.read_offset(), "no partial bytes remain");
+}
+
+struct Tmpfs(std::path::PathBuf);
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_full_filesystem_fails_the_append_cleanly_and_recovers_when_space_is_freed() {
+    let mount = tempfile::tempdir().unwrap().keep();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=64k,mode=0700", "tmpfs"])
+        .arg(&mount)
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    assert!(mounted, "mounting a small tmpfs needs root (CI runs as root)");
+    let _guard = Tmpfs(mount.clone());
+    let filler = mount.join("filler");
+    // Leave a few hundred bytes: the next claims will not fit.
+    std::fs::write(&filler, vec![0u8; 60 * 1024]).unwrap();
+    let output = writer(&mount, "full", 50, "f", &["--until-error"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("error persistence"), "{stdout} {}", String::from_utf8_lossy(&output.stderr));
+    let log = load(&mount, "full");
+    let length = std::fs::metadata(mount.join("full.log")).unwrap().len();
+    assert_eq!(length, log.read_offset(), "no partial bytes remain after ENOSPC");
+    let acked = acks(&output.stdout).len();
+    assert!(log.records().len() >= acked, "every acknowledged claim is there");
+    std::fs::remove_file(&filler).unwrap();
+    assert!(
+        writer(&mount, "full", 3, "g", &[]).stdout(Stdio::null()).status().unwrap().success(),
+        "appends work again"
+    );
+    assert!(load(&mount, "full").records().len() >= acked + 3);
+}
+
+fn effects(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_effects")).args(args).output().unwrap()
+}
+
+#[test]
+fn log_cli_verify_show_and_recover() {
+    let dir = effects_dir();
+    assert!(writer(dir.path(), "cli", 3, "c", &[]).stdout(Stdio::null()).status().unwrap().success());
+    let path = dir.path().join("cli.log");
+    let path_text = path.display().to_string();
+
+    let verified = effects(&["log", "verify", &path_text]);
+    assert!(verified.status.success(), "{}", String::from_utf8_lossy(&verified.stderr));
+    assert!(String::from_utf8_lossy(&verified.stdout).starts_with("ok: 3 records"));
+
+    let shown = effects(&["log", "show", &path_text, "--json"]);
+    let objects: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&shown.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(objects.len(), 3);
+    assert_eq!(objects[2]["position"], 2);
+    assert_eq!(objects[2]["kind"], "claim");
+    assert_eq!(objects[2]["run_id"], "cli");
+
+    // A torn tail: repairable, not an error.
+    let intact = std::fs::read(&path).unwrap();
+    std::fs::write(&path, [&intact[..], br#"{"position":3,"run_id":"cli","pr"#].concat()).unwrap();
+    let torn = effects(&["log", "verify", &path_text]);
+    assert!(torn.status.success());
+    assert!(String::from_utf8_lossy(&torn.stdout).contains("repairable"));
+
+    // Recover: cuts the tail into .broken, interrupts the 3 unsettled claims.
+    let recovered = effects(&["log", "recover", &path_text]);
+    assert!(recovered.status.success(), "{}", String::from_utf8_lossy(&recovered.stderr));
+    let text = String::from_utf8_lossy(&recovered.stdout);
+    assert!(text.contains("cut a torn final line") && text.contains("3 unsettled claim(s)"), "{text}");
+    assert!(std::fs::read(dir.path().join("cli.log.broken")).unwrap().starts_with(b"{\"position\":3"));
+    let again = effects(&["log", "recover", &path_text]);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("nothing to recover"));
+    let shown = effects(&["log", "show", &path_text, "--json"]);
+    let last: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&shown.stdout).lines().last().unwrap()).unwrap();
+    assert_eq!(last["kind"], "outcome");
+    assert_eq!(last["execution"], "INTERRUPTED");
+
+    // A flipped byte mid-file: non-zero, naming the line.
+    let mut damaged = std::fs::read(&path).unwrap();
+    let second_line = damaged.iter().position(|b| *b == b'\n').unwrap() + 20;
+    damaged[second_line] ^= 0x04;
+    std::fs::write(&path, damaged).unwrap();
+    let corrupt = effects(&["log", "verify", &path_text]);
+    assert_eq!(corrupt.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&corrupt.stderr).contains("line 2"),
+        "{}",
+        String::from_utf8_lossy(&corrupt.stderr)
+    );
+}
+
+#[test]
+fn a_writer_acknowledges_only_what_a_reader_then_finds() {
+    // The ack stream is read line by line while the writer runs, as a runtime would.
+    let dir = effects_dir();
+    let mut child = writer(dir.path(), "stream", 20, "s", &[]).stdout(Stdio::piped()).spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.unwrap();
+        let position: u64 = line.split(' ').nth(1).unwrap().parse().unwrap();
+        let log = load(dir.path(), "stream");
+        assert!(log.records().len() as u64 > position, "ack {position} before it was readable");
+    }
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn opening_a_log_no_live_handle_owns_recovers_it_eagerly() {
+    let dir = effects_dir();
+    // A writer that claimed and died before settling (it exits without outcomes).
+    assert!(writer(dir.path(), "eager", 2, "e", &[]).stdout(Stdio::null()).status().unwrap().success());
+    let handle = Dir::open_ambient_dir(dir.path(), ambient_authority()).unwrap();
+    let mut first = open_lineage(&handle, "d", "eager", &OpenOptionsLog::default()).unwrap().unwrap();
+    let interrupted = |log: &DiskLog| {
+        log.records()
+            .iter()
+            .filter(|r| matches!(&r.record, Record::Outcome(o) if o.recovery && o.outcome.execution == effect_ledger::model::Execution::Interrupted))
+            .count()
+    };
+    assert_eq!(interrupted(&first), 2, "LOG-7: both unsettled claims recorded INTERRUPTED at open");
+    // `first` is live and claims something it has not settled yet: a second
+    // open in this process must leave that claim alone.
+    let in_flight = first.claim("eager", sample_claim()).unwrap();
+    let second = open_lineage(&handle, "d", "eager", &OpenOptionsLog::default()).unwrap().unwrap();
+    assert_eq!(second.records().len(), 5);
+    assert_eq!(second.claim_state(in_flight), Some(effect_ledger::log::ClaimState::Attempted));
+    drop((first, second));
+}
