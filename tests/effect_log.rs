@@ -3,7 +3,8 @@
 //! failures injected exactly where LOG-4 and LOG-6 care.
 
 use effect_ledger::log::{
-    ClaimRecord, ClaimState, EffectLog, Faults, LogError, MemoryFile, OperationRef, OutcomeRecord, Storage,
+    ClaimRecord, ClaimState, EffectLog, Faults, GroupLog, LogError, MemoryFile, OperationRef, OutcomeRecord,
+    Record, Storage,
 };
 use effect_ledger::model::{CleanupState, Execution, Impact, Outcome, ProducerFacts};
 use proptest::prelude::*;
@@ -323,4 +324,47 @@ proptest! {
         // What is on disk reloads to the same history.
         prop_assert_eq!(open(&file).records().len(), model.len());
     }
+}
+
+#[test]
+fn a_batch_is_validated_record_by_record_and_fails_as_a_whole() {
+    let file = MemoryFile::new();
+    let mut log = open(&file);
+    let first = Record::Claim(claim("a0"));
+    let bad = Record::Outcome(outcome(7, Execution::ReportedSuccess));
+    let settle = Record::Outcome(outcome(0, Execution::ReportedSuccess));
+    let results = log.append_batch(&[("r", &first), ("r", &bad), ("r", &settle)]);
+    assert_eq!(results[0].as_ref().unwrap(), &0);
+    assert!(matches!(results[1], Err(LogError::Rejected { .. })), "an outcome needs its claim");
+    assert_eq!(results[2].as_ref().unwrap(), &1, "validated against the batch's own earlier claim");
+    assert_eq!(file.sync_counts().0, 1, "one fsync for the batch");
+
+    let before = file.contents();
+    file.set_faults(Faults { failing_syncs: 1, ..Faults::default() });
+    let (a, b) = (Record::Claim(claim("b0")), Record::Claim(claim("b1")));
+    let results = log.append_batch(&[("r", &a), ("r", &b)]);
+    assert!(results.iter().all(|r| matches!(r, Err(LogError::DurabilityUnknown { .. }))), "{results:?}");
+    assert_eq!(file.contents(), before, "the whole batch was cut back");
+    assert!(log.is_poisoned());
+}
+
+#[test]
+fn group_commit_acknowledges_every_thread_with_unique_positions() {
+    let file = MemoryFile::new();
+    let group = std::sync::Arc::new(GroupLog::new(open(&file)));
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let group = group.clone();
+            std::thread::spawn(move || {
+                (0..200)
+                    .map(|i| group.append("r", Record::Claim(claim(&format!("t{t}-{i}")))).unwrap())
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    let mut positions: Vec<u64> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    positions.sort_unstable();
+    assert_eq!(positions, (0..1600).collect::<Vec<u64>>());
+    assert_eq!(open(&file).records().len(), 1600, "all durable and valid");
+    assert!(file.sync_counts().0 <= 1600);
 }

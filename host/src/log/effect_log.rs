@@ -31,6 +31,27 @@ use super::scan::{self, scan};
 use super::storage::{LockKind, Storage, read_range};
 use crate::model::{CleanupState, Execution, Impact, Outcome, ProducerFacts};
 
+/// The error every record of a failed batch after the first gets: the same
+/// kind of failure, for the same reason (`io::Error` does not clone).
+fn copy_failure_of(path: &str, poisoned: bool) -> LogError {
+    let source =
+        std::io::Error::other("the batch this record was written in failed; see the first record's error");
+    if poisoned {
+        LogError::DurabilityUnknown { path: path.to_owned(), source }
+    } else {
+        LogError::Persistence { path: path.to_owned(), source }
+    }
+}
+
+/// The error for the rest of a batch whose lock or merge failed.
+fn copy_failure(path: &str) -> LogError {
+    LogError::Io {
+        path: path.to_owned(),
+        operation: "append (batch)",
+        source: std::io::Error::other("the batch failed before writing; see the first record's error"),
+    }
+}
+
 /// One handle on a lineage's log.
 pub struct EffectLog<S: Storage> {
     storage: S,
@@ -117,15 +138,22 @@ impl<S: Storage> EffectLog<S> {
         }
         let bytes = read_range(&self.storage, self.read_offset, length - self.read_offset)
             .map_err(self.io("read"))?;
-        let mut history = self.history.clone();
-        let scanned = scan(&bytes, self.read_offset, self.last_check, self.key.as_ref(), &mut history)
-            .map_err(|defect| LogError::Corrupt {
-                path: self.path.clone(),
-                line: defect.line,
-                offset: defect.offset,
-                reason: defect.reason,
-            })?;
-        self.history = history;
+        self.history.begin();
+        let scanned =
+            match scan(&bytes, self.read_offset, self.last_check, self.key.as_ref(), &mut self.history) {
+                Ok(scanned) => scanned,
+                Err(defect) => {
+                    // The handle keeps its last good view; the file is not touched.
+                    self.history.rollback();
+                    return Err(LogError::Corrupt {
+                        path: self.path.clone(),
+                        line: defect.line,
+                        offset: defect.offset,
+                        reason: defect.reason,
+                    });
+                }
+            };
+        self.history.commit();
         self.records.extend(scanned.records);
         self.read_offset += scanned.consumed;
         self.last_check = scanned.last_check;
@@ -139,43 +167,100 @@ impl<S: Storage> EffectLog<S> {
         Ok(scanned.torn)
     }
 
-    /// Steps 1-7 for one record. `check` may refuse it against the merged
-    /// history beyond the history rules (recovery uses it).
+    /// Steps 1-7 for one record.
     fn append(&mut self, run_id: &str, record: &Record) -> Result<Position, LogError> {
+        self.append_batch(&[(run_id, record)]).pop().expect("one result per record")
+    }
+
+    /// Steps 1-7 for a batch under one lock, one write and one fsync (group
+    /// commit). Each record is validated against the history as extended by
+    /// the batch's earlier records; a refused record gets its own
+    /// [`LogError::Rejected`] and the rest go on. A failed write or fsync fails
+    /// every record of the batch with LOG-4's semantics: cut back, and after a
+    /// failed fsync the handle is poisoned. Results are in input order.
+    pub fn append_batch(&mut self, batch: &[(&str, &Record)]) -> Vec<Result<Position, LogError>> {
         if self.poisoned {
-            return Err(LogError::Poisoned { path: self.path.clone() });
+            return batch.iter().map(|_| Err(LogError::Poisoned { path: self.path.clone() })).collect();
         }
-        self.with_lock(LockKind::Exclusive, |log| {
+        let outcome = self.with_lock(LockKind::Exclusive, |log| {
             log.merge(true)?;
-            let position = log.history.len();
-            log.history
-                .check(record)
-                .map_err(|source| LogError::Rejected { path: log.path.clone(), source })?;
-            let (line, check) = frame::encode(position, run_id, record, &log.last_check, log.key.as_ref());
-            let before = log.read_offset;
-            if let Err(source) = log.storage.write_at(before, &line) {
-                // LOG-4: not written. Cut back whatever part of the line landed.
-                if let Err(error) = log.storage.truncate(before) {
-                    tracing::error!(path = %log.path, "cutting back a failed write failed too: {error}");
-                }
-                return Err(LogError::Persistence { path: log.path.clone(), source });
+            Ok(log.write_batch(batch))
+        });
+        match outcome {
+            Ok(results) => results,
+            Err(error) => {
+                let first = Err(error);
+                let path = self.path.clone();
+                std::iter::once(first).chain(batch.iter().skip(1).map(|_| Err(copy_failure(&path)))).collect()
             }
-            let synced = log
-                .storage
-                .sync()
-                .and_then(|()| if log.directory_synced { Ok(()) } else { log.storage.sync_directory() });
-            if let Err(source) = synced {
-                log.poisoned = true;
-                let _ = log.storage.truncate(before).and_then(|()| log.storage.sync());
-                return Err(LogError::DurabilityUnknown { path: log.path.clone(), source });
+        }
+    }
+
+    /// Steps 3-6 under the exclusive lock, after the merge.
+    fn write_batch(&mut self, batch: &[(&str, &Record)]) -> Vec<Result<Position, LogError>> {
+        self.history.begin();
+        let mut chain = self.last_check;
+        let mut bytes = Vec::new();
+        let mut accepted = Vec::new();
+        let mut results: Vec<Result<Position, LogError>> = Vec::with_capacity(batch.len());
+        for (run_id, record) in batch {
+            if let Err(source) = self.history.admit(record) {
+                results.push(Err(LogError::Rejected { path: self.path.clone(), source }));
+                continue;
             }
-            log.directory_synced = true;
-            log.history.admit(record).expect("checked above under the same lock");
-            log.records.push(Framed { position, run_id: run_id.to_owned(), record: record.clone(), check });
-            log.read_offset = before + line.len() as u64;
-            log.last_check = check;
-            Ok(position)
-        })
+            let position = self.history.len() - 1;
+            let (line, check) = frame::encode(position, run_id, record, &chain, self.key.as_ref());
+            bytes.extend_from_slice(&line);
+            chain = check;
+            accepted.push(Framed {
+                position,
+                run_id: (*run_id).to_owned(),
+                record: (*record).clone(),
+                check,
+            });
+            results.push(Ok(position));
+        }
+        if accepted.is_empty() {
+            self.history.commit();
+            return results;
+        }
+        let before = self.read_offset;
+        let failure = if let Err(source) = self.storage.write_at(before, &bytes) {
+            // LOG-4: not written. Cut back whatever part of the batch landed.
+            if let Err(error) = self.storage.truncate(before) {
+                tracing::error!(path = %self.path, "cutting back a failed write failed too: {error}");
+            }
+            Some(LogError::Persistence { path: self.path.clone(), source })
+        } else if let Err(source) = self
+            .storage
+            .sync()
+            .and_then(|()| if self.directory_synced { Ok(()) } else { self.storage.sync_directory() })
+        {
+            self.poisoned = true;
+            let _ = self.storage.truncate(before).and_then(|()| self.storage.sync());
+            Some(LogError::DurabilityUnknown { path: self.path.clone(), source })
+        } else {
+            None
+        };
+        if let Some(failure) = failure {
+            self.history.rollback();
+            let mut failure = Some(failure);
+            return results
+                .into_iter()
+                .map(|result| match result {
+                    Ok(_) => {
+                        Err(failure.take().unwrap_or_else(|| copy_failure_of(&self.path, self.poisoned)))
+                    }
+                    rejected => rejected,
+                })
+                .collect();
+        }
+        self.directory_synced = true;
+        self.history.commit();
+        self.records.extend(accepted);
+        self.read_offset = before + bytes.len() as u64;
+        self.last_check = chain;
+        results
     }
 
     /// Appends a claim; durable when it returns (LOG-3). On any error the

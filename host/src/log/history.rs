@@ -79,9 +79,22 @@ fn describe(state: ClaimState) -> &'static str {
 }
 
 /// The rules' view of a log: one slot per position.
+///
+/// Admitting is O(1), and so is undoing a tentative batch: between
+/// [`History::begin`] and [`History::commit`] every change is journaled, and
+/// [`History::rollback`] undoes them, so a writer never copies the history
+/// (append cost must not grow with the log).
 #[derive(Debug, Clone, Default)]
 pub struct History {
     slots: Vec<Slot>,
+    journal: Option<Journal>,
+}
+
+/// Changes since `begin`: the length then, and each overwritten slot.
+#[derive(Debug, Clone, Default)]
+struct Journal {
+    len: usize,
+    overwritten: Vec<(usize, Slot)>,
 }
 
 impl History {
@@ -120,11 +133,35 @@ impl History {
         self.next_state(record).map(drop)
     }
 
+    /// Starts journaling changes, for a [`History::rollback`].
+    pub fn begin(&mut self) {
+        self.journal = Some(Journal { len: self.slots.len(), overwritten: Vec::new() });
+    }
+
+    /// Keeps every change since [`History::begin`].
+    pub fn commit(&mut self) {
+        self.journal = None;
+    }
+
+    /// Undoes every change since [`History::begin`].
+    pub fn rollback(&mut self) {
+        if let Some(journal) = self.journal.take() {
+            for (index, slot) in journal.overwritten.into_iter().rev() {
+                self.slots[index] = slot;
+            }
+            self.slots.truncate(journal.len);
+        }
+    }
+
     /// Checks and admits `record` as the next record.
     pub fn admit(&mut self, record: &Record) -> Result<(), HistoryError> {
         let update = self.next_state(record)?;
         if let Some((claim, state)) = update {
-            self.slots[claim as usize] = Slot::Claim(state);
+            let index = claim as usize;
+            if let Some(journal) = &mut self.journal {
+                journal.overwritten.push((index, self.slots[index]));
+            }
+            self.slots[index] = Slot::Claim(state);
         }
         self.slots.push(match record {
             Record::Claim(_) => Slot::Claim(ClaimState::Attempted),
@@ -165,5 +202,65 @@ impl History {
                 Ok(Some((claim, next)))
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::record::{ClaimRecord, OperationRef, OutcomeRecord};
+    use crate::model::{CleanupState, Impact, Outcome, ProducerFacts};
+
+    fn claim() -> Record {
+        Record::Claim(ClaimRecord {
+            action_id: "a".into(),
+            operation: OperationRef {
+                tool: "t".into(),
+                action: String::new(),
+                input_sha256: String::new(),
+                request_id: String::new(),
+            },
+            impact_scope: Vec::new(),
+            dependencies: Vec::new(),
+            obligations: Vec::new(),
+            parent_run_id: None,
+            external: false,
+        })
+    }
+
+    fn settle(claim: Position, execution: Execution) -> Record {
+        Record::Outcome(OutcomeRecord {
+            claim,
+            outcome: Outcome {
+                execution,
+                impact: Impact::Possible,
+                cleanup: CleanupState::Unknown,
+                replayed: false,
+                remote_acknowledged: false,
+                detached: false,
+            },
+            facts: ProducerFacts::default(),
+            recovery: false,
+        })
+    }
+
+    #[test]
+    fn rollback_undoes_a_tentative_batch_exactly() {
+        let mut history = History::new();
+        history.admit(&claim()).unwrap();
+        history.admit(&settle(0, Execution::Running)).unwrap();
+        history.begin();
+        history.admit(&claim()).unwrap();
+        history.admit(&settle(0, Execution::ReportedSuccess)).unwrap();
+        assert_eq!(history.claim_state(0), Some(ClaimState::Settled(Execution::ReportedSuccess)));
+        history.rollback();
+        assert_eq!(history.len(), 2);
+        assert_eq!(history.claim_state(0), Some(ClaimState::Running));
+        assert_eq!(history.unsettled_claims().count(), 0);
+        history.begin();
+        history.admit(&claim()).unwrap();
+        history.commit();
+        history.rollback(); // nothing journaled any more
+        assert_eq!(history.len(), 3);
     }
 }

@@ -14,6 +14,7 @@ mod effect_log;
 mod error;
 mod file;
 mod frame;
+mod group;
 mod history;
 mod record;
 mod scan;
@@ -26,6 +27,7 @@ pub use file::{
     write_launch_index,
 };
 pub use frame::{Framed, OperatorKey};
+pub use group::GroupLog;
 pub use history::{ClaimState, History, HistoryError};
 pub use record::{ClaimRecord, Obligation, ObservationRecord, OperationRef, OutcomeRecord, Position, Record};
 pub use scan::{Defect, Scanned, scan};

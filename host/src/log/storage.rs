@@ -142,10 +142,14 @@ pub struct Faults {
 
 #[derive(Debug, Default)]
 struct MemoryState {
-    /// What a crash would keep for certain.
-    durable: Vec<u8>,
     /// What readers see now.
     current: Vec<u8>,
+    /// `current[..durable_len]` is what a crash keeps for certain...
+    durable_len: usize,
+    /// ...unless an unsynced truncation cut into it: then the durable bytes
+    /// are kept here until the next sync. (Appends never rewrite bytes, so
+    /// this is the only way durable and current bytes diverge.)
+    durable_before_truncation: Option<Vec<u8>>,
     broken: Vec<u8>,
     faults: Faults,
     syncs: u64,
@@ -183,7 +187,8 @@ impl MemoryFile {
     /// Replaces the contents (all durable), e.g. to plant damage.
     pub fn set_contents(&self, bytes: Vec<u8>) {
         let mut state = self.state();
-        state.durable.clone_from(&bytes);
+        state.durable_len = bytes.len();
+        state.durable_before_truncation = None;
         state.current = bytes;
     }
 
@@ -202,11 +207,16 @@ impl MemoryFile {
     /// whatever was written but not yet synced (clamped).
     pub fn crash(&self, keep: usize) -> MemoryFile {
         let state = self.state();
-        let mut after = state.durable.clone();
-        let common = state.durable.len().min(state.current.len());
+        let durable = match &state.durable_before_truncation {
+            Some(bytes) => bytes.as_slice(),
+            None => &state.current[..state.durable_len],
+        };
+        let common = durable.iter().zip(&state.current).take_while(|(a, b)| a == b).count();
+        let mut after = durable.to_vec();
         let unsynced = &state.current[common..];
-        after.truncate(common);
-        after.extend_from_slice(&unsynced[..keep.min(unsynced.len())]);
+        if common == durable.len() {
+            after.extend_from_slice(&unsynced[..keep.min(unsynced.len())]);
+        }
         let file = MemoryFile::new();
         file.set_contents(after);
         file
@@ -251,7 +261,8 @@ impl Storage for MemoryFile {
             state.faults.failing_syncs -= 1;
             return Err(io::Error::from_raw_os_error(rustix::io::Errno::IO.raw_os_error()));
         }
-        state.durable = state.current.clone();
+        state.durable_len = state.current.len();
+        state.durable_before_truncation = None;
         state.syncs += 1;
         Ok(())
     }
@@ -262,7 +273,13 @@ impl Storage for MemoryFile {
     }
 
     fn truncate(&mut self, len: u64) -> io::Result<()> {
-        self.state().current.truncate(len as usize);
+        let mut state = self.state();
+        let len = len as usize;
+        if len < state.durable_len && state.durable_before_truncation.is_none() {
+            let durable = state.current[..state.durable_len].to_vec();
+            state.durable_before_truncation = Some(durable);
+        }
+        state.current.truncate(len);
         Ok(())
     }
 

@@ -1,0 +1,88 @@
+//! Group commit: many threads appending through one shared handle, one lock,
+//! one write and one fsync per batch.
+//!
+//! The first thread to find no batch in flight becomes the leader: it takes
+//! everything queued, appends it with [`EffectLog::append_batch`], hands each
+//! thread its own result, and leads again while more arrived meanwhile. Every
+//! claim in a batch is acknowledged only after that batch's fsync succeeded;
+//! if it failed, every claim in it gets the failure (LOG-4 for the whole
+//! batch), and the shared handle is poisoned.
+
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+use super::effect_log::EffectLog;
+use super::error::LogError;
+use super::record::{Position, Record};
+use super::storage::Storage;
+
+struct Queue {
+    pending: Vec<(u64, String, Record)>,
+    done: std::collections::HashMap<u64, Result<Position, LogError>>,
+    next_ticket: u64,
+    leading: bool,
+}
+
+/// A log handle shared by threads, committing their appends in groups.
+pub struct GroupLog<S: Storage> {
+    log: Mutex<EffectLog<S>>,
+    queue: Mutex<Queue>,
+    finished: Condvar,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl<S: Storage> GroupLog<S> {
+    /// Wraps an open handle.
+    pub fn new(log: EffectLog<S>) -> Self {
+        Self {
+            log: Mutex::new(log),
+            queue: Mutex::new(Queue {
+                pending: Vec::new(),
+                done: Default::default(),
+                next_ticket: 0,
+                leading: false,
+            }),
+            finished: Condvar::new(),
+        }
+    }
+
+    /// Appends `record`, durable when it returns `Ok` (same contract as
+    /// [`EffectLog::claim`] and friends).
+    pub fn append(&self, run_id: &str, record: Record) -> Result<Position, LogError> {
+        let mut queue = lock(&self.queue);
+        let ticket = queue.next_ticket;
+        queue.next_ticket += 1;
+        queue.pending.push((ticket, run_id.to_owned(), record));
+        loop {
+            if let Some(result) = queue.done.remove(&ticket) {
+                return result;
+            }
+            if !queue.leading {
+                queue.leading = true;
+                let batch = std::mem::take(&mut queue.pending);
+                drop(queue);
+                let results = {
+                    let mut log = lock(&self.log);
+                    let refs: Vec<(&str, &Record)> =
+                        batch.iter().map(|(_, run, r)| (run.as_str(), r)).collect();
+                    log.append_batch(&refs)
+                };
+                queue = lock(&self.queue);
+                for ((ticket, _, _), result) in batch.into_iter().zip(results) {
+                    queue.done.insert(ticket, result);
+                }
+                queue.leading = false;
+                self.finished.notify_all();
+                continue;
+            }
+            queue = self.finished.wait(queue).unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
+    }
+
+    /// The handle, for reads (blocks appends while held).
+    pub fn log(&self) -> MutexGuard<'_, EffectLog<S>> {
+        lock(&self.log)
+    }
+}
