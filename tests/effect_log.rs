@@ -3,28 +3,13 @@
 //! failures injected exactly where LOG-4 and LOG-6 care.
 
 use effect_ledger::log::{
-    ClaimRecord, ClaimState, EffectLog, Faults, GroupLog, LogError, MemoryFile, OperationRef, OutcomeRecord,
-    Record, Storage,
+    ClaimState, EffectLog, Faults, GroupLog, LogError, MemoryFile, OutcomeRecord, Record, Storage,
 };
 use effect_ledger::model::{CleanupState, Execution, Impact, Outcome, ProducerFacts};
 use proptest::prelude::*;
+use support::claim;
 
-fn claim(action: &str) -> ClaimRecord {
-    ClaimRecord {
-        action_id: action.into(),
-        operation: OperationRef {
-            tool: "bash".into(),
-            action: String::new(),
-            input_sha256: "0".repeat(64),
-            request_id: "req".into(),
-        },
-        impact_scope: Vec::new(),
-        dependencies: Vec::new(),
-        obligations: Vec::new(),
-        parent_run_id: None,
-        external: false,
-    }
-}
+mod support;
 
 fn outcome(claim: u64, execution: Execution) -> OutcomeRecord {
     OutcomeRecord {
@@ -114,10 +99,10 @@ fn a_failed_fsync_is_durability_unknown_and_poisons_the_handle() {
     let file = MemoryFile::new();
     let mut log = open(&file);
     log.claim("r1", claim("a0")).unwrap();
-    let before = file.len().unwrap();
+    let before = file.length().unwrap();
     file.set_faults(Faults { failing_syncs: 1, ..Faults::default() });
     assert!(matches!(log.claim("r1", claim("a1")), Err(LogError::DurabilityUnknown { .. })));
-    assert_eq!(file.len().unwrap(), before, "cut back to before the append");
+    assert_eq!(file.length().unwrap(), before, "cut back to before the append");
     assert!(log.is_poisoned());
     assert!(matches!(log.claim("r1", claim("a2")), Err(LogError::Poisoned { .. })), "no later append");
     // Another handle is not poisoned and sees only the acknowledged record.
@@ -195,7 +180,7 @@ fn load(bytes: &[u8]) -> Result<(Vec<Vec<u8>>, u64), LogError> {
     let log = EffectLog::open(file.clone(), "mem.log", None)?;
     let accepted =
         bytes[..log.read_offset() as usize].split_inclusive(|b| *b == b'\n').map(<[u8]>::to_vec).collect();
-    Ok((accepted, file.len().unwrap() - log.read_offset()))
+    Ok((accepted, file.length().unwrap() - log.read_offset()))
 }
 
 #[test]

@@ -20,6 +20,8 @@ use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use effect_ledger::log::{DiskLog, LogError, OpenMode, OpenOptionsLog, Record, open_lineage};
 
+mod support;
+
 fn env_count(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
@@ -49,23 +51,6 @@ fn writer(dir: &Path, run_id: &str, count: usize, name: &str, extra: &[&str]) ->
     let mut command = Command::new(env!("CARGO_BIN_EXE_effects-test-writer"));
     command.arg(dir).arg(run_id).arg(count.to_string()).arg(name).args(extra);
     command
-}
-
-fn sample_claim() -> effect_ledger::log::ClaimRecord {
-    effect_ledger::log::ClaimRecord {
-        action_id: "live".into(),
-        operation: effect_ledger::log::OperationRef {
-            tool: "bash".into(),
-            action: String::new(),
-            input_sha256: "0".repeat(64),
-            request_id: "req".into(),
-        },
-        impact_scope: Vec::new(),
-        dependencies: Vec::new(),
-        obligations: Vec::new(),
-        parent_run_id: None,
-        external: false,
-    }
 }
 
 fn refusal(result: Result<Option<DiskLog>, LogError>) -> String {
@@ -235,7 +220,9 @@ fn writers_killed_mid_append_never_lose_an_acknowledged_claim() {
     assert_eq!(unsettled, 0, "recovered {} claims, yet some remain unsettled", recovered.len());
 }
 
-/// Runs the writer under strace with the Nth fsync failing (EIO).
+/// Runs the writer under strace with the Nth `fdatasync` failing (EIO): the
+/// log syncs its file with `fdatasync` (and its directory with `fsync`, which
+/// strace counts separately).
 fn writer_with_failing_fsync(dir: &Path, nth: u32) -> Output {
     let strace = Command::new("strace").arg("-V").output();
     assert!(
@@ -243,7 +230,7 @@ fn writer_with_failing_fsync(dir: &Path, nth: u32) -> Output {
         "strace is needed for the fsync-injection test: apt-get install -y strace"
     );
     Command::new("strace")
-        .args(["-f", "-qq", "-o", "/dev/null", "-e", &format!("inject=fsync:error=EIO:when={nth}")])
+        .args(["-f", "-qq", "-o", "/dev/null", "-e", &format!("inject=fdatasync:error=EIO:when={nth}")])
         .arg(env!("CARGO_BIN_EXE_effects-test-writer"))
         .arg(dir)
         .args(["fsync", "5", "f", "--until-error"])
@@ -258,9 +245,9 @@ fn a_failed_fsync_is_durability_unknown_cut_back_and_poisons_the_handle() {
     assert!(writer(dir.path(), "fsync", 1, "ok", &[]).stdout(Stdio::null()).status().unwrap().success());
     let path = dir.path().join("fsync.log");
     let before = std::fs::metadata(&path).unwrap().len();
-    // In the traced writer: first append = fsync(file) #1 + fsync(dir) #2;
-    // second append = fsync(file) #3, which fails.
-    let output = writer_with_failing_fsync(dir.path(), 3);
+    // In the traced writer: the first append's fdatasync succeeds, the
+    // second append's fails.
+    let output = writer_with_failing_fsync(dir.path(), 2);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 3, "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
@@ -400,9 +387,31 @@ fn opening_a_log_no_live_handle_owns_recovers_it_eagerly() {
     assert_eq!(interrupted(&first), 2, "LOG-7: both unsettled claims recorded INTERRUPTED at open");
     // `first` is live and claims something it has not settled yet: a second
     // open in this process must leave that claim alone.
-    let in_flight = first.claim("eager", sample_claim()).unwrap();
+    let in_flight = first.claim("eager", support::claim("live")).unwrap();
     let second = open_lineage(&handle, "d", "eager", &OpenOptionsLog::default()).unwrap().unwrap();
     assert_eq!(second.records().len(), 5);
     assert_eq!(second.claim_state(in_flight), Some(effect_ledger::log::ClaimState::Attempted));
     drop((first, second));
+}
+
+#[test]
+fn the_effects_directory_is_private_and_the_launch_index_is_replaced_atomically() {
+    let data = tempfile::tempdir().unwrap();
+    let data_dir = Dir::open_ambient_dir(data.path(), ambient_authority()).unwrap();
+    assert!(effect_ledger::log::open_effects_dir(&data_dir, "d", OpenMode::ReadOnly).unwrap().is_none());
+    let effects = effect_ledger::log::open_effects_dir(&data_dir, "d", OpenMode::ReadWrite).unwrap().unwrap();
+    let mode = std::fs::metadata(data.path().join("effects")).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "LOG-1: the effects directory is 0700");
+
+    effect_ledger::log::write_launch_index(&effects, "d/effects", 7, 12, "run-1").unwrap();
+    effect_ledger::log::write_launch_index(&effects, "d/effects", 7, 15, "run-1").unwrap();
+    let index_path = data.path().join("effects/launch-7.json");
+    let index: serde_json::Value = serde_json::from_slice(&std::fs::read(&index_path).unwrap()).unwrap();
+    assert_eq!(index, serde_json::json!({ "generation": 7, "claim": 15, "run_id": "run-1" }));
+    assert_eq!(std::fs::metadata(&index_path).unwrap().permissions().mode() & 0o777, 0o600);
+    let names: Vec<String> = std::fs::read_dir(data.path().join("effects"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names, vec!["launch-7.json".to_owned()], "no temporary file left behind");
 }

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
+use effect_ledger::log::{ClaimRecord, OperationRef};
 use effect_ledger::model::{BoundOperation, ProducerFacts, SettleRequest};
 use effect_ledger::policy::PolicySource;
 
@@ -75,5 +76,23 @@ impl PolicyCopy {
             manifest_file: "manifest.toml".into(),
             display: self.path("manifest.toml").display().to_string(),
         }
+    }
+}
+
+/// An unknown-scope `bash` claim with the given action id.
+pub fn claim(action: &str) -> ClaimRecord {
+    ClaimRecord {
+        action_id: action.into(),
+        operation: OperationRef {
+            tool: "bash".into(),
+            action: String::new(),
+            input_sha256: "0".repeat(64),
+            request_id: "req".into(),
+        },
+        impact_scope: Vec::new(),
+        dependencies: Vec::new(),
+        obligations: Vec::new(),
+        parent_run_id: None,
+        external: false,
     }
 }

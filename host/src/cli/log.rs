@@ -105,7 +105,7 @@ fn verify(path: &Path, key_file: Option<&Path>) -> Result<ExitCode, Failure> {
         count("outcome"),
         count("observation")
     );
-    let length = log.storage().len().map_err(|e| Failure::new(exit::BAD_INPUT, e))?;
+    let length = log.storage().length().map_err(|e| Failure::new(exit::BAD_INPUT, e))?;
     let read = log.read_offset();
     if length > read {
         println!(

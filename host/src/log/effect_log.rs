@@ -12,7 +12,8 @@
 //!    effect another writer settled is refused here);
 //! 5. **write** the framed line at the end; on failure cut back to the old
 //!    length and return [`LogError::Persistence`];
-//! 6. **fsync** the file, and on this handle's first append its directory; on
+//! 6. **fsync** the file (`fdatasync`: the data and the length needed to read
+//!    it), and on this handle's first append its directory (`fsync`); on
 //!    failure cut back, fsync the cut, poison the handle and return
 //!    [`LogError::DurabilityUnknown`] (Linux may report a later fsync as
 //!    success after losing the pages, so the handle never trusts the file again);
@@ -124,7 +125,7 @@ impl<S: Storage> EffectLog<S> {
     /// torn tail found at the end (0 if none). With `repair` (only under the
     /// exclusive lock) that tail is preserved in `<log>.broken` and cut off.
     fn merge(&mut self, repair: bool) -> Result<u64, LogError> {
-        let length = self.storage.len().map_err(self.io("stat"))?;
+        let length = self.storage.length().map_err(self.io("stat"))?;
         if length < self.read_offset {
             return Err(LogError::Corrupt {
                 path: self.path.clone(),

@@ -98,8 +98,8 @@ impl Drop for LiveFile {
 }
 
 impl Storage for LiveFile {
-    fn len(&self) -> std::io::Result<u64> {
-        self.inner.len()
+    fn length(&self) -> std::io::Result<u64> {
+        self.inner.length()
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
         self.inner.read_at(offset, buf)

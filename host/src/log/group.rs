@@ -61,6 +61,11 @@ impl<S: Storage> GroupLog<S> {
             }
             if !queue.leading {
                 queue.leading = true;
+                // Let threads just woken by the previous batch enqueue their
+                // next record first: a bigger batch shares one fsync.
+                drop(queue);
+                std::thread::yield_now();
+                queue = lock(&self.queue);
                 let batch = std::mem::take(&mut queue.pending);
                 drop(queue);
                 let results = {

@@ -14,7 +14,7 @@ use std::os::unix::fs::FileExt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use cap_std::fs::Dir;
-use rustix::fs::{FlockOperation, flock, fsync};
+use rustix::fs::{FlockOperation, fdatasync, flock, fsync};
 
 /// Shared or exclusive, as in `flock(2)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,12 +28,13 @@ pub enum LockKind {
 /// What the effect log needs from a file.
 pub trait Storage {
     /// Current length in bytes.
-    fn len(&self) -> io::Result<u64>;
+    fn length(&self) -> io::Result<u64>;
     /// Reads up to `buf.len()` bytes at `offset`; 0 at end of file.
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<usize>;
     /// Writes all of `bytes` at `offset`, or fails having written some prefix.
     fn write_at(&mut self, offset: u64, bytes: &[u8]) -> io::Result<()>;
-    /// Makes everything written so far durable (`fsync`).
+    /// Makes everything written so far durable (`fdatasync` on disk: the data
+    /// and the metadata needed to read it back, which includes the new length).
     fn sync(&mut self) -> io::Result<()>;
     /// Makes the file's directory entry durable (`fsync` of the directory).
     fn sync_directory(&mut self) -> io::Result<()>;
@@ -75,7 +76,7 @@ impl DiskFile {
 }
 
 impl Storage for DiskFile {
-    fn len(&self) -> io::Result<u64> {
+    fn length(&self) -> io::Result<u64> {
         Ok(self.file.metadata()?.len())
     }
 
@@ -88,7 +89,7 @@ impl Storage for DiskFile {
     }
 
     fn sync(&mut self) -> io::Result<()> {
-        Ok(fsync(&self.file)?)
+        Ok(fdatasync(&self.file)?)
     }
 
     fn sync_directory(&mut self) -> io::Result<()> {
@@ -224,7 +225,7 @@ impl MemoryFile {
 }
 
 impl Storage for MemoryFile {
-    fn len(&self) -> io::Result<u64> {
+    fn length(&self) -> io::Result<u64> {
         Ok(self.state().current.len() as u64)
     }
 
