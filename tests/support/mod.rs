@@ -2,6 +2,7 @@
 //! fixtures are, sample inputs, and a scratch copy of the shipped policies.
 
 #![allow(dead_code)] // each test binary uses a different subset
+#![allow(clippy::disallowed_methods)] // test fixtures are read with ambient authority
 
 use std::path::{Path, PathBuf};
 
