@@ -353,3 +353,40 @@ fn group_commit_acknowledges_every_thread_with_unique_positions() {
     assert_eq!(open(&file).records().len(), 1600, "all durable and valid");
     assert!(file.sync_counts().0 <= 1600);
 }
+
+#[test]
+fn outcomes_out_1_forbids_are_refused_by_the_history() {
+    let file = MemoryFile::new();
+    let mut log = open(&file);
+    let c = log.claim("r1", claim("a0")).unwrap();
+    let mut hidden = outcome(c, Execution::ReportedSuccess);
+    hidden.outcome.impact = Impact::None;
+    assert!(
+        matches!(log.record_outcome("r1", hidden), Err(LogError::Rejected { .. })),
+        "impact NONE needs NOT_EXECUTED"
+    );
+    log.record_outcome("r1", outcome(c, Execution::Running)).unwrap();
+    match log.record_outcome("r1", outcome(c, Execution::NotExecuted)) {
+        Err(LogError::Rejected { source, .. }) => assert!(source.to_string().contains("RUNNING")),
+        other => panic!("a RUNNING launch cannot end NOT_EXECUTED: {other:?}"),
+    }
+}
+
+#[test]
+fn a_failed_write_that_cannot_be_cut_back_is_durability_unknown() {
+    let file = MemoryFile::new();
+    let mut log = open(&file);
+    log.claim("r1", claim("a0")).unwrap();
+    file.set_faults(Faults { short_write_after: Some(40), failing_truncates: true, ..Faults::default() });
+    match log.claim("r1", claim("a1")) {
+        Err(error @ LogError::DurabilityUnknown { .. }) => assert!(!error.not_persisted()),
+        other => panic!("partial bytes may remain: expected durability unknown, got {other:?}"),
+    }
+    assert!(log.is_poisoned());
+    file.set_faults(Faults::default());
+    // A fresh handle sees the acknowledged claim and a torn tail, which its
+    // first append cuts away.
+    let mut other = open(&file);
+    assert_eq!(other.records().len(), 1);
+    assert_eq!(other.claim("r1", claim("a2")).unwrap(), 1);
+}

@@ -13,7 +13,7 @@ use effect_ledger::policy::{
 use support::{PolicyCopy, fixture, operation, settle_request};
 
 fn options(limits: SandboxLimits) -> PolicyOptions {
-    PolicyOptions { limits, cache: None }
+    PolicyOptions { limits, ..PolicyOptions::default() }
 }
 
 fn classifier(name: &str, limits: SandboxLimits) -> effect_ledger::policy::ClassifierComponent {

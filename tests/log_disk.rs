@@ -415,3 +415,16 @@ fn the_effects_directory_is_private_and_the_launch_index_is_replaced_atomically(
         .collect();
     assert_eq!(names, vec!["launch-7.json".to_owned()], "no temporary file left behind");
 }
+
+#[test]
+fn an_effects_directory_others_can_read_is_refused() {
+    let data = tempfile::tempdir().unwrap();
+    std::fs::create_dir(data.path().join("effects")).unwrap();
+    std::fs::set_permissions(data.path().join("effects"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let data_dir = Dir::open_ambient_dir(data.path(), ambient_authority()).unwrap();
+    match effect_ledger::log::open_effects_dir(&data_dir, "d", OpenMode::ReadWrite) {
+        Err(error @ LogError::Refused { .. }) => assert!(error.to_string().contains("0755"), "{error}"),
+        Err(other) => panic!("expected a refusal, got {other}"),
+        Ok(_) => panic!("expected a refusal, the directory opened"),
+    }
+}

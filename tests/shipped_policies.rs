@@ -98,3 +98,21 @@ fn compiled_components_are_cached_and_a_damaged_entry_is_recompiled() {
     set.classifier("bash").unwrap().classify(&operation()).unwrap();
     assert_eq!(std::fs::read(&files[0]).unwrap().len(), original.len());
 }
+
+#[test]
+fn fresh_per_call_instances_answer_exactly_as_warm_ones() {
+    use effect_ledger::policy::InstanceReuse;
+    let warm_options = PolicyOptions::default();
+    let fresh_options = PolicyOptions { reuse: InstanceReuse::FreshPerCall, ..PolicyOptions::default() };
+    let mut warm = PolicySet::load(&PolicySource::Shipped, &warm_options).unwrap();
+    let mut fresh = PolicySet::load(&PolicySource::Shipped, &fresh_options).unwrap();
+    for _ in 0..3 {
+        let a = warm.classifier("bash").unwrap().classify(&operation()).unwrap();
+        let b = fresh.classifier("bash").unwrap().classify(&operation()).unwrap();
+        assert_eq!(a.value, b.value);
+        assert_eq!(a.report.fuel_used, b.report.fuel_used, "same work, same fuel: POL-3");
+        assert!(b.report.fresh_instance, "FreshPerCall never reuses an instance");
+    }
+    let again = warm.classifier("bash").unwrap().classify(&operation()).unwrap();
+    assert!(!again.report.fresh_instance);
+}

@@ -105,51 +105,62 @@ fn claim_line(i: usize) -> Vec<u8> {
     file.contents()
 }
 
-fn claim_latencies(log: &mut DiskLog, n: usize, offset: usize) -> Latencies {
-    Latencies(
-        (0..n)
-            .map(|i| {
-                let record = claim(offset + i);
-                let start = Instant::now();
-                log.claim("bench", record).unwrap();
-                start.elapsed()
-            })
-            .collect(),
-    )
+/// Runs `a` and `b` alternately (`a` first on even iterations, `b` first on
+/// odd ones), timing each, so both see the same disk and the same neighbours:
+/// on a shared machine, back-to-back phases drift more than the difference
+/// being measured.
+fn interleaved(n: usize, mut a: impl FnMut(usize), mut b: impl FnMut(usize)) -> (Latencies, Latencies) {
+    let (mut left, mut right) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let time = |f: &mut dyn FnMut(usize), i: usize| {
+        let start = Instant::now();
+        f(i);
+        start.elapsed()
+    };
+    for i in 0..n {
+        if i % 2 == 0 {
+            left.push(time(&mut a, i));
+            right.push(time(&mut b, i));
+        } else {
+            right.push(time(&mut b, i));
+            left.push(time(&mut a, i));
+        }
+    }
+    (Latencies(left), Latencies(right))
 }
 
-fn raw_write_fsync_latencies(dir: &Path, n: usize) -> Latencies {
+/// Appends one claim line with `write` + `fsync` to a plain file: the floor.
+fn raw_appender(dir: &Path) -> impl FnMut(usize) {
     let line = claim_line(0);
     let mut file =
         std::fs::OpenOptions::new().create(true).append(true).mode(0o600).open(dir.join("raw.bin")).unwrap();
-    Latencies(
-        (0..n)
-            .map(|_| {
-                let start = Instant::now();
-                file.write_all(&line).unwrap();
-                rustix::fs::fsync(&file).unwrap();
-                start.elapsed()
-            })
-            .collect(),
-    )
+    move |_| {
+        file.write_all(&line).unwrap();
+        rustix::fs::fsync(&file).unwrap();
+    }
 }
 
-fn sqlite_latencies(dir: &Path, n: usize) -> Latencies {
+/// Inserts one claim row into SQLite (WAL, synchronous=FULL, autocommit).
+fn sqlite_inserter(dir: &Path) -> impl FnMut(usize) {
     let db = rusqlite::Connection::open(dir.join("claims.sqlite")).unwrap();
     db.pragma_update(None, "journal_mode", "WAL").unwrap();
     db.pragma_update(None, "synchronous", "FULL").unwrap();
     db.execute("CREATE TABLE claims (position INTEGER PRIMARY KEY, run_id TEXT, body TEXT)", []).unwrap();
-    let mut insert = db.prepare("INSERT INTO claims (run_id, body) VALUES (?1, ?2)").unwrap();
-    Latencies(
-        (0..n)
-            .map(|i| {
-                let body = serde_json::to_string(&claim(i)).unwrap();
-                let start = Instant::now();
-                insert.execute(rusqlite::params!["bench", body]).unwrap();
-                start.elapsed()
-            })
-            .collect(),
-    )
+    let bodies: Vec<String> = (0..64).map(|i| serde_json::to_string(&claim(i)).unwrap()).collect();
+    move |i| {
+        db.execute(
+            "INSERT INTO claims (run_id, body) VALUES (?1, ?2)",
+            rusqlite::params!["bench", &bodies[i % 64]],
+        )
+        .unwrap();
+    }
+}
+
+/// Appends claims to `log` (records prepared outside the timed call).
+fn claimer(mut log: DiskLog) -> impl FnMut(usize) {
+    let records: Vec<ClaimRecord> = (0..64).map(claim).collect();
+    move |i| {
+        log.claim("bench", records[i % 64].clone()).unwrap();
+    }
 }
 
 /// A log of `records` claims written through the real encoder, fast (in
@@ -213,13 +224,11 @@ fn main() {
     let dir = bench_dir();
     println!("effect log benchmarks in {} ({samples} samples each)", dir.display());
 
-    // 1. claim vs raw write + fsync.
-    let mut raw = raw_write_fsync_latencies(&dir, samples);
-    let mut empty = open_log(&dir, "empty");
-    let mut claims = claim_latencies(&mut empty, samples, 0);
+    // 1. claim vs raw write + fsync, interleaved.
+    let (mut raw, mut claims) = interleaved(samples, raw_appender(&dir), claimer(open_log(&dir, "empty")));
     let (raw50, raw99, c50, c99) =
         (raw.percentile(0.5), raw.percentile(0.99), claims.percentile(0.5), claims.percentile(0.99));
-    println!("\n1. claim latency vs raw write+fsync of the same {} bytes", claim_line(0).len());
+    println!("\n1. claim latency vs raw write+fsync of the same {} bytes (interleaved)", claim_line(0).len());
     println!("   raw write+fsync  p50 {:>8.1} us  p99 {:>8.1} us", micros(raw50), micros(raw99));
     println!("   claim            p50 {:>8.1} us  p99 {:>8.1} us", micros(c50), micros(c99));
     println!(
@@ -228,15 +237,13 @@ fn main() {
         micros(c99) / micros(raw99)
     );
 
-    // 2. claim on a 100k-record log vs an empty one (measured back to back).
+    // 2. claim on a 100k-record log vs an empty one, interleaved.
     let big = scale(100_000);
     prebuilt_log(&dir, "big", big);
-    let mut big_log = open_log(&dir, "big");
-    let mut on_big = claim_latencies(&mut big_log, samples, big);
-    let mut fresh = open_log(&dir, "fresh");
-    let mut on_empty = claim_latencies(&mut fresh, samples, 0);
+    let (mut on_big, mut on_empty) =
+        interleaved(samples, claimer(open_log(&dir, "big")), claimer(open_log(&dir, "fresh")));
     let (b50, e50) = (on_big.percentile(0.5), on_empty.percentile(0.5));
-    println!("\n2. claim latency on a {big}-record log vs an empty log");
+    println!("\n2. claim latency on a {big}-record log vs an empty log (interleaved)");
     println!(
         "   empty log        p50 {:>8.1} us  p99 {:>8.1} us",
         micros(e50),
@@ -249,11 +256,11 @@ fn main() {
     );
     println!("   ratio at p50: {:.2}x (target <= 1.1x)", micros(b50) / micros(e50));
 
-    // 3. SQLite.
-    let mut sqlite = sqlite_latencies(&dir, samples);
-    let mut ours = claim_latencies(&mut open_log(&dir, "vs-sqlite"), samples, 0);
+    // 3. SQLite, interleaved.
+    let (mut sqlite, mut ours) =
+        interleaved(samples, sqlite_inserter(&dir), claimer(open_log(&dir, "vs-sqlite")));
     let (s50, o50) = (sqlite.percentile(0.5), ours.percentile(0.5));
-    println!("\n3. the same claims in SQLite (WAL, synchronous=FULL, one transaction each)");
+    println!("\n3. the same claims in SQLite (WAL, synchronous=FULL, one transaction each; interleaved)");
     println!(
         "   sqlite insert    p50 {:>8.1} us  p99 {:>8.1} us",
         micros(s50),

@@ -201,7 +201,7 @@ fn run(file: &Path, call: CallArg, input: &Path, limits: SandboxLimits) -> Resul
         _ => World::Classifier,
     };
     let name = file.file_stem().map_or_else(|| "component".to_owned(), |s| s.to_string_lossy().into_owned());
-    let options = PolicyOptions { limits, cache: None };
+    let options = PolicyOptions { limits, ..PolicyOptions::default() };
     let component =
         policy::load_unpinned(&name, world, &bytes, &options).map_err(|e| Failure::new(exit::REFUSED, e))?;
     let call_failed = |error: PolicyError| {

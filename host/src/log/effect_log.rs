@@ -32,6 +32,23 @@ use super::scan::{self, scan};
 use super::storage::{LockKind, Storage, read_range};
 use crate::model::{CleanupState, Execution, Impact, Outcome, ProducerFacts};
 
+/// The LOG-7 outcome for a claim whose writer died before settling it.
+fn interrupted(claim: Position) -> OutcomeRecord {
+    OutcomeRecord {
+        claim,
+        outcome: Outcome {
+            execution: Execution::Interrupted,
+            impact: Impact::Possible,
+            cleanup: CleanupState::Unknown,
+            replayed: false,
+            remote_acknowledged: false,
+            detached: false,
+        },
+        facts: ProducerFacts::default(),
+        recovery: true,
+    }
+}
+
 /// The error every record of a failed batch after the first gets: the same
 /// kind of failure, for the same reason (`io::Error` does not clone).
 fn copy_failure_of(path: &str, poisoned: bool) -> LogError {
@@ -161,8 +178,12 @@ impl<S: Storage> EffectLog<S> {
         if scanned.torn > 0 && repair {
             let torn = &bytes[scanned.consumed as usize..];
             self.storage.preserve_broken(torn).map_err(self.io("preserving a torn tail"))?;
-            self.storage.truncate(self.read_offset).map_err(self.io("cutting a torn tail"))?;
-            self.storage.sync().map_err(self.io("fsync after cutting a torn tail"))?;
+            if let Err(source) = self.storage.truncate(self.read_offset).and_then(|()| self.storage.sync()) {
+                // LOG-4's rule for any failed fsync: nothing written through
+                // this handle can be trusted to be on disk any more.
+                self.poisoned = true;
+                return Err(LogError::DurabilityUnknown { path: self.path.clone(), source });
+            }
             tracing::warn!(path = %self.path, bytes = scanned.torn, "cut a torn tail left by a crashed writer");
         }
         Ok(scanned.torn)
@@ -227,11 +248,17 @@ impl<S: Storage> EffectLog<S> {
         }
         let before = self.read_offset;
         let failure = if let Err(source) = self.storage.write_at(before, &bytes) {
-            // LOG-4: not written. Cut back whatever part of the batch landed.
-            if let Err(error) = self.storage.truncate(before) {
-                tracing::error!(path = %self.path, "cutting back a failed write failed too: {error}");
+            // LOG-4: not written. Cut back whatever part of the batch landed,
+            // durably; if even that fails, complete lines of the batch may
+            // survive, so the answer is "durability unknown", not "not written".
+            match self.storage.truncate(before).and_then(|()| self.storage.sync()) {
+                Ok(()) => Some(LogError::Persistence { path: self.path.clone(), source }),
+                Err(cut) => {
+                    tracing::error!(path = %self.path, "cutting back a failed write failed too: {cut}");
+                    self.poisoned = true;
+                    Some(LogError::DurabilityUnknown { path: self.path.clone(), source })
+                }
             }
-            Some(LogError::Persistence { path: self.path.clone(), source })
         } else if let Err(source) = self
             .storage
             .sync()
@@ -341,30 +368,27 @@ impl<S: Storage> EffectLog<S> {
     /// finds nothing to do. Returns the claims it settled.
     pub fn recover_interrupted(&mut self) -> Result<Vec<Position>, LogError> {
         self.with_lock(LockKind::Shared, |log| log.merge(false).map(drop))?;
-        let mut recovered = Vec::new();
-        let candidates: Vec<(Position, String)> = self
+        let candidates: Vec<(Position, String, Record)> = self
             .history
             .unsettled_claims()
-            .map(|position| (position, self.records[position as usize].run_id.clone()))
+            .map(|claim| {
+                let run_id = self.records[claim as usize].run_id.clone();
+                (claim, run_id, Record::Outcome(interrupted(claim)))
+            })
             .collect();
-        for (claim, run_id) in candidates {
-            let outcome = OutcomeRecord {
-                claim,
-                outcome: Outcome {
-                    execution: Execution::Interrupted,
-                    impact: Impact::Possible,
-                    cleanup: CleanupState::Unknown,
-                    replayed: false,
-                    remote_acknowledged: false,
-                    detached: false,
-                },
-                facts: ProducerFacts::default(),
-                recovery: true,
-            };
-            match self.append(&run_id, &Record::Outcome(outcome)) {
-                Ok(_) => recovered.push(claim),
-                // Another writer settled or started it between our read and
-                // our lock: that is its outcome, not ours to overwrite.
+        if candidates.is_empty() {
+            return Ok(Vec::new());
+        }
+        // One batch, one fsync. A claim another writer settled or started
+        // between our read and our lock is refused by the merged history: that
+        // outcome is its writer's, not ours to overwrite.
+        let batch: Vec<(&str, &Record)> =
+            candidates.iter().map(|(_, run, record)| (run.as_str(), record)).collect();
+        let results = self.append_batch(&batch);
+        let mut recovered = Vec::new();
+        for ((claim, _, _), result) in candidates.iter().zip(results) {
+            match result {
+                Ok(_) => recovered.push(*claim),
                 Err(LogError::Rejected { .. }) => {}
                 Err(error) => return Err(error),
             }

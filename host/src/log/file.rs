@@ -144,7 +144,7 @@ pub fn open_effects_dir(data_dir: &Dir, display: &str, mode: OpenMode) -> Result
         move |source| LogError::Io { path, operation, source }
     };
     match data_dir.open_dir("effects") {
-        Ok(dir) => return Ok(Some(dir)),
+        Ok(dir) => return check_private_dir(dir, &path).map(Some),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound && mode == OpenMode::ReadWrite => {}
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(error) => return Err(io("open directory")(error)),
@@ -165,7 +165,30 @@ pub fn open_effects_dir(data_dir: &Dir, display: &str, mode: OpenMode) -> Result
     )
     .map_err(|e| io("open parent for fsync")(e.into()))?;
     rustix::fs::fsync(parent).map_err(|e| io("fsync parent directory")(e.into()))?;
-    data_dir.open_dir("effects").map(Some).map_err(io("open directory"))
+    let dir = data_dir.open_dir("effects").map_err(io("open directory"))?;
+    check_private_dir(dir, &path).map(Some)
+}
+
+/// LOG-1: the effects directory is ours and `0700`.
+fn check_private_dir(dir: Dir, path: &str) -> Result<Dir, LogError> {
+    let stat = rustix::fs::fstat(&dir).map_err(|e| LogError::Io {
+        path: path.to_owned(),
+        operation: "fstat",
+        source: e.into(),
+    })?;
+    let permissions = stat.st_mode & 0o7777;
+    if permissions != 0o700 {
+        return Err(refused(
+            path,
+            format!(
+                "mode {permissions:04o}; the effects directory must be 0700 (chmod 700 it if it is yours)"
+            ),
+        ));
+    }
+    if stat.st_uid != rustix::process::geteuid().as_raw() {
+        return Err(refused(path, format!("owned by uid {}, not by this user", stat.st_uid)));
+    }
+    Ok(dir)
 }
 
 /// Opens the log of lineage `root_run_id` in `effects_dir` with every LOG-1 /
@@ -178,6 +201,12 @@ pub fn open_lineage(
     options: &OpenOptionsLog,
 ) -> Result<Option<DiskLog>, LogError> {
     check_run_id(root_run_id).map_err(|reason| refused(display_dir, reason))?;
+    // Opens in this process are serialized, so "no live handle owns it, so
+    // recover it" cannot race with another thread's open-then-claim.
+    // Across processes that race remains (SPEC section 10): a claim whose
+    // owner is live elsewhere can be recorded INTERRUPTED, never success.
+    static OPENING: Mutex<()> = Mutex::new(());
+    let _opening = OPENING.lock().unwrap_or_else(|p| p.into_inner());
     let name = format!("{root_run_id}.log");
     let path = format!("{display_dir}/{name}");
     let mut flags = OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
@@ -279,13 +308,18 @@ pub fn write_launch_index(
     };
     let body = serde_json::json!({ "generation": generation, "claim": claim, "run_id": run_id });
     let mut options = OpenOptions::new();
-    options.write(true).create(true).truncate(true);
+    options.write(true).create_new(true);
     cap_std::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let _ = effects_dir.remove_file(&temporary); // a leftover of a crashed attempt by this pid
     let mut file = effects_dir.open_with(&temporary, &options).map_err(io("create"))?;
-    file.write_all(format!("{body}\n").as_bytes()).map_err(io("write"))?;
-    file.sync_all().map_err(io("fsync"))?;
-    drop(file);
-    effects_dir.rename(&temporary, effects_dir, &name).map_err(io("rename"))?;
+    let written = file
+        .write_all(format!("{body}\n").as_bytes())
+        .and_then(|()| file.sync_all())
+        .and_then(|()| effects_dir.rename(&temporary, effects_dir, &name));
+    if let Err(error) = written {
+        let _ = effects_dir.remove_file(&temporary);
+        return Err(io("write, fsync and rename")(error));
+    }
     let directory = rustix::fs::openat(
         effects_dir,
         ".",

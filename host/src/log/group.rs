@@ -1,9 +1,11 @@
 //! Group commit: many threads appending through one shared handle, one lock,
 //! one write and one fsync per batch.
 //!
-//! The first thread to find no batch in flight becomes the leader: it takes
-//! everything queued, appends it with [`EffectLog::append_batch`], hands each
-//! thread its own result, and leads again while more arrived meanwhile. Every
+//! The first thread to find no batch in flight becomes the leader: it yields
+//! once (so threads just woken can queue their next record), takes everything
+//! queued, appends it with [`EffectLog::append_batch`], hands each thread its
+//! own result and wakes them; a waiter whose record is still queued leads the
+//! next batch. Every
 //! claim in a batch is acknowledged only after that batch's fsync succeeded;
 //! if it failed, every claim in it gets the failure (LOG-4 for the whole
 //! batch), and the shared handle is poisoned.
@@ -68,18 +70,43 @@ impl<S: Storage> GroupLog<S> {
                 queue = lock(&self.queue);
                 let batch = std::mem::take(&mut queue.pending);
                 drop(queue);
-                let results = {
+                let results = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     let mut log = lock(&self.log);
                     let refs: Vec<(&str, &Record)> =
                         batch.iter().map(|(_, run, r)| (run.as_str(), r)).collect();
                     log.append_batch(&refs)
-                };
+                }));
                 queue = lock(&self.queue);
+                // Whatever happened, every taken ticket gets an answer and the
+                // next leader may start; a panic is then resumed here.
+                let (results, panic) = match results {
+                    Ok(results) => (results, None),
+                    Err(panic) => {
+                        let path = lock(&self.log).path().to_owned();
+                        let failed: Vec<Result<Position, LogError>> = batch
+                            .iter()
+                            .map(|_| {
+                                Err(LogError::Io {
+                                    path: path.clone(),
+                                    operation: "group commit",
+                                    source: std::io::Error::other(
+                                        "the batch leader panicked; nothing is known of this record",
+                                    ),
+                                })
+                            })
+                            .collect();
+                        (failed, Some(panic))
+                    }
+                };
                 for ((ticket, _, _), result) in batch.into_iter().zip(results) {
                     queue.done.insert(ticket, result);
                 }
                 queue.leading = false;
                 self.finished.notify_all();
+                if let Some(panic) = panic {
+                    drop(queue);
+                    std::panic::resume_unwind(panic);
+                }
                 continue;
             }
             queue = self.finished.wait(queue).unwrap_or_else(|poisoned| poisoned.into_inner());

@@ -60,6 +60,14 @@ pub enum HistoryError {
         /// Its state.
         state: &'static str,
     },
+    /// An outcome OUT-1 does not allow.
+    #[error("outcome for claim {claim} is impossible: {reason} (OUT-1)")]
+    ImpossibleOutcome {
+        /// The claim.
+        claim: Position,
+        /// Which rule it breaks.
+        reason: &'static str,
+    },
     /// A recovery outcome that is not INTERRUPTED.
     #[error("recovery outcome for claim {claim} is {execution:?}; recovery only writes INTERRUPTED (LOG-7)")]
     RecoveryNotInterrupted {
@@ -182,6 +190,15 @@ impl History {
                 let claim = outcome.claim;
                 let state = self.claim_state(claim).ok_or(HistoryError::NoSuchClaim { claim })?;
                 let execution = outcome.outcome.execution;
+                let not_executed = execution == Execution::NotExecuted;
+                if not_executed != (outcome.outcome.impact == crate::model::Impact::None) {
+                    let reason = "impact NONE goes with NOT_EXECUTED and only with it";
+                    return Err(HistoryError::ImpossibleOutcome { claim, reason });
+                }
+                if not_executed && state == ClaimState::Running {
+                    let reason = "a RUNNING launch reached its backend, so it cannot end NOT_EXECUTED";
+                    return Err(HistoryError::ImpossibleOutcome { claim, reason });
+                }
                 if outcome.recovery {
                     if state != ClaimState::Attempted {
                         return Err(HistoryError::RecoveryOfSettled { claim, state: describe(state) });

@@ -139,6 +139,8 @@ pub struct Faults {
     pub failing_syncs: u32,
     /// Fail every write while set (a full disk).
     pub disk_full: bool,
+    /// Fail every truncation while set (EIO).
+    pub failing_truncates: bool,
 }
 
 #[derive(Debug, Default)]
@@ -275,6 +277,9 @@ impl Storage for MemoryFile {
 
     fn truncate(&mut self, len: u64) -> io::Result<()> {
         let mut state = self.state();
+        if state.faults.failing_truncates {
+            return Err(io::Error::from_raw_os_error(rustix::io::Errno::IO.raw_os_error()));
+        }
         let len = len as usize;
         if len < state.durable_len && state.durable_before_truncation.is_none() {
             let durable = state.current[..state.durable_len].to_vec();

@@ -9,6 +9,7 @@
 use std::collections::HashSet;
 
 use crate::digest::Sha256Digest;
+use crate::model::SettleRequest;
 use crate::model::{
     BindingIndex, BoundOperation, Classification, Decision, EvidenceLedger, EvidenceRecord, Execution,
     Impact, Outcome, PlannedScope, Postcondition, ReadbackRequest, Verdict,
@@ -39,9 +40,10 @@ pub(crate) fn check_classification(
     for &index in &plan.dependencies {
         binding_in_range(operation, index, "a dependency")?;
     }
+    let in_scope: HashSet<BindingIndex> = scope.iter().copied().collect();
     for obligation in &plan.obligations {
         binding_in_range(operation, obligation.target, "an obligation")?;
-        if !scope.contains(&obligation.target) {
+        if !in_scope.contains(&obligation.target) {
             return Err(format!(
                 "an obligation targets binding {}, which is not in the exact scope",
                 obligation.target
@@ -54,15 +56,35 @@ pub(crate) fn check_classification(
     Ok(())
 }
 
-/// OUT-1: `impact: none` exactly when the backend was never invoked.
-pub(crate) fn check_outcome(answer: &Outcome) -> Result<(), String> {
+/// OUT-1 and TRU-1 against the facts the settlement was asked about:
+/// `impact: none` exactly with NOT_EXECUTED, and NOT_EXECUTED exactly when the
+/// backend was never invoked; acknowledgement and detachment only when the
+/// facts say so; RUNNING only from a bound producer that started a job.
+pub(crate) fn check_outcome(request: &SettleRequest, answer: &Outcome) -> Result<(), String> {
     let not_executed = answer.execution == Execution::NotExecuted;
-    let no_impact = answer.impact == Impact::None;
-    if not_executed != no_impact {
+    if not_executed != (answer.impact == Impact::None) {
         return Err(format!(
             "execution {:?} with impact {:?}: impact NONE goes with NOT_EXECUTED and only with it",
             answer.execution, answer.impact
         ));
+    }
+    if not_executed == request.facts.executed {
+        return Err(format!(
+            "execution {:?}, but the facts say the backend {} invoked",
+            answer.execution,
+            if request.facts.executed { "was" } else { "was not" }
+        ));
+    }
+    if answer.remote_acknowledged && !request.facts.remote_acknowledged {
+        return Err("remote_acknowledged without the captured acknowledgement (TRU-1)".into());
+    }
+    if answer.detached && !request.facts.detached {
+        return Err("detached without the server saying so (TRU-1)".into());
+    }
+    if answer.execution == Execution::Running
+        && !(request.operation.producer_bound && request.facts.background_job_id.is_some())
+    {
+        return Err("RUNNING needs a bound producer that started a background job (TRU-1)".into());
     }
     Ok(())
 }
@@ -167,20 +189,50 @@ mod tests {
         assert!(check_classification(&op, &bad_digest).unwrap_err().contains("SHA-256"));
     }
 
-    #[test]
-    fn impact_none_goes_with_not_executed_only() {
-        let outcome = |execution, impact| Outcome {
+    fn settle_request(executed: bool) -> SettleRequest {
+        SettleRequest {
+            operation: operation_with(0),
+            plan: None,
+            facts: crate::model::ProducerFacts { executed, ..Default::default() },
+        }
+    }
+
+    fn outcome(execution: Execution, impact: Impact) -> Outcome {
+        Outcome {
             execution,
             impact,
             cleanup: crate::model::CleanupState::NotApplicable,
             replayed: false,
             remote_acknowledged: false,
             detached: false,
-        };
-        assert!(check_outcome(&outcome(Execution::NotExecuted, Impact::None)).is_ok());
-        assert!(check_outcome(&outcome(Execution::Failed, Impact::Possible)).is_ok());
-        assert!(check_outcome(&outcome(Execution::ReportedSuccess, Impact::None)).is_err());
-        assert!(check_outcome(&outcome(Execution::NotExecuted, Impact::Possible)).is_err());
+        }
+    }
+
+    #[test]
+    fn impact_none_goes_with_not_executed_only() {
+        let (ran, idle) = (settle_request(true), settle_request(false));
+        assert!(check_outcome(&idle, &outcome(Execution::NotExecuted, Impact::None)).is_ok());
+        assert!(check_outcome(&ran, &outcome(Execution::Failed, Impact::Possible)).is_ok());
+        assert!(check_outcome(&ran, &outcome(Execution::ReportedSuccess, Impact::None)).is_err());
+        assert!(check_outcome(&idle, &outcome(Execution::NotExecuted, Impact::Possible)).is_err());
+    }
+
+    #[test]
+    fn an_outcome_cannot_contradict_or_embellish_the_facts() {
+        let ran = settle_request(true);
+        let hidden = outcome(Execution::NotExecuted, Impact::None);
+        assert!(check_outcome(&ran, &hidden).unwrap_err().contains("was invoked"));
+        let acknowledged =
+            Outcome { remote_acknowledged: true, ..outcome(Execution::ReportedSuccess, Impact::Possible) };
+        assert!(check_outcome(&ran, &acknowledged).unwrap_err().contains("TRU-1"));
+        let detached = Outcome { detached: true, ..outcome(Execution::ReportedSuccess, Impact::Possible) };
+        assert!(check_outcome(&ran, &detached).unwrap_err().contains("TRU-1"));
+        let running = outcome(Execution::Running, Impact::Possible);
+        assert!(check_outcome(&ran, &running).unwrap_err().contains("RUNNING"));
+        let mut launched = settle_request(true);
+        launched.operation.producer_bound = true;
+        launched.facts.background_job_id = Some("job-1".into());
+        assert!(check_outcome(&launched, &running).is_ok());
     }
 
     #[test]

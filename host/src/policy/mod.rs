@@ -35,7 +35,7 @@ mod set;
 mod source;
 
 pub use cache::CompileCache;
-pub use component::{CallReport, Called, ClassifierComponent, EvaluatorComponent};
+pub use component::{CallReport, Called, ClassifierComponent, EvaluatorComponent, InstanceReuse};
 pub use error::{PolicyCall, PolicyError};
 pub use inspect::{ComponentShape, inspect};
 pub use manifest::{ComponentEntry, FALLBACK_TOOL, Manifest, World};

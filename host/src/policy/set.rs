@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use wasmtime::Engine;
 
 use super::cache::CompileCache;
-use super::component::{ClassifierComponent, EvaluatorComponent, LoadContext};
+use super::component::{ClassifierComponent, EvaluatorComponent, InstanceReuse, LoadContext};
 use super::error::PolicyError;
 use super::manifest::{ComponentEntry, Manifest, World};
 use super::sandbox::{self, SandboxLimits};
@@ -19,6 +19,8 @@ pub struct PolicyOptions {
     pub limits: SandboxLimits,
     /// Compiled-component cache; `None` compiles every time.
     pub cache: Option<CompileCache>,
+    /// Keep instances warm between calls, or instantiate per call.
+    pub reuse: InstanceReuse,
 }
 
 /// Either kind of loaded component.
@@ -49,7 +51,7 @@ fn policy_engine(options: &PolicyOptions) -> Result<Engine, PolicyError> {
 }
 
 fn load_context<'a>(engine: &'a Engine, options: &'a PolicyOptions) -> LoadContext<'a> {
-    LoadContext { engine, limits: options.limits, cache: options.cache.as_ref() }
+    LoadContext { engine, limits: options.limits, cache: options.cache.as_ref(), reuse: options.reuse }
 }
 
 /// Loads component `bytes` as `world`, checking `pinned` when there is one.
