@@ -6,6 +6,7 @@
 //! for the map and SPEC.md for the rules cited in comments (`POL-2`, ...).
 
 pub mod digest;
+pub mod identity;
 pub mod log;
 pub mod model;
 pub mod policy;

@@ -155,10 +155,8 @@ pub struct ResourceRef {
 
 impl ResourceRef {
     /// Builds a ref. Crate-private: only the host's identity code (and the policy
-    /// bindings, which convert refs the host made) may call it (ID-1). The
-    /// identity module that resolves tool paths through sealed roots is its
-    /// production caller; until it lands, only tests build refs.
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// bindings, which convert refs the host made) may call it (ID-1); the
+    /// filesystem's refs come from `crate::identity`.
     pub(crate) fn new(
         role: ResourceRole,
         location: Location,

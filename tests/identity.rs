@@ -1,0 +1,124 @@
+//! Sealed roots (ID-1..4) on a real filesystem: every escape is refused, the
+//! effect store is out of reach, and incarnations tell objects apart.
+
+#![allow(clippy::disallowed_methods)] // tests build their trees with ambient authority
+
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::Path;
+
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use effect_ledger::identity::{ControlPlane, IdentityError, SealedRoot};
+use effect_ledger::log::{OpenMode, OpenOptionsLog, open_effects_dir, open_lineage};
+use effect_ledger::model::{Location, ResourceRole};
+
+/// A root with a file, a directory, a data dir inside it holding one log, and
+/// a directory outside it.
+struct Tree {
+    _base: tempfile::TempDir,
+    root: std::path::PathBuf,
+    outside: std::path::PathBuf,
+}
+
+fn tree() -> Tree {
+    let base = tempfile::tempdir().unwrap();
+    let root = base.path().join("root");
+    let outside = base.path().join("outside");
+    std::fs::create_dir_all(root.join("src")).unwrap();
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(root.join("src/a.txt"), "a\n").unwrap();
+    std::fs::write(outside.join("secret"), "s\n").unwrap();
+    std::fs::create_dir(root.join(".effects")).unwrap();
+    std::fs::set_permissions(root.join(".effects"), std::fs::Permissions::from_mode(0o700)).unwrap();
+    let data = Dir::open_ambient_dir(root.join(".effects"), ambient_authority()).unwrap();
+    let effects = open_effects_dir(&data, "data", OpenMode::ReadWrite).unwrap().unwrap();
+    let options = OpenOptionsLog::default();
+    open_lineage(&effects, "effects", "run-1", &options).unwrap().unwrap();
+    Tree { _base: base, root, outside }
+}
+
+fn seal(tree: &Tree) -> SealedRoot {
+    let store = Dir::open_ambient_dir(tree.root.join(".effects/effects"), ambient_authority()).unwrap();
+    let control = ControlPlane::new(&store, Some(".effects".into())).unwrap();
+    let dir = Dir::open_ambient_dir(&tree.root, ambient_authority()).unwrap();
+    SealedRoot::new(dir, &tree.root.display().to_string(), "workspace", "agent", control).unwrap()
+}
+
+fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (e.file_name().into_string().unwrap(), std::fs::read(e.path()).unwrap_or_default())
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn every_escape_is_refused_and_nothing_outside_changes() {
+    let tree = tree();
+    symlink(tree.outside.join("secret"), tree.root.join("link")).unwrap();
+    symlink(&tree.outside, tree.root.join("subdir")).unwrap();
+    std::fs::hard_link(tree.root.join(".effects/effects/run-1.log"), tree.root.join("alias.log")).unwrap();
+    let before = snapshot(&tree.outside);
+    let root = seal(&tree);
+    let cases: [(&str, fn(&IdentityError) -> bool); 6] = [
+        ("../outside/secret", |e| matches!(e, IdentityError::Escape { .. })),
+        ("/etc/passwd", |e| matches!(e, IdentityError::Absolute { .. })),
+        ("link", |e| matches!(e, IdentityError::Symlink { .. })),
+        ("subdir/secret", |e| matches!(e, IdentityError::Symlink { .. })),
+        (".effects/effects/run-1.log", |e| matches!(e, IdentityError::ControlPlane { .. })),
+        ("alias.log", |e| matches!(e, IdentityError::ControlPlane { .. })),
+    ];
+    for (path, expected) in cases {
+        match root.resolve(path, ResourceRole::Target) {
+            Err(error) => assert!(expected(&error), "{path}: wrong refusal: {error}"),
+            Ok(resolved) => panic!("{path} resolved to {:?}", resolved.relative),
+        }
+    }
+    assert_eq!(snapshot(&tree.outside), before, "nothing outside the root was touched");
+}
+
+#[test]
+fn incarnations_tell_objects_apart_and_absence_is_explicit() {
+    let tree = tree();
+    let root = seal(&tree);
+    let first = root.resolve("src/./a.txt", ResourceRole::Target).unwrap();
+    assert!(first.exists);
+    assert_eq!(first.relative, "src/a.txt");
+    let Location::Filesystem(location) = first.resource.location() else { panic!("a filesystem ref") };
+    assert_eq!(location.path, "src/a.txt");
+    assert_eq!(location.root.scope, "workspace");
+    let again = root.resolve("src/a.txt", ResourceRole::Source).unwrap();
+    assert_eq!(again.resource.incarnation(), first.resource.incarnation(), "same object, same incarnation");
+
+    // Replaced (new inode): a different incarnation at the same location.
+    std::fs::remove_file(tree.root.join("src/a.txt")).unwrap();
+    std::fs::write(tree.root.join("src/b.txt"), "keeps the old inode busy\n").unwrap();
+    std::fs::write(tree.root.join("src/a.txt"), "a\n").unwrap();
+    let replaced = root.resolve("src/a.txt", ResourceRole::Target).unwrap();
+    assert_ne!(replaced.resource.incarnation(), first.resource.incarnation());
+
+    let absent = root.resolve("src/new/file.txt", ResourceRole::Target).unwrap();
+    assert!(!absent.exists);
+    assert!(absent.resource.incarnation().starts_with("absent:"), "{}", absent.resource.incarnation());
+}
+
+#[test]
+fn a_store_outside_the_root_is_still_guarded_against_hard_link_aliases() {
+    // The data dir is not beneath this root (no prefix to guard), yet a hard
+    // link to one of its files is caught by inode (ID-4).
+    let tree = tree();
+    std::fs::hard_link(tree.root.join(".effects/effects/run-1.log"), tree.root.join("src/alias")).unwrap();
+    let store = Dir::open_ambient_dir(tree.root.join(".effects/effects"), ambient_authority()).unwrap();
+    let control = ControlPlane::new(&store, None).unwrap();
+    let dir = Dir::open_ambient_dir(&tree.root, ambient_authority()).unwrap();
+    let root = SealedRoot::new(dir, "root", "s", "o", control).unwrap();
+    assert!(root.resolve("src/a.txt", ResourceRole::Source).is_ok());
+    match root.resolve("src/alias", ResourceRole::Target) {
+        Err(IdentityError::ControlPlane { reason, .. }) => assert!(reason.contains("hard link"), "{reason}"),
+        other => panic!("expected the alias to be refused, got {other:?}"),
+    }
+}
