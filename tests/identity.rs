@@ -44,6 +44,9 @@ fn seal(tree: &Tree) -> SealedRoot {
     SealedRoot::new(dir, &tree.root.display().to_string(), "workspace", "agent", control).unwrap()
 }
 
+/// Which refusal a path must get.
+type Expectation = fn(&IdentityError) -> bool;
+
 fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
         .unwrap()
@@ -64,7 +67,7 @@ fn every_escape_is_refused_and_nothing_outside_changes() {
     std::fs::hard_link(tree.root.join(".effects/effects/run-1.log"), tree.root.join("alias.log")).unwrap();
     let before = snapshot(&tree.outside);
     let root = seal(&tree);
-    let cases: [(&str, fn(&IdentityError) -> bool); 6] = [
+    let cases: [(&str, Expectation); 6] = [
         ("../outside/secret", |e| matches!(e, IdentityError::Escape { .. })),
         ("/etc/passwd", |e| matches!(e, IdentityError::Absolute { .. })),
         ("link", |e| matches!(e, IdentityError::Symlink { .. })),
