@@ -10,3 +10,4 @@ pub mod identity;
 pub mod log;
 pub mod model;
 pub mod policy;
+pub mod producers;

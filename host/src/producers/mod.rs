@@ -1,0 +1,43 @@
+//! Reference producers: the backends the ledger can run itself, each
+//! reporting typed facts (OUT-2) beside its result. The runtime chain calls a
+//! producer only after the claim is durable (LOG-3).
+//!
+//! Producers receive paths that `crate::identity` already resolved beneath a
+//! sealed root, and reach files only through that root's cap-std `Dir`.
+
+pub mod fs;
+
+use crate::model::ProducerFacts;
+
+/// What a producer did: its facts, and its result for the agent (or why not).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Produced<T> {
+    /// The typed facts settlement is derived from.
+    pub facts: ProducerFacts,
+    /// The tool result.
+    pub result: Result<T, String>,
+}
+
+impl<T> Produced<T> {
+    /// The backend ran and succeeded.
+    pub(crate) fn success(value: T) -> Self {
+        Self {
+            facts: ProducerFacts { executed: true, exit_code: Some(0), ..ProducerFacts::default() },
+            result: Ok(value),
+        }
+    }
+
+    /// The backend ran and failed; `mutation_attempted` when the failure came
+    /// after the target may already have changed (a truncating open).
+    pub(crate) fn failure(message: String, mutation_attempted: bool) -> Self {
+        Self {
+            facts: ProducerFacts {
+                executed: true,
+                exit_code: Some(1),
+                mutation_attempted,
+                ..ProducerFacts::default()
+            },
+            result: Err(message),
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! Filesystem producers on a real directory: the digest each reports is the
+//! SHA-256 of the bytes actually on disk (write, edit, patch; CRLF files and a
+//! fenced write included), reads report their coverage honestly, and a write
+//! that fails after its truncating open says so.
+
+#![allow(clippy::disallowed_methods)] // tests inspect files with ambient authority
+
+use std::path::Path;
+use std::process::Command;
+
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use effect_ledger::digest::Sha256Digest;
+use effect_ledger::model::Coverage;
+use effect_ledger::producers::fs::{apply_patch, edit_file, read_file, write_file};
+
+fn root() -> (tempfile::TempDir, Dir) {
+    let dir = tempfile::tempdir().unwrap();
+    let handle = Dir::open_ambient_dir(dir.path(), ambient_authority()).unwrap();
+    (dir, handle)
+}
+
+fn on_disk(dir: &Path, path: &str) -> (Vec<u8>, Sha256Digest) {
+    let bytes = std::fs::read(dir.join(path)).unwrap();
+    let digest = Sha256Digest::of(&bytes);
+    (bytes, digest)
+}
+
+#[test]
+fn a_fenced_write_writes_the_unwrapped_bytes_and_reports_their_digest() {
+    let (dir, root) = root();
+    let produced = write_file(&root, "src/main.rs", "```rust\nfn main() {}\n```\n");
+    let written = produced.result.unwrap();
+    let (bytes, digest) = on_disk(dir.path(), "src/main.rs");
+    assert_eq!(bytes, b"fn main() {}\n");
+    assert_eq!(written.files, vec![("src/main.rs".to_owned(), digest)]);
+    assert_eq!((produced.facts.executed, produced.facts.exit_code), (true, Some(0)));
+}
+
+#[test]
+fn an_edit_keeps_crlf_and_reports_the_digest_on_disk() {
+    let (dir, root) = root();
+    std::fs::write(dir.path().join("a.txt"), "one\r\ntwo\r\n").unwrap();
+    let written = edit_file(&root, "a.txt", "two", "2", false).result.unwrap();
+    let (bytes, digest) = on_disk(dir.path(), "a.txt");
+    assert_eq!(bytes, b"one\r\n2\r\n");
+    assert_eq!(written.files[0].1, digest);
+
+    let missing = edit_file(&root, "a.txt", "three", "3", false);
+    assert!(missing.result.unwrap_err().contains("does not occur"));
+    assert!(!missing.facts.mutation_attempted);
+    assert_eq!(on_disk(dir.path(), "a.txt").0, b"one\r\n2\r\n", "a failed edit changes nothing");
+}
+
+#[test]
+fn a_patch_updates_on_universal_newlines_adds_and_deletes() {
+    let (dir, root) = root();
+    std::fs::write(dir.path().join("lib.rs"), "fn a() {\r\n    old();\r\n}\r\n").unwrap();
+    std::fs::write(dir.path().join("gone.txt"), "bye\n").unwrap();
+    let patch = "*** Begin Patch\n*** Update File: lib.rs\n fn a() {\n-    old();\n+    new();\n }\n*** Add File: docs/new.md\n+# New\n*** Delete File: gone.txt\n*** End Patch\n";
+    let written = apply_patch(&root, patch).result.unwrap();
+    let (lib, lib_digest) = on_disk(dir.path(), "lib.rs");
+    assert_eq!(lib, b"fn a() {\n    new();\n}\n", "updates write LF (universal-newline pre-state)");
+    let (doc, doc_digest) = on_disk(dir.path(), "docs/new.md");
+    assert_eq!(doc, b"# New\n");
+    assert_eq!(
+        written.files,
+        vec![("lib.rs".to_owned(), lib_digest), ("docs/new.md".to_owned(), doc_digest)]
+    );
+    assert_eq!(written.removed, vec!["gone.txt".to_owned()]);
+    assert!(!dir.path().join("gone.txt").exists());
+}
+
+#[test]
+fn a_patch_whose_hunk_does_not_match_writes_nothing() {
+    let (dir, root) = root();
+    std::fs::write(dir.path().join("lib.rs"), "fn a() {}\n").unwrap();
+    let patch = "*** Begin Patch\n*** Add File: first.txt\n+x\n*** Update File: lib.rs\n-fn b() {}\n+fn c() {}\n*** End Patch\n";
+    let produced = apply_patch(&root, patch);
+    assert!(produced.result.unwrap_err().contains("do not match"));
+    assert!(!produced.facts.mutation_attempted);
+    assert!(!dir.path().join("first.txt").exists(), "nothing written before every hunk matched");
+}
+
+#[test]
+fn reads_are_complete_only_when_whole() {
+    let (dir, root) = root();
+    std::fs::write(dir.path().join("r.txt"), "1\n2\n3\n").unwrap();
+    let whole = read_file(&root, "r.txt", 0, None, 1 << 20).result.unwrap();
+    assert_eq!(whole.coverage, Coverage::Complete);
+    assert_eq!(whole.complete_sha256, Some(on_disk(dir.path(), "r.txt").1));
+    let window = read_file(&root, "r.txt", 1, Some(1), 1 << 20).result.unwrap();
+    assert_eq!(
+        (window.text.as_str(), window.coverage, window.complete_sha256),
+        ("2\n", Coverage::Partial, None)
+    );
+    let capped = read_file(&root, "r.txt", 0, None, 3).result.unwrap();
+    assert_eq!(
+        (capped.text.as_str(), capped.coverage, capped.complete_sha256),
+        ("1\n2", Coverage::Partial, None)
+    );
+}
+
+#[test]
+fn a_write_that_fails_after_its_truncating_open_reports_mutation_attempted() {
+    let mount = tempfile::tempdir().unwrap().keep();
+    let mounted = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=16k", "tmpfs"])
+        .arg(&mount)
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    assert!(mounted, "mounting a small tmpfs needs root (CI runs as root)");
+    let root = Dir::open_ambient_dir(&mount, ambient_authority()).unwrap();
+    std::fs::write(mount.join("big.txt"), "old content\n").unwrap();
+    let produced = write_file(&root, "big.txt", &"x".repeat(64 * 1024));
+    let _ = Command::new("umount").arg(&mount).status();
+    assert!(produced.result.is_err());
+    assert!(produced.facts.mutation_attempted, "the old content may be gone");
+    assert_eq!(produced.facts.exit_code, Some(1));
+}
