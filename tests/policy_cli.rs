@@ -35,7 +35,11 @@ fn fixture_path(name: &str) -> String {
 fn verify_passes_on_the_shipped_manifest() {
     let out = effects(&["policy", "verify", "--manifest", "policies/manifest.toml"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).starts_with("ok       classify-unbound"), "{}", text(&out.stdout));
+    let stdout = text(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    assert!(lines.iter().all(|l| l.starts_with("ok ")), "{stdout}");
+    assert!(stdout.contains("classify-fs") && stdout.contains("classify-unbound"), "{stdout}");
     let embedded = effects(&["policy", "verify"]);
     assert!(embedded.status.success(), "{}", text(&embedded.stderr));
 }

@@ -20,9 +20,13 @@ use criterion::Criterion;
 use effect_ledger::model::BoundOperation;
 use effect_ledger::policy::{PolicyOptions, PolicySet, PolicySource};
 
+/// The sample bound operation, as a tool the fallback classifier serves.
 fn sample_operation() -> BoundOperation {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/bound-operation.json");
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    let mut operation: BoundOperation =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    operation.tool = "bash".into();
+    operation
 }
 
 /// The same operation in the guest's generated types, for the native call.
@@ -48,11 +52,11 @@ fn classify(c: &mut Criterion) {
     let mut group = c.benchmark_group("classify");
     group.bench_function("native", |b| b.iter(|| classify_unbound::classify(black_box(&native_operation))));
     group.bench_function("warm", |b| {
-        let classifier = set.classifier("write_file").unwrap();
+        let classifier = set.classifier("bash").unwrap();
         b.iter(|| classifier.classify(black_box(&operation)).unwrap())
     });
     group.bench_function("fresh_instance", |b| {
-        let classifier = set.classifier("write_file").unwrap();
+        let classifier = set.classifier("bash").unwrap();
         b.iter(|| {
             classifier.discard_instance();
             classifier.classify(black_box(&operation)).unwrap()

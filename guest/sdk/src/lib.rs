@@ -27,6 +27,7 @@ pub mod bindings {
         pub_export_macro: true,
         export_macro_name: "export_classifier",
         default_bindings_module: "effects_policy_sdk::bindings",
+        additional_derives: [PartialEq, Eq],
     });
 }
 
