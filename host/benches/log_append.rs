@@ -65,6 +65,7 @@ fn claim(i: usize) -> ClaimRecord {
         }],
         parent_run_id: None,
         external: false,
+        policy_failure: None,
     }
 }
 

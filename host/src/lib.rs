@@ -7,6 +7,7 @@
 
 pub mod digest;
 pub mod identity;
+pub mod ledger;
 pub mod log;
 pub mod model;
 pub mod policy;

@@ -35,6 +35,7 @@ fn claim(action_id: String) -> ClaimRecord {
         obligations: Vec::new(),
         parent_run_id: None,
         external: false,
+        policy_failure: None,
     }
 }
 

@@ -95,5 +95,6 @@ pub fn claim(action: &str) -> ClaimRecord {
         obligations: Vec::new(),
         parent_run_id: None,
         external: false,
+        policy_failure: None,
     }
 }

@@ -242,6 +242,7 @@ mod tests {
             obligations: Vec::new(),
             parent_run_id: None,
             external: false,
+            policy_failure: None,
         })
     }
 

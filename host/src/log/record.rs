@@ -56,6 +56,10 @@ pub struct ClaimRecord {
     pub parent_run_id: Option<String>,
     /// An external effect (CMP-6).
     pub external: bool,
+    /// Why classification failed, when it did: the claim then has unknown
+    /// scope and this says so (POL-4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_failure: Option<String>,
 }
 
 /// How an effect ended (OUT-1), for the claim at `claim`.

@@ -1,0 +1,158 @@
+//! Binding: a tool call's JSON input resolved to typed resources beneath the
+//! sealed root, plus the pre-states a classifier needs (SPEC section 2, the
+//! first arrow). A path that escapes the root or reaches the effect store is
+//! refused here, before anything is claimed or run.
+//!
+//! Conventions shared with `classify-fs`: single-file tools bind `path`;
+//! searches bind `path` (default `.`) as their search root; `apply_patch` binds
+//! every path its patch names, under that path string, with the content
+//! pre-state of each file it updates.
+
+use std::io::Read as _;
+
+use cap_std::fs::MetadataExt;
+use effects_fs_transform::{PatchOp, parse_patch};
+use serde_json::Value;
+
+use crate::digest::Sha256Digest;
+use crate::identity::{IdentityError, SealedRoot};
+use crate::model::{Binding, BoundOperation, BoundPreState, PreState, ResourceRole};
+
+/// Tools the reference producers implement.
+pub const FILESYSTEM_TOOLS: &[&str] =
+    &["write_file", "edit_file", "apply_patch", "read_file", "ls", "glob", "grep"];
+
+/// Why a call cannot be bound.
+#[derive(Debug, thiserror::Error)]
+pub enum BindError {
+    /// A path the ledger refuses (escape, symlink, control plane): a refused
+    /// tool result, no claim.
+    #[error("refused: {0}")]
+    Refused(#[from] IdentityError),
+    /// The input is not what the tool takes.
+    #[error("bad input for {tool}: {message}")]
+    BadInput {
+        /// The tool.
+        tool: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// A bound call: the operation and the root-relative path of each binding.
+#[derive(Debug, Clone)]
+pub struct Bound {
+    /// What the classifier sees.
+    pub operation: BoundOperation,
+    /// Normalized path of each binding, by index.
+    pub paths: Vec<String>,
+}
+
+fn text<'a>(tool: &str, input: &'a Value, field: &str) -> Result<&'a str, BindError> {
+    input.get(field).and_then(Value::as_str).ok_or_else(|| BindError::BadInput {
+        tool: tool.to_owned(),
+        message: format!("`{field}` must be a string"),
+    })
+}
+
+/// Reads `path`'s content for a classifier, identity-checked before and after
+/// (a file replaced mid-read is unreadable, not a wrong pre-state).
+pub fn read_pre_state(root: &SealedRoot, path: &str, cap: u64) -> PreState {
+    let before = match root.dir().symlink_metadata(path) {
+        Ok(metadata) if metadata.is_dir() => return PreState::Directory,
+        Ok(metadata) => metadata,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return PreState::Absent,
+        Err(error) => return PreState::Unreadable(error.to_string()),
+    };
+    if before.len() > cap {
+        return PreState::Oversized(before.len());
+    }
+    let mut bytes = Vec::new();
+    let read = root.dir().open(path).and_then(|file| {
+        let opened = file.metadata()?;
+        file.take(cap + 1).read_to_end(&mut bytes)?;
+        Ok(opened)
+    });
+    match read {
+        Err(error) => PreState::Unreadable(error.to_string()),
+        Ok(opened) if (opened.dev(), opened.ino()) != (before.dev(), before.ino()) => {
+            PreState::Unreadable("replaced while being read".into())
+        }
+        Ok(_) if bytes.len() as u64 > cap => PreState::Oversized(bytes.len() as u64),
+        Ok(_) => PreState::Content(bytes),
+    }
+}
+
+/// Binds one call. `input` is normalized to canonical JSON (sorted keys).
+pub fn bind(
+    root: &SealedRoot,
+    tool: &str,
+    input: &Value,
+    request_id: &str,
+    cap: u64,
+) -> Result<Bound, BindError> {
+    let mut named: Vec<(String, String, ResourceRole, bool)> = Vec::new(); // name, path, role, wants pre-state
+    match tool {
+        "write_file" => {
+            named.push(("path".into(), text(tool, input, "path")?.into(), ResourceRole::Target, false))
+        }
+        "edit_file" => {
+            named.push(("path".into(), text(tool, input, "path")?.into(), ResourceRole::Target, true))
+        }
+        "read_file" => {
+            named.push(("path".into(), text(tool, input, "path")?.into(), ResourceRole::Source, false))
+        }
+        "ls" | "glob" | "grep" => {
+            let path = input.get("path").and_then(Value::as_str).unwrap_or(".");
+            named.push(("path".into(), path.into(), ResourceRole::SearchRoot, false));
+        }
+        "apply_patch" => {
+            let patch = text(tool, input, "patch")?;
+            let ops = parse_patch(patch)
+                .map_err(|e| BindError::BadInput { tool: tool.into(), message: e.to_string() })?;
+            let mut add = |path: &str, pre: bool| {
+                if !named.iter().any(|(name, ..)| name == path) {
+                    named.push((path.to_owned(), path.to_owned(), ResourceRole::Target, pre));
+                }
+            };
+            for op in &ops {
+                match op {
+                    PatchOp::Add { path, .. } | PatchOp::Delete { path } => add(path, false),
+                    PatchOp::Update { path, move_to, .. } => {
+                        add(path, true);
+                        if let Some(to) = move_to {
+                            add(to, false);
+                        }
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    let mut bindings = Vec::new();
+    let mut paths = Vec::new();
+    let mut pre_states = Vec::new();
+    for (index, (name, path, role, wants_pre)) in named.into_iter().enumerate() {
+        let resolved = root.resolve(&path, role)?;
+        if wants_pre {
+            pre_states.push(BoundPreState {
+                binding: index as u32,
+                state: read_pre_state(root, &resolved.relative, cap),
+            });
+        }
+        bindings.push(Binding { name, resource: resolved.resource });
+        paths.push(resolved.relative);
+    }
+    let input_json = input.to_string(); // serde_json's map is sorted: canonical
+    let operation = BoundOperation {
+        tool: tool.to_owned(),
+        action: input.get("action").and_then(Value::as_str).unwrap_or("").to_owned(),
+        request_id: request_id.to_owned(),
+        input_sha256: Sha256Digest::of(input_json.as_bytes()).to_string(),
+        input_json,
+        bindings,
+        pre_states,
+        producer_bound: FILESYSTEM_TOOLS.contains(&tool),
+    };
+    Ok(Bound { operation, paths })
+}

@@ -1,0 +1,356 @@
+//! The runtime chain (SPEC section 2) as a Rust API: bind -> classify ->
+//! durable claim -> (the caller runs the backend) -> settle -> outcome ->
+//! readbacks -> observations.
+//!
+//! ```no_run
+//! use cap_std::{ambient_authority, fs::Dir};
+//! use effect_ledger::identity::{ControlPlane, SealedRoot};
+//! use effect_ledger::ledger::{Dispatch, Ledger, LedgerConfig};
+//! use effect_ledger::policy::{PolicyOptions, PolicySet, PolicySource};
+//! use effect_ledger::producers::fs::write_file;
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let data = Dir::open_ambient_dir(".effects", ambient_authority())?;
+//! let root_dir = Dir::open_ambient_dir("workspace", ambient_authority())?;
+//! let root = SealedRoot::new(root_dir, "workspace", "workspace", "agent", ControlPlane::default())?;
+//! let policies = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default())?;
+//! let mut ledger = Ledger::new(LedgerConfig::new(data, ".effects", root, policies));
+//! let run = ledger.begin_run(None);
+//! let input = serde_json::json!({"path": "a.txt", "content": "hi\n"});
+//! if let Dispatch::Run(dispatched) = ledger.dispatch(&run, "write_file", &input, "req-1") {
+//!     // The claim is durable now; only now may the backend run.
+//!     let produced = write_file(ledger.root().dir(), "a.txt", "hi\n");
+//!     let recorded = ledger.record(&run, &dispatched, &produced.facts)?;
+//!     println!("outcome {:?}", recorded.outcome.execution);
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! Invariants: a claim is durable before [`Ledger::dispatch`] returns
+//! [`Dispatch::Run`] for an effect; a claim that cannot be persisted returns
+//! [`Dispatch::Blocked`] and the caller must not run the backend (LOG-4); a
+//! policy failure during classification claims unknown scope and says why
+//! (POL-4); a run with no claims creates no file (LOG-5, CMP-9).
+
+pub mod bind;
+pub mod readback;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cap_std::fs::Dir;
+use serde_json::Value;
+
+use crate::identity::SealedRoot;
+use crate::log::{
+    ClaimRecord, DiskLog, LogError, Obligation, ObservationRecord, OpenMode, OpenOptionsLog, OperationRef,
+    OperatorKey, OutcomeRecord, Position, open_effects_dir, open_lineage,
+};
+use crate::model::{
+    BindingIndex, ClaimPlan, Classification, CleanupState, Execution, Impact, Outcome, PlannedScope,
+    ProducerFacts, ReadbackContext, ResourceRef, SettleRequest,
+};
+use crate::policy::PolicySet;
+
+pub use bind::{Bound, FILESYSTEM_TOOLS};
+
+/// How to open a ledger.
+pub struct LedgerConfig {
+    /// The data directory (holds `effects/`).
+    pub data_dir: Dir,
+    /// How to name it in messages.
+    pub data_display: String,
+    /// The sealed root tools work beneath.
+    pub root: SealedRoot,
+    /// The policy set.
+    pub policies: PolicySet,
+    /// Operator key for HMAC-authenticated records.
+    pub key: Option<OperatorKey>,
+    /// Largest file read for a pre-state or readback, in bytes.
+    pub read_cap: u64,
+}
+
+impl LedgerConfig {
+    /// A configuration with no operator key and a 16 MiB read cap.
+    pub fn new(data_dir: Dir, data_display: &str, root: SealedRoot, policies: PolicySet) -> Self {
+        Self {
+            data_dir,
+            data_display: data_display.to_owned(),
+            root,
+            policies,
+            key: None,
+            read_cap: 16 << 20,
+        }
+    }
+}
+
+/// A run: its id, the root run whose log it writes to, its parent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Run {
+    /// This run.
+    pub id: String,
+    /// The root run of its lineage (LOG-1: a child writes to its root's log).
+    pub lineage: String,
+    /// Its parent, if a child.
+    pub parent: Option<String>,
+}
+
+/// A call that may run.
+#[derive(Debug, Clone)]
+pub struct Dispatched {
+    /// The action id.
+    pub action_id: String,
+    /// The bound operation.
+    pub bound: Bound,
+    /// The plan that was claimed; `None` for an admitted read.
+    pub plan: Option<ClaimPlan>,
+    /// The claim's position; `None` for an admitted read.
+    pub claim: Option<Position>,
+    /// Why classification failed, if it did (the claim is then unknown scope).
+    pub policy_failure: Option<String>,
+}
+
+/// What dispatch decided.
+#[derive(Debug)]
+pub enum Dispatch {
+    /// Run the backend now (the claim, if any, is durable).
+    Run(Dispatched),
+    /// Refused before dispatch (escape, control plane, bad input, a policy
+    /// refusal): no claim; never run.
+    Refused(String),
+    /// The claim could not be persisted: BLOCKED; never run (LOG-4).
+    Blocked(String),
+}
+
+/// What recording a call's facts wrote.
+#[derive(Debug, Clone)]
+pub struct Recorded {
+    /// The outcome (settled from the facts).
+    pub outcome: Outcome,
+    /// Its position, when the call had a claim.
+    pub outcome_position: Option<Position>,
+    /// Observations appended, with their positions.
+    pub observations: Vec<(Position, ObservationRecord)>,
+    /// Why settlement fell back to exit status alone, if the policy failed.
+    pub policy_failure: Option<String>,
+}
+
+/// The ledger: one sealed root, one policy set, the logs of its lineages.
+pub struct Ledger {
+    config: LedgerConfig,
+    logs: HashMap<String, DiskLog>,
+    actions: AtomicU64,
+}
+
+/// The host's own outcome when the settle policy fails: exit status only
+/// (TRU-1's floor), never better than the facts.
+fn conservative_outcome(facts: &ProducerFacts) -> Outcome {
+    let (execution, impact) = match (facts.executed, facts.exit_code) {
+        (false, _) => (Execution::NotExecuted, Impact::None),
+        (true, Some(0)) => (Execution::ReportedSuccess, Impact::Possible),
+        (true, _) => (Execution::Failed, Impact::Possible),
+    };
+    let cleanup = if facts.executed { CleanupState::Unknown } else { CleanupState::NotApplicable };
+    Outcome { execution, impact, cleanup, replayed: false, remote_acknowledged: false, detached: false }
+}
+
+impl Ledger {
+    /// A ledger over `config`. Opens nothing yet: files appear with the first
+    /// claim.
+    pub fn new(config: LedgerConfig) -> Self {
+        Self { config, logs: HashMap::new(), actions: AtomicU64::new(0) }
+    }
+
+    /// The sealed root.
+    pub fn root(&self) -> &SealedRoot {
+        &self.config.root
+    }
+
+    /// A new run; a child of `parent` writes to its parent's lineage.
+    pub fn begin_run(&self, parent: Option<&Run>) -> Run {
+        static RUNS: AtomicU64 = AtomicU64::new(0);
+        let seconds =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let id = format!("run-{seconds}-{}-{}", std::process::id(), RUNS.fetch_add(1, Ordering::Relaxed));
+        match parent {
+            Some(parent) => Run { id, lineage: parent.lineage.clone(), parent: Some(parent.id.clone()) },
+            None => Run { lineage: id.clone(), id, parent: None },
+        }
+    }
+
+    /// An existing root run, continued (runs outlive processes).
+    pub fn continue_run(&self, id: &str) -> Result<Run, String> {
+        crate::log::check_run_id(id)?;
+        Ok(Run { id: id.to_owned(), lineage: id.to_owned(), parent: None })
+    }
+
+    /// The lineage's log: created when `create`, else only if it exists.
+    fn log(&mut self, lineage: &str, create: bool) -> Result<Option<&mut DiskLog>, LogError> {
+        if !self.logs.contains_key(lineage) {
+            let mode = if create { OpenMode::ReadWrite } else { OpenMode::ReadOnly };
+            let Some(effects) = open_effects_dir(&self.config.data_dir, &self.config.data_display, mode)?
+            else {
+                return Ok(None);
+            };
+            let display = format!("{}/effects", self.config.data_display);
+            let exists = effects.exists(format!("{lineage}.log"));
+            if !create && !exists {
+                return Ok(None);
+            }
+            let options =
+                OpenOptionsLog { mode: OpenMode::ReadWrite, key: self.config.key.clone(), recover: true };
+            let log = open_lineage(&effects, &display, lineage, &options)?.expect("read-write opens create");
+            self.logs.insert(lineage.to_owned(), log);
+        }
+        Ok(self.logs.get_mut(lineage))
+    }
+
+    /// The lineage's records so far (empty when it has no log).
+    pub fn history(&mut self, lineage: &str) -> Result<Vec<crate::log::Framed>, LogError> {
+        match self.log(lineage, false)? {
+            Some(log) => Ok(log.history()?.to_vec()),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// Binds, classifies and (for an effect) durably claims one tool call.
+    pub fn dispatch(&mut self, run: &Run, tool: &str, input: &Value, request_id: &str) -> Dispatch {
+        let bound = match bind::bind(&self.config.root, tool, input, request_id, self.config.read_cap) {
+            Ok(bound) => bound,
+            Err(error) => return Dispatch::Refused(error.to_string()),
+        };
+        let action_id =
+            format!("{}-{}-{}", run.id, std::process::id(), self.actions.fetch_add(1, Ordering::Relaxed));
+        let classified = self
+            .config
+            .policies
+            .classifier(tool)
+            .and_then(|classifier| classifier.classify(&bound.operation))
+            .map(|called| called.value);
+        let (plan, policy_failure) = match classified {
+            Ok(Classification::ReadOnly) => {
+                return Dispatch::Run(Dispatched {
+                    action_id,
+                    bound,
+                    plan: None,
+                    claim: None,
+                    policy_failure: None,
+                });
+            }
+            Ok(Classification::Refused(reason)) => return Dispatch::Refused(reason),
+            Ok(Classification::Effect(plan)) => (plan, None),
+            // POL-4: a failed policy never lets a call through unclaimed.
+            Err(error) => (ClaimPlan::unknown_scope(), Some(error.to_string())),
+        };
+        let refs = |indices: &[BindingIndex]| -> Vec<ResourceRef> {
+            indices.iter().map(|&i| bound.operation.bindings[i as usize].resource.clone()).collect()
+        };
+        let scope: Vec<BindingIndex> = match &plan.scope {
+            PlannedScope::Exact(indices) => indices.clone(),
+            PlannedScope::Unknown => Vec::new(),
+        };
+        let obligations = plan
+            .obligations
+            .iter()
+            .filter_map(|o| {
+                let target = scope.iter().position(|&s| s == o.target)? as u32;
+                Some(Obligation { target, postcondition: o.postcondition.clone() })
+            })
+            .collect();
+        let claim = ClaimRecord {
+            action_id: action_id.clone(),
+            operation: OperationRef {
+                tool: bound.operation.tool.clone(),
+                action: bound.operation.action.clone(),
+                input_sha256: bound.operation.input_sha256.clone(),
+                request_id: request_id.to_owned(),
+            },
+            impact_scope: refs(&scope),
+            dependencies: refs(&plan.dependencies),
+            obligations,
+            parent_run_id: run.parent.clone(),
+            external: plan.external,
+            policy_failure: policy_failure.clone(),
+        };
+        let position = self
+            .log(&run.lineage, true)
+            .and_then(|log| log.expect("created on demand").claim(&run.id, claim));
+        match position {
+            Ok(position) => Dispatch::Run(Dispatched {
+                action_id,
+                bound,
+                plan: Some(plan),
+                claim: Some(position),
+                policy_failure,
+            }),
+            Err(error) => Dispatch::Blocked(format!("the claim could not be persisted: {error}")),
+        }
+    }
+
+    /// Records what the backend reported: settles, appends the outcome (for a
+    /// claimed call), performs the classifier's readbacks and appends them as
+    /// observations (when the lineage has a log: a read-only run writes
+    /// nothing).
+    pub fn record(
+        &mut self,
+        run: &Run,
+        dispatched: &Dispatched,
+        facts: &ProducerFacts,
+    ) -> Result<Recorded, LogError> {
+        let operation = &dispatched.bound.operation;
+        let request = SettleRequest {
+            operation: operation.clone(),
+            plan: dispatched.plan.clone(),
+            facts: facts.clone(),
+        };
+        let settled = self
+            .config
+            .policies
+            .classifier(&operation.tool)
+            .and_then(|classifier| classifier.settle(&request))
+            .map(|called| called.value);
+        let (outcome, mut policy_failure) = match settled {
+            Ok(outcome) => (outcome, None),
+            Err(error) => (conservative_outcome(facts), Some(error.to_string())),
+        };
+        let mut outcome_position = None;
+        if let Some(claim) = dispatched.claim {
+            let log = self.log(&run.lineage, true)?.expect("created on demand");
+            let record =
+                OutcomeRecord { claim, outcome: outcome.clone(), facts: facts.clone(), recovery: false };
+            outcome_position = Some(log.record_outcome(&run.id, record)?);
+        }
+        let context = ReadbackContext { operation: operation.clone(), outcome: outcome.clone() };
+        let requests = match self
+            .config
+            .policies
+            .classifier(&operation.tool)
+            .and_then(|classifier| classifier.readbacks(&context))
+        {
+            Ok(called) => called.value,
+            Err(error) => {
+                policy_failure.get_or_insert(error.to_string());
+                Vec::new()
+            }
+        };
+        let mut observations = Vec::new();
+        for request in requests {
+            let path = &dispatched.bound.paths[request.binding as usize];
+            let cap = self.config.read_cap;
+            let Some(observation) = readback::perform(
+                &self.config.root,
+                path,
+                &request,
+                &dispatched.action_id,
+                dispatched.claim,
+                cap,
+            ) else {
+                continue;
+            };
+            if let Some(log) = self.log(&run.lineage, false)? {
+                let position = log.record_observation(&run.id, observation.clone())?;
+                observations.push((position, observation));
+            }
+        }
+        Ok(Recorded { outcome, outcome_position, observations, policy_failure })
+    }
+}

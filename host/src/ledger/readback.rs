@@ -1,0 +1,53 @@
+//! Performing the readbacks a classifier asks for (OBS-1): re-resolve the
+//! exact bound path (so the observation carries the incarnation seen now) and
+//! read it. Coverage is never better than what was read: a capped read is
+//! PARTIAL whatever was requested.
+
+use std::io::Read as _;
+
+use crate::digest::Sha256Digest;
+use crate::identity::SealedRoot;
+use crate::log::{ObservationRecord, Position};
+use crate::model::{Coverage, Mechanism, ReadbackRequest, ResourceRole};
+
+/// Performs one readback of `path`; `None` for mechanisms this host cannot
+/// perform for the filesystem.
+pub fn perform(
+    root: &SealedRoot,
+    path: &str,
+    request: &ReadbackRequest,
+    source_action: &str,
+    source_claim: Option<Position>,
+    cap: u64,
+) -> Option<ObservationRecord> {
+    let role = match request.mechanism {
+        Mechanism::FilesystemRead => ResourceRole::Source,
+        Mechanism::FilesystemStat => ResourceRole::SearchRoot,
+        _ => return None,
+    };
+    let resolved = root.resolve(path, role).ok()?;
+    let (coverage, content_sha256) = match (request.mechanism, resolved.exists) {
+        (Mechanism::FilesystemRead, true) => {
+            let mut bytes = Vec::new();
+            let read = root.dir().open(path).and_then(|file| file.take(cap + 1).read_to_end(&mut bytes));
+            match read {
+                Ok(_) if bytes.len() as u64 <= cap && request.coverage == Coverage::Complete => {
+                    (Coverage::Complete, Some(Sha256Digest::of(&bytes).to_string()))
+                }
+                _ => (Coverage::Partial, None),
+            }
+        }
+        (Mechanism::FilesystemRead, false) => (request.coverage, None),
+        _ => (Coverage::Partial, None),
+    };
+    Some(ObservationRecord {
+        resource: resolved.resource,
+        mechanism: request.mechanism,
+        coverage,
+        source_action: source_action.to_owned(),
+        source_claim,
+        exists: resolved.exists,
+        content_sha256,
+        job_state: None,
+    })
+}

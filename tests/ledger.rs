@@ -1,0 +1,177 @@
+//! The runtime chain through its Rust API, on real files with the shipped
+//! policies: claims are durable before a backend may run, read-only runs leave
+//! no file, refusals and persistence failures never dispatch, and a failing
+//! classifier still claims (unknown scope, with the reason).
+
+#![allow(clippy::disallowed_methods)] // tests build their trees with ambient authority
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use effect_ledger::digest::Sha256Digest;
+use effect_ledger::identity::{ControlPlane, SealedRoot};
+use effect_ledger::ledger::{Dispatch, Dispatched, Ledger, LedgerConfig};
+use effect_ledger::log::{OpenMode, OpenOptionsLog, Record, open_lineage};
+use effect_ledger::model::{Coverage, Execution, Postcondition};
+use effect_ledger::policy::{PolicyOptions, PolicySet, PolicySource, SandboxLimits};
+use effect_ledger::producers::fs::{read_file, write_file};
+use serde_json::json;
+
+struct Setup {
+    _base: tempfile::TempDir,
+    root: PathBuf,
+    data: PathBuf,
+}
+
+fn setup() -> Setup {
+    let base = tempfile::tempdir().unwrap();
+    let root = base.path().join("work");
+    let data = base.path().join("data");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&data).unwrap();
+    Setup { _base: base, root, data }
+}
+
+fn ledger_with(setup: &Setup, policies: PolicySet) -> Ledger {
+    let data = Dir::open_ambient_dir(&setup.data, ambient_authority()).unwrap();
+    let root_dir = Dir::open_ambient_dir(&setup.root, ambient_authority()).unwrap();
+    let root = SealedRoot::new(root_dir, "work", "workspace", "agent", ControlPlane::default()).unwrap();
+    Ledger::new(LedgerConfig::new(data, "data", root, policies))
+}
+
+fn ledger(setup: &Setup) -> Ledger {
+    ledger_with(setup, PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default()).unwrap())
+}
+
+fn run_now(dispatch: Dispatch) -> Dispatched {
+    match dispatch {
+        Dispatch::Run(dispatched) => dispatched,
+        other => panic!("expected to run, got {other:?}"),
+    }
+}
+
+/// The lineage's records as another process would load them from disk.
+fn on_disk(data: &Path, lineage: &str) -> Vec<Record> {
+    let effects = Dir::open_ambient_dir(data.join("effects"), ambient_authority()).unwrap();
+    let options = OpenOptionsLog { mode: OpenMode::ReadOnly, key: None, recover: false };
+    let log = open_lineage(&effects, "effects", lineage, &options).unwrap().unwrap();
+    log.records().iter().map(|f| f.record.clone()).collect()
+}
+
+#[test]
+fn a_write_is_claimed_durably_before_it_runs_then_settled_and_read_back() {
+    let setup = setup();
+    let mut ledger = ledger(&setup);
+    let run = ledger.begin_run(None);
+    let dispatched =
+        run_now(ledger.dispatch(&run, "write_file", &json!({"path": "a.txt", "content": "hi\n"}), "r1"));
+    let claim = dispatched.claim.expect("an effect is claimed");
+    // Durable now, before the backend: a fresh reader finds it, and the target does not exist yet.
+    let Record::Claim(on_disk_claim) = &on_disk(&setup.data, &run.lineage)[claim as usize] else {
+        panic!("a claim")
+    };
+    assert!(!setup.root.join("a.txt").exists());
+    assert_eq!(on_disk_claim.impact_scope.len(), 1);
+    let expected = Postcondition::ContentSha256(Sha256Digest::of(b"hi\n").to_string());
+    assert_eq!(on_disk_claim.obligations[0].postcondition, expected);
+
+    let produced = write_file(ledger.root().dir(), "a.txt", "hi\n");
+    let recorded = ledger.record(&run, &dispatched, &produced.facts).unwrap();
+    assert_eq!(recorded.outcome.execution, Execution::ReportedSuccess);
+    assert!(recorded.observations.is_empty(), "a write is verified by a later read, not by itself");
+
+    let read = run_now(ledger.dispatch(&run, "read_file", &json!({"path": "a.txt"}), "r2"));
+    assert!(read.claim.is_none(), "reads are admitted, not claimed");
+    let produced = read_file(ledger.root().dir(), "a.txt", 0, None, 1 << 20);
+    let recorded = ledger.record(&run, &read, &produced.facts).unwrap();
+    let (_, observation) = &recorded.observations[0];
+    assert_eq!(observation.coverage, Coverage::Complete);
+    assert_eq!(
+        Some(Postcondition::ContentSha256(observation.content_sha256.clone().unwrap())),
+        Some(expected)
+    );
+    assert_eq!(on_disk(&setup.data, &run.lineage).len(), 3, "claim, outcome, observation");
+}
+
+#[test]
+fn a_read_only_run_leaves_no_file() {
+    let setup = setup();
+    std::fs::write(setup.root.join("r.txt"), "r\n").unwrap();
+    let mut ledger = ledger(&setup);
+    let run = ledger.begin_run(None);
+    for (tool, input) in [("read_file", json!({"path": "r.txt"})), ("ls", json!({"path": "."}))] {
+        let dispatched = run_now(ledger.dispatch(&run, tool, &input, "r"));
+        let produced = read_file(ledger.root().dir(), "r.txt", 0, None, 1 << 20);
+        ledger.record(&run, &dispatched, &produced.facts).unwrap();
+    }
+    assert_eq!(std::fs::read_dir(&setup.data).unwrap().count(), 0, "CMP-9: no effects directory, no log");
+}
+
+#[test]
+fn an_escape_is_refused_before_any_claim() {
+    let setup = setup();
+    let mut ledger = ledger(&setup);
+    let run = ledger.begin_run(None);
+    match ledger.dispatch(&run, "write_file", &json!({"path": "../x", "content": "no"}), "r") {
+        Dispatch::Refused(reason) => assert!(reason.contains("escapes the root"), "{reason}"),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert_eq!(std::fs::read_dir(&setup.data).unwrap().count(), 0);
+}
+
+#[test]
+fn a_claim_that_cannot_be_persisted_blocks_the_call() {
+    let setup = setup();
+    std::fs::create_dir(setup.data.join("effects")).unwrap();
+    std::fs::set_permissions(setup.data.join("effects"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut ledger = ledger(&setup);
+    let run = ledger.begin_run(None);
+    match ledger.dispatch(&run, "write_file", &json!({"path": "a.txt", "content": "hi\n"}), "r") {
+        Dispatch::Blocked(reason) => assert!(reason.contains("could not be persisted"), "{reason}"),
+        other => panic!("expected BLOCKED, got {other:?}"),
+    }
+    assert!(!setup.root.join("a.txt").exists());
+}
+
+#[test]
+fn a_classifier_that_fails_still_claims_unknown_scope_and_says_why() {
+    let setup = setup();
+    // A manifest whose write_file classifier never returns.
+    let manifest_dir = tempfile::tempdir().unwrap();
+    let looping = support::fixture("endless-loop");
+    std::fs::write(manifest_dir.path().join("loop.wasm"), &looping).unwrap();
+    std::fs::write(
+        manifest_dir.path().join("classify-unbound.wasm"),
+        support::shipped("classify-unbound.wasm"),
+    )
+    .unwrap();
+    let manifest = format!(
+        "wit = \"effects:policy@1.0.0\"\nroute = \"test\"\ntoolchain = \"test\"\n\n[[component]]\nname = \"loop\"\nworld = \"classifier\"\nfile = \"loop.wasm\"\nsha256 = \"{}\"\ntools = [\"write_file\"]\n\n[[component]]\nname = \"classify-unbound\"\nworld = \"classifier\"\nfile = \"classify-unbound.wasm\"\nsha256 = \"{}\"\ntools = [\"*\"]\n",
+        Sha256Digest::of(&looping),
+        Sha256Digest::of(&support::shipped("classify-unbound.wasm"))
+    );
+    std::fs::write(manifest_dir.path().join("manifest.toml"), manifest).unwrap();
+    let source = PolicySource::Directory {
+        dir: Dir::open_ambient_dir(manifest_dir.path(), ambient_authority()).unwrap(),
+        manifest_file: "manifest.toml".into(),
+        display: "test manifest".into(),
+    };
+    let options = PolicyOptions {
+        limits: SandboxLimits { fuel: 1_000_000, ..SandboxLimits::default() },
+        ..PolicyOptions::default()
+    };
+    let mut ledger = ledger_with(&setup, PolicySet::load(&source, &options).unwrap());
+    let run = ledger.begin_run(None);
+    let dispatched =
+        run_now(ledger.dispatch(&run, "write_file", &json!({"path": "a.txt", "content": "hi\n"}), "r"));
+    assert!(dispatched.policy_failure.as_deref().unwrap().contains("out of fuel"));
+    let Record::Claim(claim) = &on_disk(&setup.data, &run.lineage)[dispatched.claim.unwrap() as usize] else {
+        panic!("a claim")
+    };
+    assert!(claim.impact_scope.is_empty(), "POL-4: unknown scope");
+    assert!(claim.policy_failure.as_deref().unwrap().contains("out of fuel"), "and the reason is on disk");
+}
