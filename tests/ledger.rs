@@ -49,7 +49,7 @@ fn ledger(setup: &Setup) -> Ledger {
 
 fn run_now(dispatch: Dispatch) -> Dispatched {
     match dispatch {
-        Dispatch::Run(dispatched) => dispatched,
+        Dispatch::Run(dispatched) => *dispatched,
         other => panic!("expected to run, got {other:?}"),
     }
 }

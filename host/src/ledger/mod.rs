@@ -113,7 +113,7 @@ pub struct Dispatched {
 #[derive(Debug)]
 pub enum Dispatch {
     /// Run the backend now (the claim, if any, is durable).
-    Run(Dispatched),
+    Run(Box<Dispatched>),
     /// Refused before dispatch (escape, control plane, bad input, a policy
     /// refusal): no claim; never run.
     Refused(String),
@@ -228,13 +228,8 @@ impl Ledger {
             .map(|called| called.value);
         let (plan, policy_failure) = match classified {
             Ok(Classification::ReadOnly) => {
-                return Dispatch::Run(Dispatched {
-                    action_id,
-                    bound,
-                    plan: None,
-                    claim: None,
-                    policy_failure: None,
-                });
+                let admitted = Dispatched { action_id, bound, plan: None, claim: None, policy_failure: None };
+                return Dispatch::Run(Box::new(admitted));
             }
             Ok(Classification::Refused(reason)) => return Dispatch::Refused(reason),
             Ok(Classification::Effect(plan)) => (plan, None),
@@ -275,13 +270,13 @@ impl Ledger {
             .log(&run.lineage, true)
             .and_then(|log| log.expect("created on demand").claim(&run.id, claim));
         match position {
-            Ok(position) => Dispatch::Run(Dispatched {
+            Ok(position) => Dispatch::Run(Box::new(Dispatched {
                 action_id,
                 bound,
                 plan: Some(plan),
                 claim: Some(position),
                 policy_failure,
-            }),
+            })),
             Err(error) => Dispatch::Blocked(format!("the claim could not be persisted: {error}")),
         }
     }
