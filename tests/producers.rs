@@ -119,3 +119,20 @@ fn a_write_that_fails_after_its_truncating_open_reports_mutation_attempted() {
     assert!(produced.facts.mutation_attempted, "the old content may be gone");
     assert_eq!(produced.facts.exit_code, Some(1));
 }
+
+#[test]
+fn listings_and_searches_stay_beneath_the_root_and_skip_symlinks() {
+    use effect_ledger::producers::fs::{glob, grep, ls};
+    let (dir, root) = root();
+    std::fs::create_dir_all(dir.path().join("src/deep")).unwrap();
+    std::fs::write(dir.path().join("src/a.rs"), "fn alpha() {}\nfn beta() {}\n").unwrap();
+    std::fs::write(dir.path().join("src/deep/b.rs"), "fn gamma() {}\n").unwrap();
+    std::fs::write(dir.path().join("notes.md"), "alpha\n").unwrap();
+    std::os::unix::fs::symlink("/etc", dir.path().join("src/etc-link")).unwrap();
+    assert_eq!(ls(&root, ".").result.unwrap().lines, vec!["notes.md", "src/"]);
+    assert_eq!(glob(&root, "src", "**/*.rs").result.unwrap().lines, vec!["src/a.rs", "src/deep/b.rs"]);
+    let found = grep(&root, ".", "fn (alpha|gamma)").result.unwrap();
+    assert_eq!(found.lines, vec!["src/a.rs:1:fn alpha() {}", "src/deep/b.rs:1:fn gamma() {}"]);
+    assert!(!found.truncated);
+    assert!(grep(&root, ".", "(").result.unwrap_err().contains("bad pattern"));
+}

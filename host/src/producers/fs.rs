@@ -165,3 +165,113 @@ pub fn read_file(
     let coverage = if whole { Coverage::Complete } else { Coverage::Partial };
     Produced::success(ReadResult { text, coverage, complete_sha256: complete_sha256.filter(|_| whole) })
 }
+
+/// Most entries a listing or search visits before it stops (and says so).
+pub const SEARCH_LIMIT: usize = 10_000;
+
+/// A listing or search result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// One line per entry or match.
+    pub lines: Vec<String>,
+    /// The search stopped at [`SEARCH_LIMIT`].
+    pub truncated: bool,
+}
+
+/// `ls`: the entries of a directory, sorted, directories with a trailing `/`.
+pub fn ls(root: &Dir, path: &str) -> Produced<Found> {
+    let entries = match root.read_dir(path) {
+        Ok(entries) => entries,
+        Err(error) => return Produced::failure(format!("{path}: {error}"), false),
+    };
+    let mut lines = Vec::new();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
+        lines.push(if is_dir { format!("{name}/") } else { name });
+    }
+    lines.sort();
+    let truncated = lines.len() > SEARCH_LIMIT;
+    lines.truncate(SEARCH_LIMIT);
+    Produced::success(Found { lines, truncated })
+}
+
+/// Files beneath `start` (relative paths), depth first, sorted per directory,
+/// never following symlinks; at most [`SEARCH_LIMIT`] entries visited.
+fn walk(root: &Dir, start: &str) -> std::io::Result<(Vec<String>, bool)> {
+    let mut files = Vec::new();
+    let mut pending = vec![start.trim_end_matches('/').to_owned()];
+    let mut visited = 0usize;
+    while let Some(directory) = pending.pop() {
+        let mut entries: Vec<(String, bool)> = root
+            .read_dir(if directory.is_empty() { "." } else { &directory })?
+            .flatten()
+            .filter_map(|entry| {
+                let kind = entry.file_type().ok()?;
+                (!kind.is_symlink())
+                    .then(|| (entry.file_name().to_string_lossy().into_owned(), kind.is_dir()))
+            })
+            .collect();
+        entries.sort();
+        for (name, is_dir) in entries.into_iter().rev() {
+            visited += 1;
+            if visited > SEARCH_LIMIT {
+                return Ok((files, true));
+            }
+            let path =
+                if directory.is_empty() || directory == "." { name } else { format!("{directory}/{name}") };
+            if is_dir { pending.push(path) } else { files.push(path) }
+        }
+    }
+    files.sort();
+    Ok((files, false))
+}
+
+/// `glob`: files beneath `path` whose path relative to it matches `pattern`.
+pub fn glob(root: &Dir, path: &str, pattern: &str) -> Produced<Found> {
+    let matcher = match globset::Glob::new(pattern) {
+        Ok(glob) => glob.compile_matcher(),
+        Err(error) => return Produced::failure(format!("bad glob {pattern:?}: {error}"), false),
+    };
+    match walk(root, path) {
+        Err(error) => Produced::failure(format!("{path}: {error}"), false),
+        Ok((files, truncated)) => {
+            let base = path.trim_end_matches('/');
+            let lines = files
+                .into_iter()
+                .filter(|file| {
+                    let relative = file.strip_prefix(base).map(|r| r.trim_start_matches('/')).unwrap_or(file);
+                    matcher.is_match(relative)
+                })
+                .collect();
+            Produced::success(Found { lines, truncated })
+        }
+    }
+}
+
+/// `grep`: lines matching the regular expression `pattern` in files beneath
+/// `path`, as `file:line:text`. Files that are not UTF-8 are skipped.
+pub fn grep(root: &Dir, path: &str, pattern: &str) -> Produced<Found> {
+    let regex = match regex::Regex::new(pattern) {
+        Ok(regex) => regex,
+        Err(error) => return Produced::failure(format!("bad pattern {pattern:?}: {error}"), false),
+    };
+    let (files, mut truncated) = match walk(root, path) {
+        Ok(found) => found,
+        Err(error) => return Produced::failure(format!("{path}: {error}"), false),
+    };
+    let mut lines = Vec::new();
+    for file in files {
+        let Ok(text) = read_text(root, &file) else { continue };
+        for (number, line) in text.lines().enumerate() {
+            if regex.is_match(line) {
+                if lines.len() == SEARCH_LIMIT {
+                    truncated = true;
+                    return Produced::success(Found { lines, truncated });
+                }
+                lines.push(format!("{file}:{}:{line}", number + 1));
+            }
+        }
+    }
+    Produced::success(Found { lines, truncated })
+}
