@@ -3,6 +3,7 @@
 
 mod log;
 mod policy;
+mod session;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -39,9 +40,10 @@ impl Failure {
 #[command(name = "effects", version, about, after_help = EXIT_CODES)]
 pub struct Cli {
     /// Data directory (effect logs, compiled-policy cache). Default:
-    /// $EFFECTS_DATA_DIR, else `.effects` in the current directory.
-    #[arg(long, global = true, env = "EFFECTS_DATA_DIR", default_value = ".effects")]
-    data_dir: PathBuf,
+    /// $EFFECTS_DATA_DIR, else `.effects` beside the session's root (for
+    /// `session`) or in the current directory (for `policy`).
+    #[arg(long, global = true, env = "EFFECTS_DATA_DIR")]
+    data_dir: Option<PathBuf>,
 
     #[command(subcommand)]
     command: Command,
@@ -52,6 +54,9 @@ const EXIT_CODES: &str = "Exit codes: 0 ok; 1 problems found or the policy retur
 
 #[derive(Subcommand)]
 enum Command {
+    /// Run a script of tool calls through the ledger: every effect claimed
+    /// durably before it runs, settled, read back; a report per step.
+    Session(session::SessionArgs),
     /// Inspect, verify and run policy components (for runtimes and policy authors).
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
@@ -64,7 +69,10 @@ impl Cli {
     /// Runs the chosen subcommand.
     pub fn run(self) -> Result<ExitCode, Failure> {
         match self.command {
-            Command::Policy(command) => command.run(&self.data_dir),
+            Command::Session(args) => args.run(self.data_dir),
+            Command::Policy(command) => {
+                command.run(self.data_dir.as_deref().unwrap_or(std::path::Path::new(".effects")))
+            }
             Command::Log(command) => command.run(),
         }
     }

@@ -121,7 +121,7 @@ fn inspect(file: &Path, json: bool) -> Result<ExitCode, Failure> {
 
 /// The compiled-component cache under the data dir, created `0700`. A cache
 /// that cannot be set up is reported and skipped: it only saves time.
-fn open_cache(data_dir: &Path) -> Option<CompileCache> {
+pub(super) fn open_cache(data_dir: &Path) -> Option<CompileCache> {
     let dir = data_dir.join("cache/components");
     let opened = std::fs::DirBuilder::new()
         .recursive(true)
@@ -140,7 +140,7 @@ fn open_cache(data_dir: &Path) -> Option<CompileCache> {
     }
 }
 
-fn manifest_source(manifest: Option<&Path>) -> Result<PolicySource, Failure> {
+pub(super) fn manifest_source(manifest: Option<&Path>) -> Result<PolicySource, Failure> {
     let Some(path) = manifest else { return Ok(PolicySource::Shipped) };
     let bad =
         |message: String| Failure::new(exit::BAD_INPUT, anyhow!("manifest {}: {message}", path.display()));

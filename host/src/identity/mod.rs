@@ -105,6 +105,12 @@ impl ControlPlane {
         Ok(Self { prefix: prefix_in_root, device, inodes })
     }
 
+    /// A guard for a store that has no files yet (nothing to alias), only its
+    /// place beneath the root, if it has one.
+    pub fn without_files(prefix_in_root: Option<String>) -> Self {
+        Self { prefix: prefix_in_root, device: u64::MAX, inodes: HashSet::new() }
+    }
+
     /// Adds a store file created after the listing (a new lineage's log).
     pub fn remember(&mut self, inode: u64) {
         self.inodes.insert(inode);

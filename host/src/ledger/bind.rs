@@ -44,7 +44,7 @@ pub enum BindError {
 pub struct Bound {
     /// What the classifier sees.
     pub operation: BoundOperation,
-    /// Normalized path of each binding, by index.
+    /// Normalized path of each binding, by index (`.` for the root itself).
     pub paths: Vec<String>,
 }
 
@@ -141,7 +141,8 @@ pub fn bind(
             });
         }
         bindings.push(Binding { name, resource: resolved.resource });
-        paths.push(resolved.relative);
+        // The root itself is `.` for the producers and readbacks that open it.
+        paths.push(if resolved.relative.is_empty() { ".".to_owned() } else { resolved.relative });
     }
     let input_json = input.to_string(); // serde_json's map is sorted: canonical
     let operation = BoundOperation {

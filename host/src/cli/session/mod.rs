@@ -1,0 +1,320 @@
+//! `effects session`: the main job for a terminal user. Runs a script of tool
+//! calls through the runtime chain with the reference producers and reports,
+//! per step, the claim, the outcome and the observations.
+//!
+//! Steps that are refused (an escape, the effect store, a policy refusal)
+//! write no claim and the session goes on; a step whose claim cannot be
+//! persisted is BLOCKED and never runs.
+
+mod script;
+
+use std::io::Read as _;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, anyhow};
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use clap::Args;
+use serde_json::{Value, json};
+
+use effect_ledger::identity::{ControlPlane, SealedRoot};
+use effect_ledger::ledger::{Dispatch, Dispatched, Ledger, LedgerConfig, Recorded};
+use effect_ledger::model::ProducerFacts;
+use effect_ledger::policy::{PolicyOptions, PolicySet};
+use effect_ledger::producers::Produced;
+use effect_ledger::producers::fs;
+
+use super::policy::{manifest_source, open_cache};
+use super::{Failure, exit};
+
+/// Arguments of `effects session`.
+#[derive(Args)]
+#[command(after_help = "Script: JSON lines, one step each, e.g.\n  \
+{\"tool\": \"write_file\", \"input\": {\"path\": \"a.txt\", \"content\": \"hi\\n\"}}\n  \
+{\"tool\": \"read_file\", \"input\": {\"path\": \"a.txt\"}}\n\
+Tools: write_file, edit_file, apply_patch, read_file, ls, glob, grep. The whole script is \
+validated first: a bad line exits 2 naming it, and nothing runs.")]
+pub struct SessionArgs {
+    /// The directory the tools work beneath (a sealed root; created if missing).
+    #[arg(long)]
+    root: PathBuf,
+    /// Continue this run (runs outlive processes); default: a new run.
+    #[arg(long)]
+    run: Option<String>,
+    /// One JSON object per step, then a summary object.
+    #[arg(long)]
+    json: bool,
+    /// Policy manifest (default: the policies embedded in this binary).
+    #[arg(long)]
+    manifest: Option<PathBuf>,
+    /// The script file, or `-` for standard input.
+    #[arg(default_value = "-")]
+    script: PathBuf,
+}
+
+fn bad(error: impl Into<anyhow::Error>) -> Failure {
+    Failure::new(exit::BAD_INPUT, error)
+}
+
+fn read_script(path: &Path) -> Result<String, Failure> {
+    if path == Path::new("-") {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("reading the script from standard input")
+            .map_err(bad)?;
+        Ok(text)
+    } else {
+        std::fs::read_to_string(path)
+            .with_context(|| format!("reading the script {}", path.display()))
+            .map_err(bad)
+    }
+}
+
+fn private_dir(path: &Path) -> Result<(), Failure> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+        .with_context(|| format!("creating {}", path.display()))
+        .map_err(bad)
+}
+
+/// The effect store's place beneath the root, if the data dir lies there.
+fn store_prefix(root: &Path, data_dir: &Path) -> Option<String> {
+    let root = root.canonicalize().ok()?;
+    let data = data_dir.canonicalize().ok()?;
+    data.strip_prefix(&root).ok().map(|relative| relative.to_string_lossy().into_owned())
+}
+
+/// Runs the reference producer for a dispatched step.
+fn produce(
+    ledger: &Ledger,
+    tool: &str,
+    input: &Value,
+    dispatched: &Dispatched,
+) -> (ProducerFacts, Result<String, String>) {
+    let root = ledger.root().dir();
+    let path = dispatched.bound.paths.first().map(String::as_str).unwrap_or(".");
+    let text = |key: &str| input.get(key).and_then(Value::as_str).unwrap_or_default();
+    let lines = |produced: Produced<fs::Found>| Produced {
+        facts: produced.facts,
+        result: produced.result.map(|found| {
+            let mut text = found.lines.join("\n");
+            if found.truncated {
+                text.push_str("\n(truncated)");
+            }
+            text
+        }),
+    };
+    let written = |produced: Produced<fs::Written>| Produced {
+        facts: produced.facts,
+        result: produced.result.map(|w| {
+            let mut parts: Vec<String> =
+                w.files.iter().map(|(p, d)| format!("wrote {p} (sha256 {d})")).collect();
+            parts.extend(w.removed.iter().map(|p| format!("removed {p}")));
+            parts.join("; ")
+        }),
+    };
+    let produced: Produced<String> = match tool {
+        "write_file" => written(fs::write_file(root, path, text("content"))),
+        "edit_file" => written(fs::edit_file(
+            root,
+            path,
+            text("old_string"),
+            text("new_string"),
+            input.get("replace_all").and_then(Value::as_bool).unwrap_or(false),
+        )),
+        "apply_patch" => written(fs::apply_patch(root, text("patch"))),
+        "read_file" => {
+            let offset = input.get("offset").and_then(Value::as_u64).unwrap_or(0) as usize;
+            let limit = input.get("limit").and_then(Value::as_u64).map(|l| l as usize);
+            let produced = fs::read_file(root, path, offset, limit, 16 << 20);
+            Produced { facts: produced.facts, result: produced.result.map(|read| read.text) }
+        }
+        "ls" => lines(fs::ls(root, path)),
+        "glob" => lines(fs::glob(root, path, text("pattern"))),
+        "grep" => lines(fs::grep(root, path, text("pattern"))),
+        other => unreachable!("the script parser admits only known tools, not {other}"),
+    };
+    (produced.facts, produced.result)
+}
+
+fn outcome_json(recorded: &Recorded) -> Value {
+    json!({
+        "position": recorded.outcome_position,
+        "execution": recorded.outcome.execution,
+        "impact": recorded.outcome.impact,
+        "cleanup": recorded.outcome.cleanup,
+    })
+}
+
+fn observations_json(recorded: &Recorded) -> Value {
+    recorded
+        .observations
+        .iter()
+        .map(|(position, o)| {
+            json!({
+                "position": position,
+                "mechanism": o.mechanism,
+                "coverage": o.coverage,
+                "exists": o.exists,
+                "content_sha256": o.content_sha256,
+            })
+        })
+        .collect()
+}
+
+fn describe_step(report: &Value) -> String {
+    let head = format!("[{}] {}", report["step"], report["tool"].as_str().unwrap_or_default());
+    match report["status"].as_str().unwrap_or_default() {
+        "refused" => format!("{head}: REFUSED ({}); no claim", report["reason"].as_str().unwrap_or_default()),
+        "blocked" => format!("{head}: BLOCKED ({}); not run", report["reason"].as_str().unwrap_or_default()),
+        _ => {
+            let claim = match report["claim"].as_u64() {
+                Some(position) => format!("claim #{position}"),
+                None => "admitted read (no claim)".to_owned(),
+            };
+            let outcome = match &report["outcome"] {
+                Value::Null => String::new(),
+                outcome => format!(
+                    " -> {}{}",
+                    outcome["execution"].as_str().unwrap_or_default(),
+                    outcome["position"].as_u64().map(|p| format!(" (#{p})")).unwrap_or_default()
+                ),
+            };
+            let observations: Vec<String> = report["observations"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|o| {
+                    format!(
+                        "observation #{} {}{}",
+                        o["position"],
+                        o["coverage"].as_str().unwrap_or_default(),
+                        o["content_sha256"]
+                            .as_str()
+                            .map(|d| format!(" sha256 {}", &d[..12]))
+                            .unwrap_or_default()
+                    )
+                })
+                .collect();
+            let result = match (&report["result"]["ok"], &report["result"]["error"]) {
+                (Value::String(ok), _) => ok.lines().next().unwrap_or_default().to_owned(),
+                (_, Value::String(error)) => format!("error: {error}"),
+                _ => String::new(),
+            };
+            let mut line = format!("{head}: {claim}{outcome}");
+            if !observations.is_empty() {
+                line.push_str(&format!("; {}", observations.join(", ")));
+            }
+            if !result.is_empty() {
+                line.push_str(&format!("\n      {result}"));
+            }
+            line
+        }
+    }
+}
+
+impl SessionArgs {
+    pub fn run(self, data_dir: Option<PathBuf>) -> Result<ExitCode, Failure> {
+        let steps = script::parse(&read_script(&self.script)?).map_err(|(line, message)| {
+            let place = if line == 0 { String::new() } else { format!(" line {line}") };
+            bad(anyhow!("script{place}: {message}; nothing was run"))
+        })?;
+        if !self.root.exists() {
+            std::fs::create_dir_all(&self.root)
+                .with_context(|| format!("creating root {}", self.root.display()))
+                .map_err(bad)?;
+            eprintln!("created root {}", self.root.display());
+        }
+        let data_dir = data_dir.unwrap_or_else(|| {
+            let parent = self.root.canonicalize().ok().and_then(|r| r.parent().map(Path::to_path_buf));
+            parent.unwrap_or_else(|| PathBuf::from(".")).join(".effects")
+        });
+        private_dir(&data_dir)?;
+        let data = Dir::open_ambient_dir(&data_dir, ambient_authority()).map_err(bad)?;
+        let prefix = store_prefix(&self.root, &data_dir).map(|p| format!("{p}/effects"));
+        let control = match data.open_dir("effects") {
+            Ok(store) => ControlPlane::new(&store, prefix).map_err(bad)?,
+            Err(_) => ControlPlane::without_files(prefix),
+        };
+        let root_dir = Dir::open_ambient_dir(&self.root, ambient_authority()).map_err(bad)?;
+        let display_root = self.root.display().to_string();
+        let root = SealedRoot::new(root_dir, &display_root, "session", "cli", control).map_err(bad)?;
+        let options = PolicyOptions { cache: open_cache(&data_dir), ..PolicyOptions::default() };
+        let policies = PolicySet::load(&manifest_source(self.manifest.as_deref())?, &options)
+            .map_err(|e| Failure::new(exit::REFUSED, e))?;
+        let display_data = data_dir.display().to_string();
+        let mut ledger = Ledger::new(LedgerConfig::new(data, &display_data, root, policies));
+        let run = match &self.run {
+            Some(id) => ledger.continue_run(id).map_err(|e| bad(anyhow!(e)))?,
+            None => ledger.begin_run(None),
+        };
+        if !self.json {
+            println!("run {} (data dir {})", run.id, display_data);
+        }
+        let (mut claims, mut refused, mut blocked) = (0, 0, 0);
+        for (index, step) in steps.iter().enumerate() {
+            let mut report = json!({ "step": index + 1, "line": step.line, "tool": step.tool });
+            match ledger.dispatch(&run, &step.tool, &step.input, &format!("step-{}", index + 1)) {
+                Dispatch::Refused(reason) => {
+                    refused += 1;
+                    report["status"] = json!("refused");
+                    report["reason"] = json!(reason);
+                }
+                Dispatch::Blocked(reason) => {
+                    blocked += 1;
+                    report["status"] = json!("blocked");
+                    report["reason"] = json!(reason);
+                }
+                Dispatch::Run(dispatched) => {
+                    claims += usize::from(dispatched.claim.is_some());
+                    let (facts, result) = produce(&ledger, &step.tool, &step.input, &dispatched);
+                    report["status"] = json!("ran");
+                    report["action_id"] = json!(dispatched.action_id);
+                    report["claim"] = json!(dispatched.claim);
+                    report["policy_failure"] = json!(dispatched.policy_failure);
+                    report["result"] = match result {
+                        Ok(text) => json!({ "ok": text }),
+                        Err(error) => json!({ "error": error }),
+                    };
+                    match ledger.record(&run, &dispatched, &facts) {
+                        Ok(recorded) => {
+                            report["outcome"] = if dispatched.claim.is_some() {
+                                outcome_json(&recorded)
+                            } else {
+                                Value::Null
+                            };
+                            report["observations"] = observations_json(&recorded);
+                        }
+                        Err(error) => report["record_error"] = json!(error.to_string()),
+                    }
+                }
+            }
+            if self.json {
+                println!("{report}");
+            } else {
+                println!("{}", describe_step(&report));
+            }
+        }
+        let log =
+            (claims > 0 || self.run.is_some()).then(|| format!("{display_data}/effects/{}.log", run.lineage));
+        let summary = json!({ "summary": {
+            "run_id": run.id, "lineage": run.lineage, "steps": steps.len(), "claims": claims,
+            "refused": refused, "blocked": blocked, "data_dir": display_data, "log": log,
+        }});
+        if self.json {
+            println!("{summary}");
+        } else {
+            println!(
+                "{} step(s): {claims} claimed, {refused} refused, {blocked} blocked; continue with --run {}",
+                steps.len(),
+                run.id
+            );
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}
