@@ -43,14 +43,11 @@ fn main() {
     let content: String = "0123456789abcdef".repeat(256); // 4 KiB
     let input = json!({ "path": "file.txt", "content": content });
 
-    let root = SealedRoot::new(
-        Dir::open_ambient_dir(&root_path, ambient_authority()).unwrap(),
-        "root",
-        "bench",
-        "bench",
-        ControlPlane::default(),
-    )
-    .unwrap();
+    let seal = || {
+        let dir = Dir::open_ambient_dir(&root_path, ambient_authority()).unwrap();
+        SealedRoot::new(dir, "root", "bench", "bench", ControlPlane::default()).unwrap()
+    };
+    let root = seal();
     let policies = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default()).unwrap();
     let data = Dir::open_ambient_dir(&data_path, ambient_authority()).unwrap();
     let mut ledger = Ledger::new(LedgerConfig::new(data, "data", root, policies));
@@ -58,14 +55,7 @@ fn main() {
     let direct = Dir::open_ambient_dir(&direct_path, ambient_authority()).unwrap();
 
     // A separate root and policy set to time binding and classification alone.
-    let probe_root = SealedRoot::new(
-        Dir::open_ambient_dir(&root_path, ambient_authority()).unwrap(),
-        "root",
-        "bench",
-        "bench",
-        ControlPlane::default(),
-    )
-    .unwrap();
+    let probe_root = seal();
     let mut probe_policies = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default()).unwrap();
 
     let (mut alone, mut chain, mut dispatch, mut produce, mut record, mut binding, mut classify) =
