@@ -2,7 +2,8 @@
 //! one write and one fsync per batch.
 //!
 //! The first thread to find no batch in flight becomes the leader: it yields
-//! once (so threads just woken can queue their next record), takes everything
+//! (and, when the last batch had several appenders, waits up to a short
+//! gather window for as many to queue), takes everything
 //! queued, appends it with [`EffectLog::append_batch`], hands each thread its
 //! own result and wakes them; a waiter whose record is still queued leads the
 //! next batch. Every
@@ -22,7 +23,13 @@ struct Queue {
     done: std::collections::HashMap<u64, Result<Position, LogError>>,
     next_ticket: u64,
     leading: bool,
+    /// Size of the last batch: a hint of how many appenders are active.
+    last_batch: usize,
 }
+
+/// Longest a leader waits for the rest of a busy group to queue (a fraction
+/// of one fsync, which is what the wait saves).
+const GATHER_WINDOW: std::time::Duration = std::time::Duration::from_micros(40);
 
 /// A log handle shared by threads, committing their appends in groups.
 pub struct GroupLog<S: Storage> {
@@ -45,6 +52,7 @@ impl<S: Storage> GroupLog<S> {
                 done: Default::default(),
                 next_ticket: 0,
                 leading: false,
+                last_batch: 0,
             }),
             finished: Condvar::new(),
         }
@@ -63,12 +71,23 @@ impl<S: Storage> GroupLog<S> {
             }
             if !queue.leading {
                 queue.leading = true;
-                // Let threads just woken by the previous batch enqueue their
-                // next record first: a bigger batch shares one fsync.
-                drop(queue);
-                std::thread::yield_now();
-                queue = lock(&self.queue);
+                // Gather (Postgres's commit_delay, bounded): when the last
+                // batch showed several appenders, give the threads it just
+                // woke a moment to queue their next record, so one fsync
+                // serves them all. A lone appender never waits.
+                let expected = queue.last_batch;
+                let started = std::time::Instant::now();
+                loop {
+                    drop(queue);
+                    std::thread::yield_now();
+                    queue = lock(&self.queue);
+                    if expected <= 1 || queue.pending.len() >= expected || started.elapsed() >= GATHER_WINDOW
+                    {
+                        break;
+                    }
+                }
                 let batch = std::mem::take(&mut queue.pending);
+                queue.last_batch = batch.len();
                 drop(queue);
                 let results = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     let mut log = lock(&self.log);
