@@ -264,7 +264,10 @@ struct Tmpfs(std::path::PathBuf);
 
 impl Drop for Tmpfs {
     fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
+        // Lazy: a handle still open elsewhere in the test must not leave the
+        // mount behind on the machine.
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+        let _ = std::fs::remove_dir(&self.0);
     }
 }
 
