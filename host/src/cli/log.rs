@@ -7,8 +7,6 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::anyhow;
-use cap_std::ambient_authority;
-use cap_std::fs::Dir;
 use clap::Subcommand;
 use serde_json::json;
 
@@ -16,7 +14,7 @@ use effect_ledger::log::{
     DiskLog, LogError, OpenMode, OpenOptionsLog, OperatorKey, Record, Storage, open_lineage,
 };
 
-use super::{Failure, exit};
+use super::{Failure, exit, open_parent};
 
 #[derive(Subcommand)]
 pub enum LogCommand {
@@ -80,11 +78,7 @@ fn open(path: &Path, mode: OpenMode, key_file: Option<&Path>) -> Result<DiskLog,
         .and_then(|n| n.to_str())
         .and_then(|n| n.strip_suffix(".log"))
         .ok_or_else(|| bad("not a log file name (want <run id>.log)".into()))?;
-    let parent = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    };
-    let dir = Dir::open_ambient_dir(parent, ambient_authority()).map_err(|e| bad(e.to_string()))?;
+    let (dir, parent) = open_parent(path).map_err(|e| bad(e.to_string()))?;
     let options = OpenOptionsLog { mode, key: read_key(key_file)?, recover: false };
     match open_lineage(&dir, &parent.display().to_string(), run_id, &options) {
         Ok(Some(log)) => Ok(log),

@@ -22,6 +22,16 @@ pub mod exit {
     pub const CALL_FAILED: u8 = 4;
 }
 
+/// Opens the directory that holds `path` (the current directory for a bare
+/// file name): the ambient authority a file argument brings.
+pub fn open_parent(path: &std::path::Path) -> std::io::Result<(cap_std::fs::Dir, &std::path::Path)> {
+    let parent = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => std::path::Path::new("."),
+    };
+    Ok((cap_std::fs::Dir::open_ambient_dir(parent, cap_std::ambient_authority())?, parent))
+}
+
 /// An error with the exit code it ends the process with.
 pub struct Failure {
     pub error: anyhow::Error,

@@ -18,7 +18,7 @@ use effect_ledger::policy::{
     World,
 };
 
-use super::{Failure, exit};
+use super::{Failure, exit, open_parent};
 
 #[derive(Subcommand)]
 pub enum PolicyCommand {
@@ -145,11 +145,7 @@ pub(super) fn manifest_source(manifest: Option<&Path>) -> Result<PolicySource, F
     let bad =
         |message: String| Failure::new(exit::BAD_INPUT, anyhow!("manifest {}: {message}", path.display()));
     let file_name = path.file_name().and_then(|n| n.to_str()).ok_or_else(|| bad("not a file path".into()))?;
-    let parent = match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent,
-        _ => Path::new("."),
-    };
-    let dir = Dir::open_ambient_dir(parent, ambient_authority()).map_err(|e| bad(e.to_string()))?;
+    let (dir, _) = open_parent(path).map_err(|e| bad(e.to_string()))?;
     Ok(PolicySource::Directory {
         dir,
         manifest_file: file_name.to_owned(),

@@ -8,8 +8,6 @@
 //! every path its patch names, under that path string, with the content
 //! pre-state of each file it updates.
 
-use std::io::Read as _;
-
 use cap_std::fs::MetadataExt;
 use effects_fs_transform::{PatchOp, parse_patch};
 use serde_json::Value;
@@ -17,6 +15,7 @@ use serde_json::Value;
 use crate::digest::Sha256Digest;
 use crate::identity::{IdentityError, SealedRoot};
 use crate::model::{Binding, BoundOperation, BoundPreState, PreState, ResourceRole};
+use crate::producers::fs::read_capped;
 
 /// Tools the reference producers implement.
 pub const FILESYSTEM_TOOLS: &[&str] =
@@ -67,19 +66,18 @@ pub fn read_pre_state(root: &SealedRoot, path: &str, cap: u64) -> PreState {
     if before.len() > cap {
         return PreState::Oversized(before.len());
     }
-    let mut bytes = Vec::new();
     let read = root.dir().open(path).and_then(|file| {
         let opened = file.metadata()?;
-        file.take(cap + 1).read_to_end(&mut bytes)?;
-        Ok(opened)
+        Ok((opened, read_capped(file, cap)?))
     });
     match read {
         Err(error) => PreState::Unreadable(error.to_string()),
-        Ok(opened) if (opened.dev(), opened.ino()) != (before.dev(), before.ino()) => {
+        Ok((opened, _)) if (opened.dev(), opened.ino()) != (before.dev(), before.ino()) => {
             PreState::Unreadable("replaced while being read".into())
         }
-        Ok(_) if bytes.len() as u64 > cap => PreState::Oversized(bytes.len() as u64),
-        Ok(_) => PreState::Content(bytes),
+        // It grew past the cap between the stat and the read.
+        Ok((_, (_, true))) => PreState::Oversized(cap + 1),
+        Ok((_, (bytes, false))) => PreState::Content(bytes),
     }
 }
 

@@ -3,12 +3,11 @@
 //! read it. Coverage is never better than what was read: a capped read is
 //! PARTIAL whatever was requested.
 
-use std::io::Read as _;
-
 use crate::digest::Sha256Digest;
 use crate::identity::SealedRoot;
 use crate::log::{ObservationRecord, Position};
 use crate::model::{Coverage, Mechanism, ReadbackRequest, ResourceRole};
+use crate::producers::fs::read_capped;
 
 /// Performs one readback of `path`; `None` for mechanisms this host cannot
 /// perform for the filesystem.
@@ -28,10 +27,8 @@ pub fn perform(
     let resolved = root.resolve(path, role).ok()?;
     let (coverage, content_sha256) = match (request.mechanism, resolved.exists) {
         (Mechanism::FilesystemRead, true) => {
-            let mut bytes = Vec::new();
-            let read = root.dir().open(path).and_then(|file| file.take(cap + 1).read_to_end(&mut bytes));
-            match read {
-                Ok(_) if bytes.len() as u64 <= cap && request.coverage == Coverage::Complete => {
+            match root.dir().open(path).and_then(|file| read_capped(file, cap)) {
+                Ok((bytes, false)) if request.coverage == Coverage::Complete => {
                     (Coverage::Complete, Some(Sha256Digest::of(&bytes).to_string()))
                 }
                 _ => (Coverage::Partial, None),

@@ -37,6 +37,17 @@ fn write_bytes(root: &Dir, path: &str, bytes: &[u8]) -> Result<Sha256Digest, (St
     Ok(Sha256Digest::of(bytes))
 }
 
+/// Reads at most `cap` bytes from `reader`; the flag says whether there was
+/// more (the content is then cut at `cap`). Producers, pre-states and
+/// readbacks all read through this, so "truncated" means the same everywhere.
+pub fn read_capped(reader: impl std::io::Read, cap: u64) -> std::io::Result<(Vec<u8>, bool)> {
+    let mut bytes = Vec::new();
+    reader.take(cap + 1).read_to_end(&mut bytes)?;
+    let truncated = bytes.len() as u64 > cap;
+    bytes.truncate(cap as usize);
+    Ok((bytes, truncated))
+}
+
 /// Reads `path` whole, as UTF-8.
 fn read_text(root: &Dir, path: &str) -> Result<String, String> {
     let bytes = root.read(path).map_err(|e| format!("{path}: {e}"))?;
@@ -143,13 +154,10 @@ pub fn read_file(
     limit: Option<usize>,
     cap: u64,
 ) -> Produced<ReadResult> {
-    let mut bytes = Vec::new();
-    let opened = root.open(path).and_then(|file| file.take(cap + 1).read_to_end(&mut bytes));
-    if let Err(error) = opened {
-        return Produced::failure(format!("{path}: {error}"), false);
-    }
-    let truncated = bytes.len() as u64 > cap;
-    bytes.truncate(cap as usize);
+    let (bytes, truncated) = match root.open(path).and_then(|file| read_capped(file, cap)) {
+        Ok(read) => read,
+        Err(error) => return Produced::failure(format!("{path}: {error}"), false),
+    };
     let complete_sha256 = (!truncated).then(|| Sha256Digest::of(&bytes));
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let whole = offset == 0 && limit.is_none() && !truncated;
