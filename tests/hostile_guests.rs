@@ -6,7 +6,8 @@
 
 mod support;
 
-use effect_ledger::model::{Classification, Execution, ReadbackContext};
+use effect_ledger::completion::Evaluator;
+use effect_ledger::model::{Classification, EvidenceLedger, Execution, ReadbackContext, ReasonCode, Verdict};
 use effect_ledger::policy::{
     LoadedComponent, PolicyError, PolicyOptions, PolicySet, SandboxLimits, World, load_unpinned,
 };
@@ -176,6 +177,46 @@ fn the_untampered_copy_loads_and_classifies() {
     let mut set = PolicySet::load(&copy.source(), &PolicyOptions::default()).unwrap();
     let called = set.classifier("write_file").unwrap().classify(&operation()).unwrap();
     assert!(matches!(called.value, Classification::Effect(_)));
+}
+
+#[test]
+fn an_evaluator_that_spins_traps_or_lies_gives_blocked_policy_failure_never_completed() {
+    let loaded = load_unpinned(
+        "hostile-evaluator",
+        World::Evaluator,
+        &fixture("hostile-evaluator"),
+        &options(SandboxLimits { fuel: 20_000_000, ..SandboxLimits::default() }),
+    );
+    let Ok(LoadedComponent::Evaluator(mut component)) = loaded else {
+        panic!("the fixture loads as an evaluator")
+    };
+    let ledger = |answer: &str| EvidenceLedger {
+        resources: Vec::new(),
+        required: Vec::new(),
+        records: Vec::new(),
+        answer: answer.to_owned(),
+    };
+    for (mode, why) in [
+        ("spin", "fuel"),
+        ("trap", "trap"),
+        ("lie", "does not follow from its reasons"),
+        ("drop", "does not carry the disclosure"),
+        ("cite", "not in the ledger"),
+    ] {
+        let decided = Evaluator::Component(&mut component).decide(&ledger(mode));
+        assert_eq!(decided.decision.verdict, Verdict::Blocked, "{mode}");
+        let codes: Vec<ReasonCode> = decided.decision.reasons.iter().map(|r| r.code).collect();
+        assert_eq!(codes, [ReasonCode::PolicyFailure], "{mode}");
+        let failure = decided.policy_failure.expect("a policy failure is reported");
+        assert!(failure.contains(why), "{mode}: {failure}");
+        assert!(decided.decision.presented_answer.contains("could not be evaluated"), "{mode}");
+        let run = decided.evaluator.expect("the component is named (POL-4)");
+        assert_eq!(run.fuel_used, None, "{mode}: a failed call used no fuel it can report");
+        // The next, well-formed call works: the failed store was discarded.
+        let fine = Evaluator::Component(&mut component).decide(&ledger("fine"));
+        assert_eq!(fine.decision.verdict, Verdict::Completed, "after {mode}");
+        assert!(fine.evaluator.unwrap().fuel_used.is_some_and(|f| f > 0));
+    }
 }
 
 /// Every fixture crate in guest/fixtures has a test in this file (the

@@ -146,7 +146,9 @@ fn eight_writers_racing_share_one_lineage_without_reuse_or_double_settlement() {
                 assert_eq!(index, previous + 1, "{writer}'s claims out of order");
             }
             Record::Outcome(outcome) => settled[outcome.claim as usize] += 1,
-            Record::Observation(_) => unreachable!(),
+            Record::Observation(_) | Record::Decision(_) => {
+                unreachable!("the writers append claims and outcomes only")
+            }
         }
     }
     let claims = records.iter().filter(|r| matches!(r.record, Record::Claim(_))).count();

@@ -5,72 +5,11 @@
 
 #![allow(clippy::disallowed_methods)] // tests drive the binary with real paths
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod support;
 
-use serde_json::Value;
+use std::process::{Command, Stdio};
 
-struct Session {
-    _base: tempfile::TempDir,
-    root: PathBuf,
-    data: PathBuf,
-}
-
-fn session() -> Session {
-    let base = tempfile::tempdir().unwrap();
-    let root = base.path().join("root");
-    let data = base.path().join("data");
-    std::fs::create_dir_all(&root).unwrap();
-    Session { _base: base, root, data }
-}
-
-impl Session {
-    fn command(&self, extra: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_effects"));
-        command
-            .arg("--data-dir")
-            .arg(&self.data)
-            .arg("session")
-            .arg("--root")
-            .arg(&self.root)
-            .arg("--json")
-            .args(extra);
-        command
-    }
-
-    fn run(&self, script: &str, extra: &[&str]) -> Output {
-        let mut child = self
-            .command(extra)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
-        child.wait_with_output().unwrap()
-    }
-
-    fn logs(&self) -> Vec<PathBuf> {
-        match std::fs::read_dir(self.data.join("effects")) {
-            Ok(entries) => entries
-                .map(|e| e.unwrap().path())
-                .filter(|p| p.extension().is_some_and(|x| x == "log"))
-                .collect(),
-            Err(_) => Vec::new(),
-        }
-    }
-}
-
-fn reports(output: &Output) -> Vec<Value> {
-    String::from_utf8_lossy(&output.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
-}
-
-fn verify(log: &Path) -> String {
-    let out = Command::new(env!("CARGO_BIN_EXE_effects")).arg("log").arg("verify").arg(log).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+use support::session::{reports, session, verify};
 
 const WRITE: &str = r#"{"tool": "write_file", "input": {"path": "a.txt", "content": "hi\n"}}"#;
 
@@ -131,20 +70,7 @@ fn a_run_continues_in_a_second_process_and_two_processes_share_it() {
             format!("{{\"tool\":\"write_file\",\"input\":{{\"path\":\"f{i}.txt\",\"content\":\"{i}\"}}}}\n")
         })
         .collect();
-    let children: Vec<_> = (0..2)
-        .map(|_| {
-            let mut child = s
-                .command(&["--run", &run_id])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap();
-            use std::io::Write;
-            child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
-            child
-        })
-        .collect();
+    let children: Vec<_> = (0..2).map(|_| s.spawn(&script, &["--run", &run_id])).collect();
     let mut claims: Vec<u64> = Vec::new();
     for child in children {
         let out = child.wait_with_output().unwrap();

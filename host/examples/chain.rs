@@ -65,8 +65,16 @@ fn main() -> anyhow::Result<()> {
                 format!("outcome {:?} of #{}", outcome.outcome.execution, outcome.claim)
             }
             Record::Observation(observation) => format!("observation exists={}", observation.exists),
+            Record::Decision(decision) => format!("decision {:?}", decision.verdict),
         };
         println!("#{} {what}", framed.position);
     }
+
+    // 4. The completion decision over that history, recorded with the
+    //    evaluator's digest and fuel.
+    let completion = ledger.complete(&run, &["a.txt".to_owned()], "I wrote a.txt.")?;
+    let decision = &completion.decided.decision;
+    println!("decision: {:?} ({} reason(s))", decision.verdict, decision.reasons.len());
+    println!("presented answer: {}", decision.presented_answer);
     Ok(())
 }

@@ -4,6 +4,8 @@
 #![allow(dead_code)] // each test binary uses a different subset
 #![allow(clippy::disallowed_methods)] // test fixtures are read with ambient authority
 
+pub mod session;
+
 use std::path::{Path, PathBuf};
 
 use cap_std::ambient_authority;
@@ -69,6 +71,16 @@ impl PolicyCopy {
 
     pub fn path(&self, file: &str) -> PathBuf {
         self.dir.path().join(file)
+    }
+
+    /// Replaces component `file` with `bytes` and re-pins it in the manifest.
+    pub fn replace(&self, file: &str, bytes: &[u8]) {
+        let old =
+            effect_ledger::digest::Sha256Digest::of(&std::fs::read(self.path(file)).unwrap()).to_string();
+        let new = effect_ledger::digest::Sha256Digest::of(bytes).to_string();
+        std::fs::write(self.path(file), bytes).unwrap();
+        let manifest = std::fs::read_to_string(self.path("manifest.toml")).unwrap();
+        std::fs::write(self.path("manifest.toml"), manifest.replace(&old, &new)).unwrap();
     }
 
     pub fn source(&self) -> PolicySource {

@@ -162,6 +162,20 @@ fn describe(position: u64, run_id: &str, record: &Record) -> String {
             observation.exists,
             observation.content_sha256.as_deref().map(|d| format!(" sha256={d}")).unwrap_or_default()
         ),
+        Record::Decision(decision) => format!(
+            "#{position} decision    run={run_id} verdict={:?} reasons={:?}{}",
+            decision.verdict,
+            decision.reasons,
+            decision
+                .evaluator
+                .as_ref()
+                .map(|e| {
+                    let fuel =
+                        e.fuel_used.map_or_else(|| "none (the call failed)".to_owned(), |f| f.to_string());
+                    format!(" evaluator={} fuel={fuel}", e.component)
+                })
+                .unwrap_or_default()
+        ),
     }
 }
 

@@ -1,8 +1,10 @@
 //! Argument parsing and dispatch for the `effects` binary, plus the exit-code
 //! convention every subcommand follows.
 
+mod decide;
 mod log;
 mod policy;
+mod runtime;
 mod session;
 
 use std::path::PathBuf;
@@ -67,6 +69,9 @@ enum Command {
     /// Run a script of tool calls through the ledger: every effect claimed
     /// durably before it runs, settled, read back; a report per step.
     Session(session::SessionArgs),
+    /// Decide completion of a recorded run (without executing anything):
+    /// COMPLETED, FAILED, BLOCKED or UNVERIFIED, with disclosures.
+    Decide(decide::DecideArgs),
     /// Inspect, verify and run policy components (for runtimes and policy authors).
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
@@ -80,6 +85,7 @@ impl Cli {
     pub fn run(self) -> Result<ExitCode, Failure> {
         match self.command {
             Command::Session(args) => args.run(self.data_dir),
+            Command::Decide(args) => args.run(self.data_dir),
             Command::Policy(command) => {
                 command.run(self.data_dir.as_deref().unwrap_or(std::path::Path::new(".effects")))
             }

@@ -1,6 +1,7 @@
 //! `effects policy ...`: the policy author's loop. `inspect` reads a component
 //! file without running it, `verify` checks a whole manifest, `run` makes one
-//! sandboxed call with JSON in and JSON out (like `opa eval` or `kwctl run`).
+//! sandboxed call with JSON in and JSON out (like `opa eval` or `kwctl run`),
+//! `test` runs the conformance vectors against an evaluator.
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -17,6 +18,10 @@ use effect_ledger::policy::{
     self, CompileCache, LoadedComponent, PolicyError, PolicyOptions, PolicySet, PolicySource, SandboxLimits,
     World,
 };
+
+use effect_ledger::completion::vectors;
+use effect_ledger::completion::{Evaluator, evaluator_of};
+use effect_ledger::policy::NativeEvaluator;
 
 use super::{Failure, exit, open_parent};
 
@@ -61,6 +66,26 @@ pub enum PolicyCommand {
         #[arg(long, default_value_t = SandboxLimits::default().memory_bytes)]
         memory: usize,
     },
+    /// Run conformance vectors (a directory of `*.json` files, each a ledger
+    /// and the decision it must get) against an evaluator component and print
+    /// `N passed, M failed`. Exit 1 when any fails.
+    #[command(after_help = "Vector format: see tests/vectors/*.json and the `completion::vectors` \
+module docs. Without --evaluator, the shipped (embedded) evaluator is tested; --native tests the \
+same evaluator compiled into this binary.")]
+    Test {
+        /// The directory of vectors.
+        #[arg(default_value = "tests/vectors")]
+        dir: PathBuf,
+        /// An evaluator component file to test (no manifest pin is needed).
+        #[arg(long, conflicts_with = "native")]
+        evaluator: Option<PathBuf>,
+        /// Test the shipped evaluator compiled natively instead of a component.
+        #[arg(long)]
+        native: bool,
+        /// One JSON object per vector, then a summary object.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -79,6 +104,9 @@ impl PolicyCommand {
             PolicyCommand::Run { file, call, input, fuel, memory } => {
                 let limits = SandboxLimits { fuel, memory_bytes: memory, ..SandboxLimits::default() };
                 run(&file, call, &input, limits)
+            }
+            PolicyCommand::Test { dir, evaluator, native, json } => {
+                test(&dir, evaluator.as_deref(), native, json)
             }
         }
     }
@@ -221,4 +249,54 @@ fn run(file: &Path, call: CallArg, input: &Path, limits: SandboxLimits) -> Resul
         _ => unreachable!("the world was chosen from the call"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+fn test(dir: &Path, file: Option<&Path>, native: bool, json: bool) -> Result<ExitCode, Failure> {
+    let mut shipped;
+    let mut loaded;
+    let mut evaluator = if native {
+        Evaluator::Native(NativeEvaluator)
+    } else if let Some(file) = file {
+        let bytes = read_file(file)?;
+        let name =
+            file.file_stem().map_or_else(|| "evaluator".to_owned(), |s| s.to_string_lossy().into_owned());
+        loaded = match policy::load_unpinned(&name, World::Evaluator, &bytes, &PolicyOptions::default()) {
+            Ok(LoadedComponent::Evaluator(component)) => component,
+            Ok(LoadedComponent::Classifier(_)) => unreachable!("loaded as an evaluator"),
+            Err(error) => return Err(Failure::new(exit::REFUSED, error)),
+        };
+        Evaluator::Component(&mut loaded)
+    } else {
+        shipped = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default())
+            .map_err(|e| Failure::new(exit::REFUSED, e))?;
+        evaluator_of(shipped.evaluator())
+    };
+    let results = vectors::run(dir, &mut evaluator).map_err(|e| Failure::new(exit::BAD_INPUT, anyhow!(e)))?;
+    let failed = results.iter().filter(|r| !r.passed()).count();
+    for result in &results {
+        let file = result.file.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        if json {
+            println!(
+                "{}",
+                serde_json::json!({
+                    "file": file, "rule": result.rule, "title": result.title,
+                    "passed": result.passed(), "failures": result.failures,
+                })
+            );
+        } else if result.passed() {
+            println!("ok    {file} ({}: {})", result.rule, result.title);
+        } else {
+            println!("FAIL  {file} ({}: {})", result.rule, result.title);
+            for failure in &result.failures {
+                println!("        {failure}");
+            }
+        }
+    }
+    let passed = results.len() - failed;
+    if json {
+        println!("{}", serde_json::json!({ "summary": { "passed": passed, "failed": failed } }));
+    } else {
+        println!("{passed} passed, {failed} failed");
+    }
+    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(exit::PROBLEMS) })
 }

@@ -14,12 +14,18 @@ use serde_json::Value;
 
 use crate::digest::Sha256Digest;
 use crate::identity::{IdentityError, SealedRoot};
-use crate::model::{Binding, BoundOperation, BoundPreState, PreState, ResourceRole};
+use crate::model::{
+    Binding, BoundOperation, BoundPreState, ExternalLocation, Location, PreState, ResourceRef, ResourceRole,
+};
 use crate::producers::fs::read_capped;
 
 /// Tools the reference producers implement.
 pub const FILESYSTEM_TOOLS: &[&str] =
     &["write_file", "edit_file", "apply_patch", "read_file", "ls", "glob", "grep"];
+
+/// Tools the embedding runtime executes and reports on: the host binds their
+/// resources and records their reported facts, but runs nothing itself.
+pub const REPORTED_TOOLS: &[&str] = &["external"];
 
 /// Why a call cannot be bound.
 #[derive(Debug, thiserror::Error)]
@@ -81,6 +87,28 @@ pub fn read_pre_state(root: &SealedRoot, path: &str, cap: u64) -> PreState {
     }
 }
 
+/// The external endpoint of an `external` call (ID-2): `server` and `tool`
+/// name it, `endpoint` (optional) says where. Nothing remote is observed, so
+/// its incarnation is `unobserved`.
+fn external_endpoint(root: &SealedRoot, tool: &str, input: &Value) -> Result<ResourceRef, BindError> {
+    let named = |field: &str| -> Result<String, BindError> {
+        let value = text(tool, input, field)?;
+        if value.is_empty() {
+            return Err(BindError::BadInput { tool: tool.into(), message: format!("`{field}` is empty") });
+        }
+        Ok(value.to_owned())
+    };
+    let endpoint = input.get("endpoint").and_then(Value::as_str).unwrap_or_default().to_owned();
+    let location = ExternalLocation {
+        namespace: "mcp".into(),
+        owner: root.root().owner.clone(),
+        endpoint,
+        server: named("server")?,
+        tool: named("tool")?,
+    };
+    Ok(ResourceRef::new(ResourceRole::Target, Location::External(location), "unobserved".into(), None))
+}
+
 /// Binds one call. `input` is normalized to canonical JSON (sorted keys).
 pub fn bind(
     root: &SealedRoot,
@@ -130,6 +158,10 @@ pub fn bind(
     let mut bindings = Vec::new();
     let mut paths = Vec::new();
     let mut pre_states = Vec::new();
+    if tool == "external" {
+        bindings.push(Binding { name: "endpoint".into(), resource: external_endpoint(root, tool, input)? });
+        paths.push(String::new());
+    }
     for (index, (name, path, role, wants_pre)) in named.into_iter().enumerate() {
         let resolved = root.resolve(&path, role)?;
         if wants_pre {
@@ -151,7 +183,7 @@ pub fn bind(
         input_json,
         bindings,
         pre_states,
-        producer_bound: FILESYSTEM_TOOLS.contains(&tool),
+        producer_bound: FILESYSTEM_TOOLS.contains(&tool) || REPORTED_TOOLS.contains(&tool),
     };
     Ok(Bound { operation, paths })
 }

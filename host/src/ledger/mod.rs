@@ -32,6 +32,7 @@
 //! (POL-4); a run with no claims creates no file (LOG-5, CMP-9).
 
 pub mod bind;
+mod complete;
 pub mod readback;
 
 use std::collections::HashMap;
@@ -51,7 +52,8 @@ use crate::model::{
 };
 use crate::policy::PolicySet;
 
-pub use bind::{Bound, FILESYSTEM_TOOLS};
+pub use bind::{Bound, FILESYSTEM_TOOLS, REPORTED_TOOLS};
+pub use complete::{CompleteError, Completion};
 
 /// How to open a ledger.
 pub struct LedgerConfig {

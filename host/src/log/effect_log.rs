@@ -27,7 +27,7 @@ use std::collections::BTreeSet;
 use super::error::LogError;
 use super::frame::{self, Framed, OperatorKey};
 use super::history::{ClaimState, History};
-use super::record::{ClaimRecord, ObservationRecord, OutcomeRecord, Position, Record};
+use super::record::{ClaimRecord, DecisionRecord, ObservationRecord, OutcomeRecord, Position, Record};
 use super::scan::{self, scan};
 use super::storage::{LockKind, Storage, read_range};
 use crate::model::{CleanupState, Execution, Impact, Outcome, ProducerFacts};
@@ -314,6 +314,12 @@ impl<S: Storage> EffectLog<S> {
         let result = self.append(run_id, &Record::Observation(observation));
         self.mark_degraded_on_failure(run_id, &result);
         result
+    }
+
+    /// Appends a completion decision (POL-4). A decision is not evidence: a
+    /// failure here leaves the evidence as it was and marks nothing degraded.
+    pub fn record_decision(&mut self, run_id: &str, decision: DecisionRecord) -> Result<Position, LogError> {
+        self.append(run_id, &Record::Decision(decision))
     }
 
     fn mark_degraded_on_failure(&mut self, run_id: &str, result: &Result<Position, LogError>) {

@@ -60,6 +60,16 @@ pub enum HistoryError {
         /// Its state.
         state: &'static str,
     },
+    /// An obligation whose target is not in its claim's impact scope (CL-1).
+    #[error("claim obligation {obligation} targets scope entry {target}, but the scope has {scope} (CL-1)")]
+    ObligationOutsideScope {
+        /// Index of the obligation.
+        obligation: usize,
+        /// Its target index.
+        target: u32,
+        /// The scope's length.
+        scope: usize,
+    },
     /// An outcome OUT-1 does not allow.
     #[error("outcome for claim {claim} is impossible: {reason} (OUT-1)")]
     ImpossibleOutcome {
@@ -181,7 +191,16 @@ impl History {
     /// The claim state change `record` makes, if it is allowed.
     fn next_state(&self, record: &Record) -> Result<Option<(Position, ClaimState)>, HistoryError> {
         match record {
-            Record::Claim(_) => Ok(None),
+            Record::Claim(claim) => {
+                let scope = claim.impact_scope.len();
+                match claim.obligations.iter().enumerate().find(|(_, o)| o.target as usize >= scope) {
+                    Some((obligation, o)) => {
+                        Err(HistoryError::ObligationOutsideScope { obligation, target: o.target, scope })
+                    }
+                    None => Ok(None),
+                }
+            }
+            Record::Decision(_) => Ok(None),
             Record::Observation(observation) => match observation.source_claim {
                 Some(claim) if self.claim_state(claim).is_none() => Err(HistoryError::NoSuchClaim { claim }),
                 _ => Ok(None),

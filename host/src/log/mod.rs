@@ -29,6 +29,9 @@ pub use file::{
 pub use frame::{Framed, OperatorKey};
 pub use group::GroupLog;
 pub use history::{ClaimState, History, HistoryError};
-pub use record::{ClaimRecord, Obligation, ObservationRecord, OperationRef, OutcomeRecord, Position, Record};
+pub use record::{
+    ClaimRecord, DecisionRecord, EvaluatorRun, Obligation, ObservationRecord, OperationRef, OutcomeRecord,
+    Position, Record,
+};
 pub use scan::{Defect, Scanned, scan};
 pub use storage::{DiskFile, Faults, LockKind, MemoryFile, Storage};

@@ -8,7 +8,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::{Coverage, JobLifecycle, Mechanism, Outcome, Postcondition, ProducerFacts, ResourceRef};
+use crate::model::{
+    Coverage, JobLifecycle, Mechanism, Outcome, Postcondition, ProducerFacts, ReasonCode, ResourceRef,
+    Verdict,
+};
 
 /// A log position: the zero-based index of a record in its lineage's log.
 pub type Position = u64;
@@ -98,6 +101,43 @@ pub struct ObservationRecord {
     pub job_state: Option<JobLifecycle>,
 }
 
+/// The evaluator that took a decision, and what the call cost (POL-4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvaluatorRun {
+    /// Component name.
+    pub component: String,
+    /// Component digest.
+    pub sha256: String,
+    /// The contract version.
+    pub wit: String,
+    /// Fuel the call consumed; `None` when the call failed.
+    pub fuel_used: Option<u64>,
+}
+
+/// A completion decision (CMP-11), recorded after the evidence it was taken
+/// over, so it can be re-derived offline from the log (POL-3, POL-4).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionRecord {
+    /// The last position of the evidence it decided over, if there was any.
+    pub through: Option<Position>,
+    /// The required artifacts, as resolved when deciding.
+    pub required: Vec<ResourceRef>,
+    /// SHA-256 of the agent's answer text.
+    pub answer_sha256: String,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// The reasons' codes, in order.
+    pub reasons: Vec<ReasonCode>,
+    /// The disclosures the presented answer carries.
+    pub disclosures: Vec<String>,
+    /// The evaluator, when one answered (or was loaded and failed).
+    pub evaluator: Option<EvaluatorRun>,
+    /// Why evaluation failed, when it did (the verdict is then BLOCKED).
+    pub policy_failure: Option<String>,
+}
+
 /// One record of the log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
@@ -108,15 +148,18 @@ pub enum Record {
     Outcome(OutcomeRecord),
     /// An observation.
     Observation(ObservationRecord),
+    /// A completion decision.
+    Decision(DecisionRecord),
 }
 
 impl Record {
-    /// `claim`, `outcome` or `observation`.
+    /// `claim`, `outcome`, `observation` or `decision`.
     pub fn kind(&self) -> &'static str {
         match self {
             Record::Claim(_) => "claim",
             Record::Outcome(_) => "outcome",
             Record::Observation(_) => "observation",
+            Record::Decision(_) => "decision",
         }
     }
 }

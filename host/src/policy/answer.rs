@@ -94,8 +94,9 @@ pub(crate) fn check_readbacks(operation: &BoundOperation, answer: &[ReadbackRequ
     answer.iter().try_for_each(|request| binding_in_range(operation, request.binding, "a readback"))
 }
 
-/// The verdict is the worst of the reasons' verdicts (COMPLETED with none), and
-/// every position a reason or assessment cites is a record of the ledger.
+/// The verdict is the worst of the reasons' verdicts (COMPLETED with none);
+/// the presented answer carries every disclosure, in order (CMP-6); every
+/// position a reason or assessment cites is a record of the ledger.
 pub(crate) fn check_decision(ledger: &EvidenceLedger, answer: &Decision) -> Result<(), String> {
     let worst =
         answer.reasons.iter().map(|r| r.verdict).max_by_key(|v| v.severity()).unwrap_or(Verdict::Completed);
@@ -104,6 +105,26 @@ pub(crate) fn check_decision(ledger: &EvidenceLedger, answer: &Decision) -> Resu
             "verdict {:?} does not follow from its reasons (worst is {worst:?})",
             answer.verdict
         ));
+    }
+    // CMP-6 is structural: every reason's disclosure is listed, and every
+    // listed disclosure is carried by the presented answer.
+    let listed: HashSet<&str> = answer.disclosures.iter().map(String::as_str).collect();
+    if let Some(missing) =
+        answer.reasons.iter().filter_map(|r| r.disclosure.as_deref()).find(|d| !listed.contains(d))
+    {
+        return Err(format!("the disclosure {missing:?} of a reason is not in its disclosures"));
+    }
+    // In order, each searched after the previous one: linear in the answer.
+    let mut rest = answer.presented_answer.as_str();
+    for disclosure in &answer.disclosures {
+        match rest.find(disclosure.as_str()) {
+            Some(at) => rest = &rest[at + disclosure.len()..],
+            None => {
+                return Err(format!(
+                    "the presented answer does not carry the disclosure {disclosure:?} (in order)"
+                ));
+            }
+        }
     }
     let positions: HashSet<u64> = ledger.records.iter().map(EvidenceRecord::position).collect();
     let cited = answer

@@ -21,7 +21,8 @@
 //! `inspect` (reading a component's shape without compiling it), `manifest`,
 //! `source` (embedded or directory), `sandbox` (engine and limits), `cache`
 //! (compiled components on disk), `component` (one loaded component and its call
-//! protocol), `answer` (contract checks on guest answers), `set` (routing).
+//! protocol), `answer` (contract checks on guest answers), `set` (routing),
+//! `native` (the shipped evaluator compiled natively, for conformance).
 
 mod answer;
 mod bindings;
@@ -30,6 +31,7 @@ mod component;
 mod error;
 mod inspect;
 mod manifest;
+mod native;
 mod sandbox;
 mod set;
 mod source;
@@ -39,6 +41,7 @@ pub use component::{CallReport, Called, ClassifierComponent, EvaluatorComponent,
 pub use error::{PolicyCall, PolicyError};
 pub use inspect::{ComponentShape, inspect};
 pub use manifest::{ComponentEntry, FALLBACK_TOOL, Manifest, World};
+pub use native::NativeEvaluator;
 pub use sandbox::SandboxLimits;
 pub use set::{ComponentCheck, LoadedComponent, PolicyOptions, PolicySet, load_unpinned};
 pub use source::PolicySource;

@@ -135,7 +135,7 @@ fn reads_are_admitted_and_read_back_with_honest_coverage() {
         remote_acknowledged: false,
         detached: false,
     };
-    let context = |op: BoundOperation| ReadbackContext { operation: op, outcome: success.clone() };
+    let context = |op: BoundOperation| ReadbackContext { operation: op, outcome: success };
     assert_eq!(readbacks(&context(whole)).unwrap()[0].coverage, Coverage::Complete);
     let window = operation("read_file", serde_json::json!({"path": "a", "offset": 3}), &["path"], vec![]);
     assert_eq!(readbacks(&context(window)).unwrap()[0].coverage, Coverage::Partial);

@@ -1,6 +1,8 @@
 //! `effects session`: the main job for a terminal user. Runs a script of tool
-//! calls through the runtime chain with the reference producers and reports,
-//! per step, the claim, the outcome and the observations.
+//! calls through the runtime chain with the reference producers (or, for tools
+//! the reference runtime does not execute, the facts the script reports) and
+//! reports, per step, the claim, the outcome and the observations; a
+//! `complete` step prints the completion decision and the presented answer.
 //!
 //! Steps that are refused (an escape, the effect store, a policy refusal)
 //! write no claim and the session goes on; a step whose claim cannot be
@@ -9,33 +11,34 @@
 mod script;
 
 use std::io::Read as _;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, anyhow};
-use cap_std::ambient_authority;
-use cap_std::fs::Dir;
 use clap::Args;
 use serde_json::{Value, json};
 
-use effect_ledger::identity::{ControlPlane, SealedRoot};
-use effect_ledger::ledger::{Dispatch, Dispatched, Ledger, LedgerConfig, Recorded};
+use effect_ledger::ledger::{Dispatch, Dispatched, Ledger, Recorded, Run};
 use effect_ledger::model::ProducerFacts;
-use effect_ledger::policy::{PolicyOptions, PolicySet};
 use effect_ledger::producers::Produced;
 use effect_ledger::producers::fs;
 
-use super::policy::{manifest_source, open_cache};
-use super::{Failure, exit};
+use super::Failure;
+use super::decide::{decision_json, describe_decision};
+use super::runtime::{bad, open_ledger};
 
 /// Arguments of `effects session`.
 #[derive(Args)]
 #[command(after_help = "Script: JSON lines, one step each, e.g.\n  \
 {\"tool\": \"write_file\", \"input\": {\"path\": \"a.txt\", \"content\": \"hi\\n\"}}\n  \
-{\"tool\": \"read_file\", \"input\": {\"path\": \"a.txt\"}}\n\
-Tools: write_file, edit_file, apply_patch, read_file, ls, glob, grep. The whole script is \
-validated first: a bad line exits 2 naming it, and nothing runs.")]
+{\"tool\": \"read_file\", \"input\": {\"path\": \"a.txt\"}}\n  \
+{\"tool\": \"external\", \"input\": {\"server\": \"tracker\", \"tool\": \"create_issue\", \
+\"arguments\": {}}, \"reported\": {\"exit_code\": 0}}\n  \
+{\"complete\": {\"required\": [\"a.txt\"], \"answer\": \"I wrote a.txt.\"}}\n\
+Tools run here: write_file, edit_file, apply_patch, read_file, ls, glob, grep. Reported (run by \
+the embedding runtime, facts given in `reported`): external. `complete` decides the run so far: \
+COMPLETED, FAILED, BLOCKED or UNVERIFIED, with the disclosures the answer must carry. The whole \
+script is validated first: a bad line exits 2 naming it, and nothing runs.")]
 pub struct SessionArgs {
     /// The directory the tools work beneath (a sealed root; created if missing).
     #[arg(long)]
@@ -54,10 +57,6 @@ pub struct SessionArgs {
     script: PathBuf,
 }
 
-fn bad(error: impl Into<anyhow::Error>) -> Failure {
-    Failure::new(exit::BAD_INPUT, error)
-}
-
 fn read_script(path: &Path) -> Result<String, Failure> {
     if path == Path::new("-") {
         let mut text = String::new();
@@ -71,22 +70,6 @@ fn read_script(path: &Path) -> Result<String, Failure> {
             .with_context(|| format!("reading the script {}", path.display()))
             .map_err(bad)
     }
-}
-
-fn private_dir(path: &Path) -> Result<(), Failure> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(path)
-        .with_context(|| format!("creating {}", path.display()))
-        .map_err(bad)
-}
-
-/// The effect store's place beneath the root, if the data dir lies there.
-fn store_prefix(root: &Path, data_dir: &Path) -> Option<String> {
-    let root = root.canonicalize().ok()?;
-    let data = data_dir.canonicalize().ok()?;
-    data.strip_prefix(&root).ok().map(|relative| relative.to_string_lossy().into_owned())
 }
 
 /// Runs the reference producer for a dispatched step.
@@ -218,6 +201,79 @@ fn describe_step(report: &Value) -> String {
     }
 }
 
+/// The facts a reported step's runtime gave (TRU-1: acknowledgement only from
+/// the external resource the host bound, i.e. exit 0 of that call).
+fn reported_facts(reported: &script::Reported) -> ProducerFacts {
+    let ran = reported.executed;
+    ProducerFacts {
+        executed: ran,
+        exit_code: reported.exit_code.filter(|_| ran),
+        timed_out: ran && reported.timed_out,
+        cancelled: ran && reported.cancelled,
+        remote_acknowledged: ran && reported.exit_code == Some(0),
+        ..ProducerFacts::default()
+    }
+}
+
+/// Counts for the summary.
+#[derive(Default)]
+struct Tally {
+    claims: usize,
+    refused: usize,
+    blocked: usize,
+}
+
+/// Runs one tool step and reports it.
+fn tool_step(
+    ledger: &mut Ledger,
+    run: &Run,
+    step: &script::ToolStep,
+    index: usize,
+    tally: &mut Tally,
+) -> Value {
+    let mut report = json!({ "step": index + 1, "tool": step.tool });
+    match ledger.dispatch(run, &step.tool, &step.input, &format!("step-{}", index + 1)) {
+        Dispatch::Refused(reason) => {
+            tally.refused += 1;
+            report["status"] = json!("refused");
+            report["reason"] = json!(reason);
+        }
+        Dispatch::Blocked(reason) => {
+            tally.blocked += 1;
+            report["status"] = json!("blocked");
+            report["reason"] = json!(reason);
+        }
+        Dispatch::Run(dispatched) => {
+            tally.claims += usize::from(dispatched.claim.is_some());
+            let (facts, result) = match &step.reported {
+                Some(reported) => {
+                    let exit =
+                        reported.exit_code.map_or_else(|| "no exit code".to_owned(), |c| format!("exit {c}"));
+                    (reported_facts(reported), Ok(format!("reported by the runtime: {exit}")))
+                }
+                None => produce(ledger, &step.tool, &step.input, &dispatched),
+            };
+            report["status"] = json!("ran");
+            report["action_id"] = json!(dispatched.action_id);
+            report["claim"] = json!(dispatched.claim);
+            report["policy_failure"] = json!(dispatched.policy_failure);
+            report["result"] = match result {
+                Ok(text) => json!({ "ok": text }),
+                Err(error) => json!({ "error": error }),
+            };
+            match ledger.record(run, &dispatched, &facts) {
+                Ok(recorded) => {
+                    report["outcome"] =
+                        if dispatched.claim.is_some() { outcome_json(&recorded) } else { Value::Null };
+                    report["observations"] = observations_json(&recorded);
+                }
+                Err(error) => report["record_error"] = json!(error.to_string()),
+            }
+        }
+    }
+    report
+}
+
 impl SessionArgs {
     pub fn run(self, data_dir: Option<PathBuf>) -> Result<ExitCode, Failure> {
         let steps = script::parse(&read_script(&self.script)?).map_err(|(line, message)| {
@@ -234,21 +290,7 @@ impl SessionArgs {
             let parent = self.root.canonicalize().ok().and_then(|r| r.parent().map(Path::to_path_buf));
             parent.unwrap_or_else(|| PathBuf::from(".")).join(".effects")
         });
-        private_dir(&data_dir)?;
-        let data = Dir::open_ambient_dir(&data_dir, ambient_authority()).map_err(bad)?;
-        let prefix = store_prefix(&self.root, &data_dir).map(|p| format!("{p}/effects"));
-        let control = match data.open_dir("effects") {
-            Ok(store) => ControlPlane::new(&store, prefix).map_err(bad)?,
-            Err(_) => ControlPlane::without_files(prefix),
-        };
-        let root_dir = Dir::open_ambient_dir(&self.root, ambient_authority()).map_err(bad)?;
-        let display_root = self.root.display().to_string();
-        let root = SealedRoot::new(root_dir, &display_root, "session", "cli", control).map_err(bad)?;
-        let options = PolicyOptions { cache: open_cache(&data_dir), ..PolicyOptions::default() };
-        let policies = PolicySet::load(&manifest_source(self.manifest.as_deref())?, &options)
-            .map_err(|e| Failure::new(exit::REFUSED, e))?;
-        let display_data = data_dir.display().to_string();
-        let mut ledger = Ledger::new(LedgerConfig::new(data, &display_data, root, policies));
+        let (mut ledger, display_data) = open_ledger(&self.root, &data_dir, self.manifest.as_deref())?;
         let run = match &self.run {
             Some(id) => ledger.continue_run(id).map_err(|e| bad(anyhow!(e)))?,
             None => ledger.begin_run(None),
@@ -256,62 +298,63 @@ impl SessionArgs {
         if !self.json {
             println!("run {} (data dir {})", run.id, display_data);
         }
-        let (mut claims, mut refused, mut blocked) = (0, 0, 0);
+        let mut tally = Tally::default();
+        let mut decision = None;
         for (index, step) in steps.iter().enumerate() {
-            let mut report = json!({ "step": index + 1, "line": step.line, "tool": step.tool });
-            match ledger.dispatch(&run, &step.tool, &step.input, &format!("step-{}", index + 1)) {
-                Dispatch::Refused(reason) => {
-                    refused += 1;
-                    report["status"] = json!("refused");
-                    report["reason"] = json!(reason);
-                }
-                Dispatch::Blocked(reason) => {
-                    blocked += 1;
-                    report["status"] = json!("blocked");
-                    report["reason"] = json!(reason);
-                }
-                Dispatch::Run(dispatched) => {
-                    claims += usize::from(dispatched.claim.is_some());
-                    let (facts, result) = produce(&ledger, &step.tool, &step.input, &dispatched);
-                    report["status"] = json!("ran");
-                    report["action_id"] = json!(dispatched.action_id);
-                    report["claim"] = json!(dispatched.claim);
-                    report["policy_failure"] = json!(dispatched.policy_failure);
-                    report["result"] = match result {
-                        Ok(text) => json!({ "ok": text }),
-                        Err(error) => json!({ "error": error }),
-                    };
-                    match ledger.record(&run, &dispatched, &facts) {
-                        Ok(recorded) => {
-                            report["outcome"] = if dispatched.claim.is_some() {
-                                outcome_json(&recorded)
-                            } else {
-                                Value::Null
-                            };
-                            report["observations"] = observations_json(&recorded);
-                        }
-                        Err(error) => report["record_error"] = json!(error.to_string()),
+            let report = match &step.action {
+                script::Action::Tool(tool) => {
+                    let mut report = tool_step(&mut ledger, &run, tool, index, &mut tally);
+                    report["line"] = json!(step.line);
+                    if !self.json {
+                        println!("{}", describe_step(&report));
                     }
+                    report
                 }
-            }
+                script::Action::Complete(complete) => {
+                    let mut report = match ledger.complete(&run, &complete.required, &complete.answer) {
+                        Ok(completion) => decision_json(&completion),
+                        Err(error) => json!({ "status": "refused", "reason": error.to_string() }),
+                    };
+                    report["step"] = json!(index + 1);
+                    report["line"] = json!(step.line);
+                    report["complete"] = json!({ "required": complete.required });
+                    if !self.json {
+                        match report["reason"].as_str() {
+                            Some(reason) => println!("[{}] complete: REFUSED ({reason})", index + 1),
+                            None => println!("[{}] complete: {}", index + 1, describe_decision(&report)),
+                        }
+                    }
+                    decision = Some(report.clone());
+                    report
+                }
+            };
             if self.json {
                 println!("{report}");
-            } else {
-                println!("{}", describe_step(&report));
             }
         }
+        let claims = tally.claims;
         let log =
             (claims > 0 || self.run.is_some()).then(|| format!("{display_data}/effects/{}.log", run.lineage));
-        let summary = json!({ "summary": {
+        let mut summary = json!({ "summary": {
             "run_id": run.id, "lineage": run.lineage, "steps": steps.len(), "claims": claims,
-            "refused": refused, "blocked": blocked, "data_dir": display_data, "log": log,
+            "refused": tally.refused, "blocked": tally.blocked, "data_dir": display_data, "log": log,
         }});
+        // The final object carries the last decision's fields at the top level.
+        if let Some(Value::Object(fields)) = &decision {
+            for key in ["verdict", "reasons", "disclosures", "assessments", "answer"] {
+                if let Some(value) = fields.get(key) {
+                    summary[key] = value.clone();
+                }
+            }
+        }
         if self.json {
             println!("{summary}");
         } else {
             println!(
-                "{} step(s): {claims} claimed, {refused} refused, {blocked} blocked; continue with --run {}",
+                "{} step(s): {claims} claimed, {} refused, {} blocked; continue with --run {}",
                 steps.len(),
+                tally.refused,
+                tally.blocked,
                 run.id
             );
         }

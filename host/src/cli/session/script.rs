@@ -4,24 +4,100 @@
 //! ```text
 //! {"tool": "write_file", "input": {"path": "a.txt", "content": "hi\n"}}
 //! {"tool": "read_file", "input": {"path": "a.txt"}}
+//! {"tool": "external", "input": {"server": "tracker", "tool": "create_issue", "arguments": {}},
+//!  "reported": {"exit_code": 0}}
+//! {"complete": {"required": ["a.txt"], "answer": "I wrote a.txt."}}
 //! ```
 //!
-//! Blank lines and lines starting with `#` are skipped.
+//! A tool step either runs through a reference producer (the filesystem
+//! tools) or, for a tool the reference runtime does not execute, carries the
+//! facts the embedding runtime `reported`. A `complete` step decides the run so
+//! far. Blank lines and lines starting with `#` are skipped.
 
 use serde::Deserialize;
 use serde_json::Value;
 
-/// One step of a script.
+use effect_ledger::ledger::{FILESYSTEM_TOOLS, REPORTED_TOOLS};
+
+/// What the embedding runtime reports for a tool it executed itself.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Step {
+pub struct Reported {
+    /// Whether the backend was invoked at all (default true).
+    #[serde(default = "yes")]
+    pub executed: bool,
+    /// Its exit code (0 is success).
+    pub exit_code: Option<i32>,
+    /// The runtime's timeout fired.
+    #[serde(default)]
+    pub timed_out: bool,
+    /// The call was cancelled.
+    #[serde(default)]
+    pub cancelled: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A tool call.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolStep {
     /// The tool.
     pub tool: String,
     /// Its input, as the agent gave it.
     pub input: Value,
-    /// The 1-based script line (filled in by the parser).
-    #[serde(skip)]
+    /// Facts for a tool the reference runtime does not execute.
+    pub reported: Option<Reported>,
+}
+
+/// A completion step: decide the run so far.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompleteStep {
+    /// Files beneath the root the work must have produced.
+    #[serde(default)]
+    pub required: Vec<String>,
+    /// The agent's final answer.
+    #[serde(default)]
+    pub answer: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CompleteLine {
+    complete: CompleteStep,
+}
+
+/// What a step does.
+#[derive(Debug, Clone)]
+pub enum Action {
+    /// Call a tool.
+    Tool(ToolStep),
+    /// Decide completion.
+    Complete(CompleteStep),
+}
+
+/// One step of a script and its 1-based line.
+#[derive(Debug, Clone)]
+pub struct Step {
+    /// What it does.
+    pub action: Action,
+    /// The script line.
     pub line: usize,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct ExternalInput {
+    server: String,
+    tool: String,
+    #[serde(default)]
+    arguments: Value,
+    #[serde(default)]
+    endpoint: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -82,9 +158,25 @@ fn shape<T: for<'de> Deserialize<'de>>(input: &Value) -> Result<(), String> {
     T::deserialize(input).map(drop).map_err(|e| e.to_string())
 }
 
-/// Checks a step's input has the shape its tool takes.
-fn check(step: &Step) -> Result<(), String> {
-    match step.tool.as_str() {
+/// Checks a step's input has the shape its tool takes, and that `reported`
+/// facts come exactly with the tools the reference runtime does not execute.
+fn check(step: &ToolStep) -> Result<(), String> {
+    let tool = step.tool.as_str();
+    match (&step.reported, REPORTED_TOOLS.contains(&tool)) {
+        (Some(_), false) if FILESYSTEM_TOOLS.contains(&tool) => {
+            return Err(format!(
+                "{tool}: `reported` is for tools the reference runtime does not execute; it runs {tool} itself"
+            ));
+        }
+        (None, true) => {
+            return Err(format!(
+                "{tool}: the reference runtime does not execute {tool}; give the facts the runtime `reported`, e.g. \"reported\": {{\"exit_code\": 0}}"
+            ));
+        }
+        _ => {}
+    }
+    match tool {
+        "external" => shape::<ExternalInput>(&step.input),
         "write_file" => shape::<WriteInput>(&step.input),
         "edit_file" => shape::<EditInput>(&step.input),
         "apply_patch" => shape::<PatchInput>(&step.input),
@@ -92,7 +184,9 @@ fn check(step: &Step) -> Result<(), String> {
         "ls" => shape::<LsInput>(&step.input),
         "glob" | "grep" => shape::<SearchInput>(&step.input),
         other => Err(format!(
-            "no reference producer for tool {other:?} (known: write_file, edit_file, apply_patch, read_file, ls, glob, grep)"
+            "no reference producer for tool {other:?} (known: {}; reported: {})",
+            FILESYSTEM_TOOLS.join(", "),
+            REPORTED_TOOLS.join(", ")
         )),
     }
     .map_err(|e| format!("{}: {e}", step.tool))
@@ -108,10 +202,17 @@ pub fn parse(text: &str) -> Result<Vec<Step>, (usize, String)> {
         if trimmed.is_empty() || trimmed.starts_with('#') {
             continue;
         }
-        let mut step: Step = serde_json::from_str(trimmed).map_err(|e| (number, e.to_string()))?;
-        step.line = number;
-        check(&step).map_err(|message| (number, message))?;
-        steps.push(step);
+        let value: Value = serde_json::from_str(trimmed).map_err(|e| (number, e.to_string()))?;
+        let action = if value.get("complete").is_some() {
+            let line: CompleteLine =
+                serde_json::from_value(value).map_err(|e| (number, format!("complete: {e}")))?;
+            Action::Complete(line.complete)
+        } else {
+            let step: ToolStep = serde_json::from_value(value).map_err(|e| (number, e.to_string()))?;
+            check(&step).map_err(|message| (number, message))?;
+            Action::Tool(step)
+        };
+        steps.push(Step { action, line: number });
     }
     if steps.is_empty() {
         return Err((0, "the script has no steps".into()));
@@ -141,6 +242,10 @@ mod tests {
             ("{\"tool\":\"rm_rf\",\"input\":{}}\n", 1, "no reference producer"),
             ("{\"tool\":\"ls\",\"input\":{},\"extra\":true}\n", 1, "extra"),
             ("\n# only comments\n", 0, "no steps"),
+            ("{\"tool\":\"external\",\"input\":{\"server\":\"s\",\"tool\":\"t\"}}\n", 1, "reported"),
+            ("{\"tool\":\"ls\",\"input\":{},\"reported\":{\"exit_code\":0}}\n", 1, "runs ls itself"),
+            ("{\"complete\":{\"required\":\"a.txt\"}}\n", 1, "complete"),
+            ("{\"complete\":{},\"tool\":\"ls\"}\n", 1, "complete"),
         ];
         for (text, line, needle) in cases {
             let (got, message) = parse(text).unwrap_err();

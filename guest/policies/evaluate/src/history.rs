@@ -1,0 +1,419 @@
+//! The ledger as a history: each claim's state (ATTEMPTED, RUNNING or settled,
+//! OUT-1, HIS-1) and each observation's freshness (INV-1..3).
+//!
+//! Cost: two passes over the records. The forward pass tracks which claims are
+//! still open (attempted or running) per location; the reverse pass tracks the
+//! nearest later claim and the later incarnations per location. Each record
+//! costs the depth of its locations' ancestor chains, never the number of other
+//! records, so a ledger of n effects is evaluated in O(n log n) (the log is the
+//! interning map).
+
+use effects_evaluator_sdk::types::{
+    ClaimEvidence, CleanupState, EvidenceLedger, EvidenceRecord, Execution, Mechanism, ObservationEvidence,
+    VerifierEvidence,
+};
+
+use crate::locations::{LocId, Locations};
+
+/// A settled outcome (not RUNNING).
+#[derive(Clone, Copy)]
+pub struct Settled {
+    /// Its position.
+    pub position: u64,
+    /// How execution ended.
+    pub execution: Execution,
+    /// Cleanup.
+    pub cleanup: CleanupState,
+    /// A failure after the truncating open (CMP-2).
+    pub mutation_attempted: bool,
+}
+
+/// Where a claim stands at the end of the ledger.
+#[derive(Clone, Copy)]
+pub enum State {
+    /// No outcome (OUT-1: ATTEMPTED is derived).
+    Attempted,
+    /// A RUNNING outcome at this position, not settled yet.
+    Running(u64),
+    /// Settled.
+    Settled(Settled),
+}
+
+/// A claim with its resolved locations and state.
+pub struct Claim<'a> {
+    /// The claim as recorded.
+    pub evidence: &'a ClaimEvidence,
+    /// Its exact scope, or `None` for unknown scope.
+    pub targets: Option<Vec<LocId>>,
+    /// Obligation targets, parallel to `evidence.obligations`.
+    pub obligation_targets: Vec<LocId>,
+    /// Its state at the end of the ledger.
+    pub state: State,
+}
+
+/// INV-2.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Freshness {
+    /// Nothing later may have touched it, nothing earlier was in flight.
+    Fresh,
+    /// Invalidated by the record at this position (INV-1).
+    Stale(u64),
+    /// An earlier overlapping effect was still attempted or running.
+    Unsettled,
+}
+
+/// An observation with its location and freshness.
+pub struct Observation<'a> {
+    /// The observation as recorded.
+    pub evidence: &'a ObservationEvidence,
+    /// Its location.
+    pub loc: LocId,
+    /// The incarnation it saw there.
+    pub incarnation: &'a str,
+    /// INV-2.
+    pub freshness: Freshness,
+}
+
+/// The history of one ledger.
+pub struct History<'a> {
+    /// Interned locations.
+    pub locations: Locations,
+    /// Claims in log order.
+    pub claims: Vec<Claim<'a>>,
+    /// Observations in log order.
+    pub observations: Vec<Observation<'a>>,
+    /// Verifier runs in log order.
+    pub verifiers: Vec<&'a VerifierEvidence>,
+    /// Required artifacts' locations, in the ledger's order, without repeats.
+    pub required: Vec<LocId>,
+}
+
+impl State {
+    /// The settled outcome, if any.
+    pub fn settled(&self) -> Option<&Settled> {
+        match self {
+            State::Settled(settled) => Some(settled),
+            _ => None,
+        }
+    }
+}
+
+impl Claim<'_> {
+    /// The claim's log position.
+    pub fn position(&self) -> u64 {
+        self.evidence.position
+    }
+
+    /// INV-1: a refused no-op (or an effect that never reached its backend)
+    /// changes nothing, so it neither invalidates nor counts as a change.
+    pub fn no_op(&self) -> bool {
+        self.evidence.no_op
+            || matches!(self.state, State::Settled(Settled { execution: Execution::NotExecuted, .. }))
+    }
+
+    /// CMP-2: may this effect have changed state without settled evidence?
+    pub fn unresolved(&self) -> bool {
+        if self.no_op() {
+            return false;
+        }
+        match (&self.state, self.targets.is_some()) {
+            (State::Attempted | State::Running(_), _) => true,
+            (State::Settled(s), true) => match s.execution {
+                Execution::Interrupted | Execution::Cancelled | Execution::TimedOut => true,
+                Execution::Failed => s.mutation_attempted,
+                _ => false,
+            },
+            // Unknown scope: a timed-out command was cut off as surely as a
+            // cancelled one, so it is unresolved too (see the closing note).
+            (State::Settled(s), false) => {
+                matches!(s.execution, Execution::Interrupted | Execution::Cancelled | Execution::TimedOut)
+                    || matches!(s.cleanup, CleanupState::Failed)
+            }
+        }
+    }
+}
+
+/// The verifying mechanism for a location's kind (VER-1), if it has one.
+pub fn verifying_mechanism(kind: crate::locations::Kind) -> Option<Mechanism> {
+    use crate::locations::Kind;
+    match kind {
+        Kind::Filesystem => Some(Mechanism::FilesystemRead),
+        Kind::Owned => Some(Mechanism::OwnedRead),
+        Kind::External => Some(Mechanism::RemoteReadback),
+        Kind::Process | Kind::Launch | Kind::Job | Kind::Browser => None,
+    }
+}
+
+/// Nearest later position, keeping the smaller.
+fn nearer(current: &mut Option<u64>, position: u64) {
+    *current = Some(current.map_or(position, |c| c.min(position)));
+}
+
+/// Later observations' incarnations at one location, seen in reverse.
+#[derive(Clone, Copy)]
+enum Later<'a> {
+    None,
+    One(&'a str, u64),
+    Several(u64),
+}
+
+impl<'a> History<'a> {
+    /// Builds the history, refusing a ledger that breaks HIS-1 or VER-1's
+    /// "equal positions are rejected", or that points outside itself.
+    pub fn build(ledger: &'a EvidenceLedger) -> Result<Self, String> {
+        let mut locations = Locations::default();
+        let resource_loc: Vec<LocId> =
+            ledger.resources.iter().map(|r| locations.intern(&r.location)).collect();
+        let loc = |index: u32| -> Result<LocId, String> {
+            resource_loc
+                .get(index as usize)
+                .copied()
+                .ok_or_else(|| format!("resource index {index} is out of range"))
+        };
+        let mut claims: Vec<Claim<'a>> = Vec::new();
+        let mut claim_index = std::collections::BTreeMap::new();
+        let mut observations = Vec::new();
+        let mut verifiers = Vec::new();
+        let mut last: Option<u64> = None;
+        for record in &ledger.records {
+            let position = position_of(record);
+            if last.is_some_and(|last| position <= last) {
+                return Err(format!(
+                    "position {position} is not after {} (positions must increase)",
+                    last.unwrap_or(0)
+                ));
+            }
+            last = Some(position);
+            match record {
+                EvidenceRecord::Claim(claim) => {
+                    let targets = match &claim.scope {
+                        None => None,
+                        Some(scope) => Some(scope.iter().map(|&i| loc(i)).collect::<Result<Vec<_>, _>>()?),
+                    };
+                    let obligation_targets =
+                        claim.obligations.iter().map(|o| loc(o.target)).collect::<Result<Vec<_>, _>>()?;
+                    if let Some(targets) = &targets
+                        && let Some(stray) = obligation_targets.iter().find(|t| !targets.contains(t))
+                    {
+                        return Err(format!(
+                            "claim {position}: obligation on {} is outside its scope",
+                            locations.name(*stray)
+                        ));
+                    }
+                    for &dependency in &claim.dependencies {
+                        loc(dependency)?;
+                    }
+                    claim_index.insert(position, claims.len());
+                    claims.push(Claim {
+                        evidence: claim,
+                        targets,
+                        obligation_targets,
+                        state: State::Attempted,
+                    });
+                }
+                EvidenceRecord::Outcome(outcome) => {
+                    let &index = claim_index.get(&outcome.claim).ok_or_else(|| {
+                        format!("outcome {position} settles {}, which is no earlier claim", outcome.claim)
+                    })?;
+                    let claim = &mut claims[index];
+                    claim.state = match (claim.state, outcome.outcome.execution) {
+                        (State::Settled(_), _) => {
+                            return Err(format!(
+                                "outcome {position} replaces the settled outcome of claim {}",
+                                outcome.claim
+                            ));
+                        }
+                        (State::Running(_), Execution::Running) => {
+                            return Err(format!(
+                                "outcome {position}: claim {} is already RUNNING",
+                                outcome.claim
+                            ));
+                        }
+                        (State::Attempted, Execution::Running) => State::Running(position),
+                        (_, execution) => State::Settled(Settled {
+                            position,
+                            execution,
+                            cleanup: outcome.outcome.cleanup,
+                            mutation_attempted: outcome.mutation_attempted,
+                        }),
+                    };
+                }
+                EvidenceRecord::Observation(observation) => {
+                    let resource = loc(observation.resource)?;
+                    observations.push(Observation {
+                        evidence: observation,
+                        loc: resource,
+                        incarnation: &ledger.resources[observation.resource as usize].incarnation,
+                        freshness: Freshness::Fresh,
+                    });
+                }
+                EvidenceRecord::Verifier(verifier) => verifiers.push(verifier),
+            }
+        }
+        let mut required = Vec::new();
+        for &index in &ledger.required {
+            let id = loc(index)?;
+            if !required.contains(&id) {
+                required.push(id);
+            }
+        }
+        let mut history = History { locations, claims, observations, verifiers, required };
+        history.mark_unsettled(&ledger.records);
+        history.mark_stale(&ledger.records);
+        Ok(history)
+    }
+
+    /// INV-2, UNSETTLED: an earlier overlapping effect was attempted or running
+    /// when the observation was taken (forward pass over open claims).
+    fn mark_unsettled(&mut self, records: &[EvidenceRecord]) {
+        let n = self.locations.len();
+        let (mut open_self, mut open_below) = (vec![0u32; n], vec![0u32; n]);
+        let mut open_unknown = 0u32;
+        let mut claim_at = std::collections::BTreeMap::new();
+        let (mut next_claim, mut next_observation) = (0, 0);
+        for record in records {
+            match record {
+                EvidenceRecord::Claim(_) => {
+                    let claim = &self.claims[next_claim];
+                    claim_at.insert(claim.position(), next_claim);
+                    next_claim += 1;
+                    if claim.evidence.no_op {
+                        continue;
+                    }
+                    self.open(
+                        claim.targets.as_deref(),
+                        1,
+                        &mut open_self,
+                        &mut open_below,
+                        &mut open_unknown,
+                    );
+                }
+                EvidenceRecord::Outcome(outcome) => {
+                    let index = claim_at[&outcome.claim];
+                    let claim = &self.claims[index];
+                    let closes = matches!(claim.state.settled(), Some(s) if s.position == outcome.position);
+                    if closes && !claim.evidence.no_op {
+                        self.open(
+                            claim.targets.as_deref(),
+                            -1,
+                            &mut open_self,
+                            &mut open_below,
+                            &mut open_unknown,
+                        );
+                    }
+                }
+                EvidenceRecord::Observation(_) => {
+                    let observation = &mut self.observations[next_observation];
+                    next_observation += 1;
+                    let loc = observation.loc;
+                    let in_flight = open_unknown > 0
+                        || open_below[loc as usize] > 0
+                        || self.locations.ancestors_or_self(loc).any(|a| open_self[a as usize] > 0);
+                    if in_flight && !matches!(observation.evidence.mechanism, Mechanism::Receipt) {
+                        observation.freshness = Freshness::Unsettled;
+                    }
+                }
+                EvidenceRecord::Verifier(_) => {}
+            }
+        }
+    }
+
+    fn open(
+        &self,
+        targets: Option<&[LocId]>,
+        delta: i32,
+        own: &mut [u32],
+        below: &mut [u32],
+        unknown: &mut u32,
+    ) {
+        let add = |count: &mut u32| *count = count.saturating_add_signed(delta);
+        match targets {
+            None => add(unknown),
+            Some(targets) => {
+                for &t in targets {
+                    add(&mut own[t as usize]);
+                    for a in self.locations.ancestors_or_self(t) {
+                        add(&mut below[a as usize]);
+                    }
+                }
+            }
+        }
+    }
+
+    /// INV-1: later claims that may touch it, or a later observation of the
+    /// same location with a different incarnation, make it STALE; receipts are
+    /// never invalidated (INV-3). Reverse pass.
+    fn mark_stale(&mut self, records: &[EvidenceRecord]) {
+        let n = self.locations.len();
+        let (mut later_self, mut later_below) = (vec![None; n], vec![None; n]);
+        let mut later_unknown: Option<u64> = None;
+        let mut later_seen = vec![Later::None; n];
+        let (mut next_claim, mut next_observation) = (self.claims.len(), self.observations.len());
+        for record in records.iter().rev() {
+            match record {
+                EvidenceRecord::Claim(_) => {
+                    next_claim -= 1;
+                    let claim = &self.claims[next_claim];
+                    if claim.no_op() {
+                        continue;
+                    }
+                    let position = claim.position();
+                    match &claim.targets {
+                        None => nearer(&mut later_unknown, position),
+                        Some(targets) => {
+                            for &t in targets {
+                                nearer(&mut later_self[t as usize], position);
+                                for a in self.locations.ancestors_or_self(t) {
+                                    nearer(&mut later_below[a as usize], position);
+                                }
+                            }
+                        }
+                    }
+                }
+                EvidenceRecord::Observation(_) => {
+                    next_observation -= 1;
+                    let observation = &mut self.observations[next_observation];
+                    if matches!(observation.evidence.mechanism, Mechanism::Receipt) {
+                        continue;
+                    }
+                    let loc = observation.loc as usize;
+                    let incarnation = observation.incarnation;
+                    let mut by = later_unknown;
+                    if let Some(p) = later_below[loc] {
+                        nearer(&mut by, p);
+                    }
+                    for a in self.locations.ancestors_or_self(observation.loc) {
+                        if let Some(p) = later_self[a as usize] {
+                            nearer(&mut by, p);
+                        }
+                    }
+                    match later_seen[loc] {
+                        Later::One(other, p) if other != incarnation => nearer(&mut by, p),
+                        Later::Several(p) => nearer(&mut by, p),
+                        _ => {}
+                    }
+                    if let Some(by) = by {
+                        observation.freshness = Freshness::Stale(by);
+                    }
+                    let position = observation.evidence.position;
+                    later_seen[loc] = match later_seen[loc] {
+                        Later::None => Later::One(incarnation, position),
+                        Later::One(other, _) if other == incarnation => Later::One(incarnation, position),
+                        _ => Later::Several(position),
+                    };
+                }
+                EvidenceRecord::Outcome(_) | EvidenceRecord::Verifier(_) => {}
+            }
+        }
+    }
+}
+
+/// The position of any record.
+pub fn position_of(record: &EvidenceRecord) -> u64 {
+    match record {
+        EvidenceRecord::Claim(r) => r.position,
+        EvidenceRecord::Outcome(r) => r.position,
+        EvidenceRecord::Observation(r) => r.position,
+        EvidenceRecord::Verifier(r) => r.position,
+    }
+}

@@ -1,0 +1,65 @@
+//! `evaluate`: the shipped evaluator (SPEC section 4 INV/VER, section 7 CMP).
+//!
+//! From one evidence ledger it computes every observation's freshness
+//! (`history`), assesses every claim (`assess`), and decides COMPLETED /
+//! FAILED / BLOCKED / UNVERIFIED (`decide`), worst verdict wins; the prose gate
+//! and the presented answer are in `prose`. Pure and deterministic (POL-3): the
+//! same ledger gives the same decision, natively or as a component, so the
+//! conformance vectors run against both.
+
+mod assess;
+mod decide;
+mod history;
+mod locations;
+mod prose;
+
+use effects_evaluator_sdk::evaluator::Guest;
+use effects_evaluator_sdk::types::{Decision, EvidenceLedger};
+
+pub use effects_evaluator_sdk::types;
+pub use prose::{ANNOTATION, DISCLOSURE_HEADING};
+
+/// Decides completion over `ledger`; `Err` when the ledger itself is
+/// inconsistent (positions not increasing, indices out of range, HIS-1), which
+/// the host turns into BLOCKED `POLICY_FAILURE` (POL-4).
+pub fn evaluate(ledger: &EvidenceLedger) -> Result<Decision, String> {
+    let history = history::History::build(ledger)?;
+    let assessments = assess::assess(&history);
+    let index = decide::Index::new(&history, &assessments);
+    let mut reasons = Vec::new();
+    for &loc in &history.required {
+        index.artifact(loc, &mut reasons);
+    }
+    index.contradicted_effects(&mut reasons);
+    index.verifiers(&mut reasons);
+    index.external_effects(&mut reasons);
+    index.running(&mut reasons);
+    let support = prose::Support::new(&index, decide::worst(&reasons));
+    let (annotated, unsupported) = prose::gate(&ledger.answer, &support);
+    reasons.extend(unsupported);
+    let mut seen = std::collections::BTreeSet::new();
+    let disclosures: Vec<String> = reasons
+        .iter()
+        .filter_map(|r| r.disclosure.as_ref())
+        .filter(|d| seen.insert(d.as_str()))
+        .cloned()
+        .collect();
+    Ok(Decision {
+        verdict: decide::worst(&reasons),
+        presented_answer: prose::present(&annotated, &disclosures),
+        reasons,
+        disclosures,
+        assessments: assessments.to_wire(&history),
+    })
+}
+
+/// The component's export.
+pub struct Evaluator;
+
+impl Guest for Evaluator {
+    fn evaluate(ledger: EvidenceLedger) -> Result<Decision, String> {
+        evaluate(&ledger)
+    }
+}
+
+effects_evaluator_sdk::export_evaluator!(Evaluator with_types_in effects_evaluator_sdk::bindings);

@@ -1,0 +1,199 @@
+//! Locations, interned: every resource of the ledger maps to a [`LocId`], and
+//! every location knows its parent, so overlap (ID-3) is a walk up a short
+//! chain instead of a comparison with every other resource.
+//!
+//! Overlap is ancestor-or-self within one root identity: a filesystem path's
+//! parents are its directories up to the sealed root (`""`); an owned record's
+//! parent is its collection's `*` binding (ID-2). Every other kind overlaps only
+//! itself. The incarnation is not part of a location: a replaced file is the
+//! same location with a different incarnation (INV-1).
+
+use std::collections::BTreeMap;
+
+use effects_evaluator_sdk::types::Location;
+
+/// An interned location.
+pub type LocId = u32;
+
+/// What kind of resource a location is (the `location` variant case).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A file or directory beneath a sealed root.
+    Filesystem,
+    /// A process.
+    Process,
+    /// One background launch.
+    Launch,
+    /// A background job.
+    Job,
+    /// An owned record or collection.
+    Owned,
+    /// An external endpoint and tool.
+    External,
+    /// A browser session.
+    Browser,
+}
+
+struct Entry {
+    kind: Kind,
+    name: String,
+    parent: Option<LocId>,
+}
+
+/// The interned locations of one ledger.
+#[derive(Default)]
+pub struct Locations {
+    ids: BTreeMap<String, LocId>,
+    entries: Vec<Entry>,
+}
+
+/// Appends `field` to `key` length-prefixed, so no two field lists share a key.
+fn push_field(key: &mut String, field: &str) {
+    key.push_str(&field.len().to_string());
+    key.push(':');
+    key.push_str(field);
+}
+
+fn key_of(prefix: &str, fields: &[&str]) -> String {
+    let mut key = String::from(prefix);
+    for field in fields {
+        push_field(&mut key, field);
+    }
+    key
+}
+
+impl Locations {
+    /// The id of `location`, interning it (and its ancestors) on first sight.
+    pub fn intern(&mut self, location: &Location) -> LocId {
+        match location {
+            Location::Filesystem(fs) => {
+                let root = format!("fs{}:{}:", fs.root.device, fs.root.inode);
+                self.intern_path(&root, &fs.path)
+            }
+            Location::Owned(owned) => {
+                let base = [&*owned.namespace, &owned.owner, &owned.thread, &owned.collection];
+                let collection = self.insert(key_of("owned", &[&base[..], &["*"]].concat()), || Entry {
+                    kind: Kind::Owned,
+                    name: format!("{}/*", owned.collection),
+                    parent: None,
+                });
+                if owned.record == "*" {
+                    return collection;
+                }
+                self.insert(key_of("owned", &[&base[..], &[&*owned.record]].concat()), || Entry {
+                    kind: Kind::Owned,
+                    name: format!("{}/{}", owned.collection, owned.record),
+                    parent: Some(collection),
+                })
+            }
+            Location::External(ext) => self.leaf(
+                key_of("ext", &[&ext.namespace, &ext.owner, &ext.endpoint, &ext.server, &ext.tool]),
+                Kind::External,
+                format!("{}/{}", ext.server, ext.tool),
+            ),
+            Location::Process(p) => self.leaf(
+                key_of(
+                    "proc",
+                    &[
+                        &p.namespace,
+                        &p.owner,
+                        &p.request,
+                        &p.thread,
+                        &p.pid.to_string(),
+                        &p.start_token.to_string(),
+                    ],
+                ),
+                Kind::Process,
+                format!("process {}", p.pid),
+            ),
+            Location::ProcessLaunch(generation) => {
+                self.leaf(format!("launch{generation}"), Kind::Launch, format!("launch {generation}"))
+            }
+            Location::BackgroundJob(job) => self.leaf(
+                key_of("job", &[&job.job_id, &job.generation.to_string()]),
+                Kind::Job,
+                format!("job {}", job.job_id),
+            ),
+            Location::BrowserSession(b) => self.leaf(
+                key_of("browser", &[&b.owner, &b.thread, &b.session_key]),
+                Kind::Browser,
+                format!("browser session {}", b.session_key),
+            ),
+        }
+    }
+
+    /// A filesystem path beneath `root`, with every directory up to the root.
+    fn intern_path(&mut self, root: &str, path: &str) -> LocId {
+        let key = format!("{root}{path}");
+        if let Some(&id) = self.ids.get(&key) {
+            return id;
+        }
+        let parent = if path.is_empty() {
+            None
+        } else {
+            Some(self.intern_path(root, path.rsplit_once('/').map_or("", |(parent, _)| parent)))
+        };
+        let name = if path.is_empty() { ".".to_owned() } else { path.to_owned() };
+        self.insert(key, || Entry { kind: Kind::Filesystem, name, parent })
+    }
+
+    fn leaf(&mut self, key: String, kind: Kind, name: String) -> LocId {
+        self.insert(key, || Entry { kind, name, parent: None })
+    }
+
+    fn insert(&mut self, key: String, entry: impl FnOnce() -> Entry) -> LocId {
+        if let Some(&id) = self.ids.get(&key) {
+            return id;
+        }
+        let id = self.entries.len() as LocId;
+        self.entries.push(entry());
+        self.ids.insert(key, id);
+        id
+    }
+
+    /// How many locations there are (ids are `0..len`).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// The kind of `id`.
+    pub fn kind(&self, id: LocId) -> Kind {
+        self.entries[id as usize].kind
+    }
+
+    /// A display name: the relative path, `server/tool`, `collection/record`...
+    pub fn name(&self, id: LocId) -> &str {
+        &self.entries[id as usize].name
+    }
+
+    /// `id`, then its parent, up to the top of its chain.
+    pub fn ancestors_or_self(&self, id: LocId) -> impl Iterator<Item = LocId> + '_ {
+        std::iter::successors(Some(id), |&id| self.entries[id as usize].parent)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use effects_evaluator_sdk::types::{FilesystemLocation, FilesystemRoot};
+
+    fn file(path: &str, device: u64) -> Location {
+        let root =
+            FilesystemRoot { scope: "s".into(), owner: "o".into(), path: "/w".into(), device, inode: 2 };
+        Location::Filesystem(FilesystemLocation { root, path: path.into() })
+    }
+
+    #[test]
+    fn paths_share_their_directories_and_roots_are_separate() {
+        let mut locations = Locations::default();
+        let a = locations.intern(&file("d/a.txt", 1));
+        let b = locations.intern(&file("d/b.txt", 1));
+        let d = locations.intern(&file("d", 1));
+        let other = locations.intern(&file("d", 9));
+        assert_eq!(locations.ancestors_or_self(a).collect::<Vec<_>>()[1], d);
+        assert_eq!(locations.ancestors_or_self(b).nth(1), Some(d));
+        assert_ne!(d, other);
+        assert_eq!(locations.name(a), "d/a.txt");
+        assert_eq!(locations.ancestors_or_self(a).count(), 3, "a.txt, d, the root");
+    }
+}

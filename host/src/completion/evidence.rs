@@ -1,0 +1,132 @@
+//! Assembling the evidence ledger (SPEC section 7's input) from the durable
+//! history of one run and its children: claims, outcomes and observations in
+//! log order, each resource listed once.
+//!
+//! A run's children write to their root's log (LOG-1) and name their parent in
+//! their claims, so one pass in log order finds them: a run is in the set once
+//! one of its claims names a run already in it. Outcomes follow their claims
+//! (recovery may write them under another run id). Decision records are not
+//! evidence and are left out.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::log::{Framed, ObservationRecord, Position, Record};
+use crate::model::{
+    ClaimEvidence, EvidenceLedger, EvidenceRecord, Execution, ObligationEvidence, ObservationEvidence,
+    OutcomeEvidence, ResourceIndex, ResourceRef,
+};
+
+/// Each resource once, by first appearance.
+#[derive(Default)]
+struct Resources {
+    list: Vec<ResourceRef>,
+    index: HashMap<ResourceRef, ResourceIndex>,
+}
+
+impl Resources {
+    fn of(&mut self, resource: &ResourceRef) -> ResourceIndex {
+        if let Some(&index) = self.index.get(resource) {
+            return index;
+        }
+        let index = self.list.len() as ResourceIndex;
+        self.list.push(resource.clone());
+        self.index.insert(resource.clone(), index);
+        index
+    }
+}
+
+fn observation_evidence(
+    position: Position,
+    observation: &ObservationRecord,
+    resources: &mut Resources,
+) -> EvidenceRecord {
+    EvidenceRecord::Observation(ObservationEvidence {
+        position,
+        resource: resources.of(&observation.resource),
+        mechanism: observation.mechanism,
+        coverage: observation.coverage,
+        source_action: observation.source_action.clone(),
+        source_claim: observation.source_claim,
+        exists: observation.exists,
+        content_sha256: observation.content_sha256.clone(),
+        job_state: observation.job_state,
+    })
+}
+
+/// The ledger of `run_id` and its children over `history`, deciding about
+/// `required` with the agent's `answer`. `unrecorded` observations (taken for
+/// a run that has no log, so nothing was written: CMP-9) follow the history at
+/// the next positions.
+pub fn assemble(
+    history: &[Framed],
+    unrecorded: &[ObservationRecord],
+    run_id: &str,
+    required: &[ResourceRef],
+    answer: &str,
+) -> EvidenceLedger {
+    let mut resources = Resources::default();
+    let required = required.iter().map(|r| resources.of(r)).collect();
+    // INV-1's no-op: an effect whose backend never ran changed nothing.
+    let not_executed: HashSet<Position> = history
+        .iter()
+        .filter_map(|framed| match &framed.record {
+            Record::Outcome(o) if o.outcome.execution == Execution::NotExecuted => Some(o.claim),
+            _ => None,
+        })
+        .collect();
+    let mut runs: HashSet<&str> = HashSet::from([run_id]);
+    let mut claims: HashSet<Position> = HashSet::new();
+    let mut records = Vec::new();
+    for framed in history {
+        let position = framed.position;
+        match &framed.record {
+            Record::Claim(claim) => {
+                let ours = runs.contains(framed.run_id.as_str())
+                    || claim.parent_run_id.as_deref().is_some_and(|parent| runs.contains(parent));
+                if !ours {
+                    continue;
+                }
+                runs.insert(&framed.run_id);
+                claims.insert(position);
+                let scope: Vec<ResourceIndex> = claim.impact_scope.iter().map(|r| resources.of(r)).collect();
+                let obligations = claim
+                    .obligations
+                    .iter()
+                    .map(|o| ObligationEvidence {
+                        target: scope[o.target as usize], // in range: the log admits no other (CL-1)
+                        postcondition: o.postcondition.clone(),
+                    })
+                    .collect();
+                records.push(EvidenceRecord::Claim(ClaimEvidence {
+                    position,
+                    run_id: framed.run_id.clone(),
+                    action_id: claim.action_id.clone(),
+                    tool: claim.operation.tool.clone(),
+                    dependencies: claim.dependencies.iter().map(|r| resources.of(r)).collect(),
+                    scope: (!scope.is_empty()).then_some(scope),
+                    obligations,
+                    external: claim.external,
+                    no_op: not_executed.contains(&position),
+                }));
+            }
+            Record::Outcome(outcome) if claims.contains(&outcome.claim) => {
+                records.push(EvidenceRecord::Outcome(OutcomeEvidence {
+                    position,
+                    claim: outcome.claim,
+                    outcome: outcome.outcome.clone(),
+                    recovery: outcome.recovery,
+                    mutation_attempted: outcome.facts.mutation_attempted,
+                }));
+            }
+            Record::Observation(observation) if runs.contains(framed.run_id.as_str()) => {
+                records.push(observation_evidence(position, observation, &mut resources));
+            }
+            Record::Outcome(_) | Record::Observation(_) | Record::Decision(_) => {}
+        }
+    }
+    let next = history.last().map_or(0, |framed| framed.position + 1);
+    for (offset, observation) in unrecorded.iter().enumerate() {
+        records.push(observation_evidence(next + offset as Position, observation, &mut resources));
+    }
+    EvidenceLedger { resources: resources.list, required, records, answer: answer.to_owned() }
+}

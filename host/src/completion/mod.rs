@@ -1,0 +1,112 @@
+//! Completion (SPEC section 7): the evidence ledger assembled from durable
+//! history (`evidence`), passed once to the evaluator, and the decision that
+//! comes back, or BLOCKED `POLICY_FAILURE` when the evaluator fails (POL-4).
+//! `vectors` runs the conformance vectors in `tests/vectors/` against any
+//! evaluator.
+//!
+//! Invariant: no path through this module yields COMPLETED unless an evaluator
+//! answered COMPLETED and its answer passed the host's contract checks.
+
+pub mod evidence;
+pub mod vectors;
+
+use crate::log::EvaluatorRun;
+use crate::model::{Decision, EvidenceLedger, Reason, ReasonCode, Verdict};
+use crate::policy::{EvaluatorComponent, NativeEvaluator, PolicyError};
+
+pub use evidence::assemble;
+
+/// The disclosure every policy-failure decision carries.
+pub const POLICY_FAILURE_DISCLOSURE: &str = "Completion could not be evaluated (policy failure); nothing in this answer is confirmed by the effect ledger.";
+
+/// Who decides.
+pub enum Evaluator<'a> {
+    /// A loaded (pinned) component.
+    Component(&'a mut EvaluatorComponent),
+    /// The shipped evaluator compiled natively (conformance only).
+    Native(NativeEvaluator),
+    /// No evaluator could be loaded; the reason why.
+    Unavailable(String),
+}
+
+/// A decision and how it was reached.
+#[derive(Debug, Clone)]
+pub struct Decided {
+    /// The decision.
+    pub decision: Decision,
+    /// The evaluator that answered, or was called and failed (POL-4).
+    pub evaluator: Option<EvaluatorRun>,
+    /// Why evaluation failed, if it did.
+    pub policy_failure: Option<String>,
+}
+
+/// BLOCKED `POLICY_FAILURE` (POL-4): the answer as given, with the disclosure
+/// that nothing was confirmed.
+pub fn policy_failure_decision(answer: &str, why: &str) -> Decision {
+    let disclosure = POLICY_FAILURE_DISCLOSURE.to_owned();
+    let mut presented = answer.trim_end().to_owned();
+    if !presented.is_empty() {
+        presented.push_str("\n\n");
+    }
+    presented.push_str(effects_evaluate::DISCLOSURE_HEADING);
+    presented.push_str("\n- ");
+    presented.push_str(&disclosure);
+    Decision {
+        verdict: Verdict::Blocked,
+        reasons: vec![Reason {
+            code: ReasonCode::PolicyFailure,
+            verdict: Verdict::Blocked,
+            message: format!("the evaluator failed: {why}"),
+            evidence: Vec::new(),
+            disclosure: Some(disclosure.clone()),
+        }],
+        disclosures: vec![disclosure],
+        assessments: Vec::new(),
+        presented_answer: presented,
+    }
+}
+
+impl Evaluator<'_> {
+    /// Decides over `ledger`: the evaluator's checked answer, or BLOCKED
+    /// `POLICY_FAILURE` for a trap, fuel exhaustion, a refusal or an answer the
+    /// contract rejects.
+    pub fn decide(&mut self, ledger: &EvidenceLedger) -> Decided {
+        let failed = |why: String, evaluator: Option<EvaluatorRun>| Decided {
+            decision: policy_failure_decision(&ledger.answer, &why),
+            evaluator,
+            policy_failure: Some(why),
+        };
+        match self {
+            Evaluator::Component(component) => {
+                let (name, sha256) = (component.name().to_owned(), component.sha256().to_string());
+                let run = |fuel_used| EvaluatorRun {
+                    component: name.clone(),
+                    sha256: sha256.clone(),
+                    wit: crate::policy::WIT_PACKAGE.to_owned(),
+                    fuel_used,
+                };
+                match component.evaluate(ledger) {
+                    Ok(called) => Decided {
+                        evaluator: Some(run(Some(called.report.fuel_used))),
+                        decision: called.value,
+                        policy_failure: None,
+                    },
+                    Err(error) => failed(error.to_string(), Some(run(None))),
+                }
+            }
+            Evaluator::Native(native) => match native.evaluate(ledger) {
+                Ok(decision) => Decided { decision, evaluator: None, policy_failure: None },
+                Err(why) => failed(why, None),
+            },
+            Evaluator::Unavailable(why) => failed(why.clone(), None),
+        }
+    }
+}
+
+/// The evaluator of a policy set, or why there is none.
+pub fn evaluator_of(result: Result<&mut EvaluatorComponent, PolicyError>) -> Evaluator<'_> {
+    match result {
+        Ok(component) => Evaluator::Component(component),
+        Err(error) => Evaluator::Unavailable(error.to_string()),
+    }
+}

@@ -1,0 +1,542 @@
+//! Conformance vectors (SPEC section 4 INV/VER, section 7 CMP): each file in a
+//! vectors directory is one small ledger and the decision it must get, in a
+//! form a reader checks without Rust.
+//!
+//! ```json
+//! {
+//!   "rule": "CMP-7",
+//!   "title": "a write with no readback is unverified",
+//!   "required": ["a.txt"],
+//!   "answer": "I wrote a.txt.",
+//!   "records": [
+//!     {"claim": {"tool": "write_file", "scope": ["a.txt"],
+//!                "obligations": [{"target": "a.txt", "content": "hi\n"}]}},
+//!     {"outcome": {"claim": 0, "execution": "REPORTED_SUCCESS"}}
+//!   ],
+//!   "expect": {"verdict": "UNVERIFIED", "reasons": ["UNVERIFIED_ARTIFACT", "UNSUPPORTED_CLAIM"]}
+//! }
+//! ```
+//!
+//! Records take positions 0, 1, 2... in file order unless they say `"at"`. A
+//! resource is a file path (`"a.txt"`) or one of `{"external": "server/tool"}`,
+//! `{"launch": 7}`, `{"job": "j1"}`, `{"owned": "collection/record"}`. Contents
+//! may be given as text (`"content"`, hashed here) or as a digest
+//! (`"content_sha256"`). `expect` must give `verdict` and the exact multiset of
+//! reason codes; it may also pin each code's evidence positions, the exact
+//! assessments, the number of disclosures, and text the disclosures or the
+//! presented answer must (or must not) contain.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use serde::Deserialize;
+
+use super::{Decided, Evaluator};
+use crate::digest::Sha256Digest;
+use crate::model::{
+    Assessment, ClaimEvidence, CleanupState, Coverage, EvidenceLedger, EvidenceRecord, Execution,
+    ExternalLocation, FilesystemLocation, FilesystemRoot, Impact, JobLocation, Location, Mechanism,
+    ObligationEvidence, ObservationEvidence, Outcome, OutcomeEvidence, OwnedLocation, Postcondition,
+    ReasonCode, ResourceIndex, ResourceRef, ResourceRole, Verdict, VerifierEvidence,
+};
+
+/// One vector file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Vector {
+    /// The rule it pins (`CMP-2`, `INV-1`, ...).
+    pub rule: String,
+    /// What it shows.
+    pub title: String,
+    /// Required artifacts (file paths).
+    #[serde(default)]
+    pub required: Vec<String>,
+    /// The agent's answer.
+    #[serde(default)]
+    pub answer: String,
+    /// The ledger's records, in order.
+    pub records: Vec<VectorRecord>,
+    /// The decision it must get.
+    pub expect: Expect,
+}
+
+/// A resource named in a vector.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum VectorResource {
+    /// A file path beneath the vectors' root.
+    File(String),
+    /// Another kind.
+    Other(OtherResource),
+}
+
+/// The non-file resources a vector can name.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum OtherResource {
+    /// `server/tool`.
+    External(String),
+    /// A launch generation.
+    Launch(u64),
+    /// A job id (generation 1).
+    Job(String),
+    /// `collection/record` (`*` for the collection).
+    Owned(String),
+}
+
+/// One record of a vector.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum VectorRecord {
+    /// A claim.
+    Claim(VectorClaim),
+    /// An outcome.
+    Outcome(VectorOutcome),
+    /// An observation.
+    Observation(VectorObservation),
+    /// A verifier run.
+    Verifier(VectorVerifier),
+}
+
+fn write_file() -> String {
+    "write_file".to_owned()
+}
+
+/// A claim: exact `scope`, or unknown scope when it is absent.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VectorClaim {
+    /// Position override.
+    pub at: Option<u64>,
+    /// Tool (default `write_file`).
+    #[serde(default = "write_file")]
+    pub tool: String,
+    /// Exact scope; absent for unknown.
+    pub scope: Option<Vec<VectorResource>>,
+    /// Obligations.
+    #[serde(default)]
+    pub obligations: Vec<VectorObligation>,
+    /// External effect.
+    #[serde(default)]
+    pub external: bool,
+    /// Refused as a no-op.
+    #[serde(default)]
+    pub no_op: bool,
+}
+
+/// An obligation: exactly one of `content`, `content_sha256`, `absent`, `exists`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VectorObligation {
+    /// Target (must be in the scope).
+    pub target: VectorResource,
+    /// Expected content as text.
+    pub content: Option<String>,
+    /// Expected content digest.
+    pub content_sha256: Option<String>,
+    /// Nothing there.
+    #[serde(default)]
+    pub absent: bool,
+    /// Something there.
+    #[serde(default)]
+    pub exists: bool,
+}
+
+/// An outcome; impact follows execution (OUT-1).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VectorOutcome {
+    /// Position override.
+    pub at: Option<u64>,
+    /// Position of its claim.
+    pub claim: u64,
+    /// How it ended.
+    pub execution: Execution,
+    /// Cleanup (default NOT_APPLICABLE).
+    pub cleanup: Option<CleanupState>,
+    /// Failure after the truncating open.
+    #[serde(default)]
+    pub mutation_attempted: bool,
+    /// Written by recovery.
+    #[serde(default)]
+    pub recovery: bool,
+    /// Remote acknowledgement.
+    #[serde(default)]
+    pub remote_acknowledged: bool,
+}
+
+fn one() -> String {
+    "1".to_owned()
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// An observation (default: a COMPLETE filesystem read of something that exists).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VectorObservation {
+    /// Position override.
+    pub at: Option<u64>,
+    /// What was observed.
+    pub resource: VectorResource,
+    /// The incarnation seen (default `1`; change it to model a replacement).
+    #[serde(default = "one")]
+    pub incarnation: String,
+    /// Mechanism (default `filesystem_read`).
+    pub mechanism: Option<Mechanism>,
+    /// Coverage (default COMPLETE).
+    pub coverage: Option<Coverage>,
+    /// Whether something existed.
+    #[serde(default = "yes")]
+    pub exists: bool,
+    /// Content seen, as text.
+    pub content: Option<String>,
+    /// Content digest seen.
+    pub content_sha256: Option<String>,
+    /// The source claim.
+    pub source_claim: Option<u64>,
+}
+
+/// A verifier run.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VectorVerifier {
+    /// Position override.
+    pub at: Option<u64>,
+    /// The command (default `cargo test`).
+    pub command: Option<String>,
+    /// Passed.
+    pub passed: bool,
+}
+
+/// An expected assessment.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectedAssessment {
+    /// Claim position.
+    pub claim: u64,
+    /// Obligation index, absent for a claim without obligations.
+    pub obligation: Option<u32>,
+    /// The assessment.
+    pub assessment: Assessment,
+    /// The deciding observation, if any.
+    pub observation: Option<u64>,
+}
+
+/// What the decision must be.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Reason codes, as a multiset.
+    pub reasons: Vec<ReasonCode>,
+    /// Per code: the exact set of positions the first reason with it cites.
+    #[serde(default)]
+    pub evidence: BTreeMap<String, Vec<u64>>,
+    /// The exact assessments, in order.
+    pub assessments: Option<Vec<ExpectedAssessment>>,
+    /// How many disclosures.
+    pub disclosures: Option<usize>,
+    /// Text some disclosure must contain, each.
+    #[serde(default)]
+    pub disclosures_mention: Vec<String>,
+    /// Text the presented answer must contain, each.
+    #[serde(default)]
+    pub answer_mentions: Vec<String>,
+    /// Text the presented answer must not contain, each.
+    #[serde(default)]
+    pub answer_lacks: Vec<String>,
+}
+
+/// The root every vector file lives beneath.
+fn vector_root() -> FilesystemRoot {
+    FilesystemRoot {
+        scope: "vectors".into(),
+        owner: "conformance".into(),
+        path: "/workspace".into(),
+        device: 1,
+        inode: 2,
+    }
+}
+
+fn location(resource: &VectorResource) -> Location {
+    match resource {
+        VectorResource::File(path) => {
+            Location::Filesystem(FilesystemLocation { root: vector_root(), path: path.clone() })
+        }
+        VectorResource::Other(OtherResource::External(name)) => {
+            let (server, tool) = name.split_once('/').unwrap_or((name, ""));
+            Location::External(ExternalLocation {
+                namespace: "mcp".into(),
+                owner: "conformance".into(),
+                endpoint: String::new(),
+                server: server.into(),
+                tool: tool.into(),
+            })
+        }
+        VectorResource::Other(OtherResource::Launch(generation)) => Location::ProcessLaunch(*generation),
+        VectorResource::Other(OtherResource::Job(id)) => {
+            Location::BackgroundJob(JobLocation { job_id: id.clone(), generation: 1 })
+        }
+        VectorResource::Other(OtherResource::Owned(name)) => {
+            let (collection, record) = name.split_once('/').unwrap_or((name, "*"));
+            Location::Owned(OwnedLocation {
+                namespace: "store".into(),
+                owner: "conformance".into(),
+                thread: "t".into(),
+                collection: collection.into(),
+                record: record.into(),
+            })
+        }
+    }
+}
+
+fn digest_of(text: Option<&String>, digest: Option<&String>) -> Option<String> {
+    digest.cloned().or_else(|| text.map(|t| Sha256Digest::of(t.as_bytes()).to_string()))
+}
+
+/// Builds ledgers: resources once each, positions in order.
+#[derive(Default)]
+struct Builder {
+    resources: Vec<ResourceRef>,
+}
+
+impl Builder {
+    fn resource(
+        &mut self,
+        resource: &VectorResource,
+        role: ResourceRole,
+        incarnation: &str,
+    ) -> ResourceIndex {
+        let made = ResourceRef::new(role, location(resource), incarnation.to_owned(), None);
+        match self.resources.iter().position(|r| *r == made) {
+            Some(index) => index as ResourceIndex,
+            None => {
+                self.resources.push(made);
+                (self.resources.len() - 1) as ResourceIndex
+            }
+        }
+    }
+}
+
+impl Vector {
+    /// The evidence ledger this vector describes.
+    pub fn ledger(&self) -> Result<EvidenceLedger, String> {
+        let mut builder = Builder::default();
+        let required = self
+            .required
+            .iter()
+            .map(|path| builder.resource(&VectorResource::File(path.clone()), ResourceRole::Target, "1"))
+            .collect();
+        let mut records = Vec::new();
+        for (index, record) in self.records.iter().enumerate() {
+            let at = |at: Option<u64>| at.unwrap_or(index as u64);
+            records.push(match record {
+                VectorRecord::Claim(claim) => {
+                    let scope = claim.scope.as_ref().map(|scope| {
+                        scope.iter().map(|r| builder.resource(r, ResourceRole::Target, "1")).collect::<Vec<_>>()
+                    });
+                    let obligations = claim
+                        .obligations
+                        .iter()
+                        .map(|o| {
+                            let postcondition = match (digest_of(o.content.as_ref(), o.content_sha256.as_ref()), o.absent, o.exists) {
+                                (Some(digest), false, false) => Postcondition::ContentSha256(digest),
+                                (None, true, false) => Postcondition::Absent,
+                                (None, false, true) => Postcondition::Exists,
+                                _ => return Err(format!("record {index}: an obligation needs exactly one of content, content_sha256, absent, exists")),
+                            };
+                            Ok(ObligationEvidence { target: builder.resource(&o.target, ResourceRole::Target, "1"), postcondition })
+                        })
+                        .collect::<Result<_, String>>()?;
+                    EvidenceRecord::Claim(ClaimEvidence {
+                        position: at(claim.at),
+                        run_id: "run".into(),
+                        action_id: format!("action-{index}"),
+                        tool: claim.tool.clone(),
+                        scope,
+                        dependencies: Vec::new(),
+                        obligations,
+                        external: claim.external,
+                        no_op: claim.no_op,
+                    })
+                }
+                VectorRecord::Outcome(outcome) => EvidenceRecord::Outcome(OutcomeEvidence {
+                    position: at(outcome.at),
+                    claim: outcome.claim,
+                    outcome: Outcome {
+                        execution: outcome.execution,
+                        impact: if outcome.execution == Execution::NotExecuted { Impact::None } else { Impact::Possible },
+                        cleanup: outcome.cleanup.unwrap_or(CleanupState::NotApplicable),
+                        replayed: false,
+                        remote_acknowledged: outcome.remote_acknowledged,
+                        detached: false,
+                    },
+                    recovery: outcome.recovery,
+                    mutation_attempted: outcome.mutation_attempted,
+                }),
+                VectorRecord::Observation(o) => EvidenceRecord::Observation(ObservationEvidence {
+                    position: at(o.at),
+                    resource: builder.resource(&o.resource, ResourceRole::Source, &o.incarnation),
+                    mechanism: o.mechanism.unwrap_or(Mechanism::FilesystemRead),
+                    coverage: o.coverage.unwrap_or(Coverage::Complete),
+                    source_action: format!("action-{index}"),
+                    source_claim: o.source_claim,
+                    exists: o.exists,
+                    content_sha256: digest_of(o.content.as_ref(), o.content_sha256.as_ref()),
+                    job_state: None,
+                }),
+                VectorRecord::Verifier(v) => EvidenceRecord::Verifier(VerifierEvidence {
+                    position: at(v.at),
+                    command: v.command.clone().unwrap_or_else(|| "cargo test".into()),
+                    passed: v.passed,
+                }),
+            });
+        }
+        Ok(EvidenceLedger { resources: builder.resources, required, records, answer: self.answer.clone() })
+    }
+
+    /// Every way `decided` differs from what the vector expects (empty: pass).
+    pub fn check(&self, decided: &Decided) -> Vec<String> {
+        let decision = &decided.decision;
+        let expect = &self.expect;
+        let mut failures = Vec::new();
+        if decision.verdict != expect.verdict {
+            failures.push(format!("verdict {:?}, expected {:?}", decision.verdict, expect.verdict));
+        }
+        let code = |c: &ReasonCode| {
+            serde_json::to_value(c).map(|v| v.as_str().unwrap_or_default().to_owned()).unwrap_or_default()
+        };
+        let mut got: Vec<String> = decision.reasons.iter().map(|r| code(&r.code)).collect();
+        let mut want: Vec<String> = expect.reasons.iter().map(code).collect();
+        got.sort();
+        want.sort();
+        if got != want {
+            failures.push(format!("reasons {got:?}, expected {want:?}"));
+        }
+        for (wanted_code, positions) in &expect.evidence {
+            match decision.reasons.iter().find(|r| code(&r.code) == *wanted_code) {
+                Some(reason) => {
+                    let mut cited = reason.evidence.clone();
+                    let mut wanted = positions.clone();
+                    cited.sort_unstable();
+                    wanted.sort_unstable();
+                    if cited != wanted {
+                        failures.push(format!("{wanted_code} cites {cited:?}, expected {wanted:?}"));
+                    }
+                }
+                None => failures.push(format!("no {wanted_code} reason to check the evidence of")),
+            }
+        }
+        if let Some(assessments) = &expect.assessments {
+            let got: Vec<ExpectedAssessment> = decision
+                .assessments
+                .iter()
+                .map(|a| ExpectedAssessment {
+                    claim: a.claim,
+                    obligation: a.obligation,
+                    assessment: a.assessment,
+                    observation: a.observation,
+                })
+                .collect();
+            if &got != assessments {
+                failures.push(format!("assessments {got:?}, expected {assessments:?}"));
+            }
+        }
+        if let Some(count) = expect.disclosures
+            && decision.disclosures.len() != count
+        {
+            failures.push(format!(
+                "{} disclosures {:?}, expected {count}",
+                decision.disclosures.len(),
+                decision.disclosures
+            ));
+        }
+        for text in &expect.disclosures_mention {
+            if !decision.disclosures.iter().any(|d| d.contains(text.as_str())) {
+                failures.push(format!("no disclosure mentions {text:?}: {:?}", decision.disclosures));
+            }
+        }
+        for text in &expect.answer_mentions {
+            if !decision.presented_answer.contains(text.as_str()) {
+                failures
+                    .push(format!("the presented answer lacks {text:?}: {:?}", decision.presented_answer));
+            }
+        }
+        for text in &expect.answer_lacks {
+            if decision.presented_answer.contains(text.as_str()) {
+                failures
+                    .push(format!("the presented answer contains {text:?}: {:?}", decision.presented_answer));
+            }
+        }
+        failures
+    }
+}
+
+/// One vector's result.
+#[derive(Debug)]
+pub struct VectorResult {
+    /// The file.
+    pub file: PathBuf,
+    /// Its rule.
+    pub rule: String,
+    /// Its title.
+    pub title: String,
+    /// What differed; empty when it passed.
+    pub failures: Vec<String>,
+}
+
+impl VectorResult {
+    /// True when nothing differed.
+    pub fn passed(&self) -> bool {
+        self.failures.is_empty()
+    }
+}
+
+/// Reads every `*.json` vector in `dir`, sorted by file name. A file that is
+/// not a valid vector is an error naming it: a broken vector must not pass by
+/// being skipped.
+pub fn load(dir: &Path) -> Result<Vec<(PathBuf, Vector)>, String> {
+    let opened = Dir::open_ambient_dir(dir, ambient_authority())
+        .map_err(|e| format!("cannot open the vectors directory {}: {e}", dir.display()))?;
+    let mut names = Vec::new();
+    for entry in opened.entries().map_err(|e| format!("cannot list {}: {e}", dir.display()))? {
+        let entry = entry.map_err(|e| format!("cannot list {}: {e}", dir.display()))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".json") {
+            names.push(name);
+        }
+    }
+    names.sort();
+    if names.is_empty() {
+        return Err(format!("{} holds no *.json vectors", dir.display()));
+    }
+    names
+        .into_iter()
+        .map(|name| {
+            let path = dir.join(&name);
+            let text = opened.read_to_string(&name).map_err(|e| format!("{}: {e}", path.display()))?;
+            let vector: Vector = serde_json::from_str(&text)
+                .map_err(|e| format!("{}: not a valid vector: {e}", path.display()))?;
+            Ok((path, vector))
+        })
+        .collect()
+}
+
+/// Runs every vector of `dir` against `evaluator`.
+pub fn run(dir: &Path, evaluator: &mut Evaluator<'_>) -> Result<Vec<VectorResult>, String> {
+    load(dir)?
+        .into_iter()
+        .map(|(file, vector)| {
+            let ledger = vector.ledger().map_err(|e| format!("{}: {e}", file.display()))?;
+            let decided = evaluator.decide(&ledger);
+            let failures = vector.check(&decided);
+            Ok(VectorResult { file, rule: vector.rule, title: vector.title, failures })
+        })
+        .collect()
+}

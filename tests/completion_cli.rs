@@ -1,0 +1,209 @@
+//! Truthful completion end to end (SPEC section 7): sessions with a `complete`
+//! step, `effects decide` on a recorded run, and an evaluator that fails. Each
+//! scenario of the issue runs the real binary against a real root.
+
+#![allow(clippy::disallowed_methods)] // tests drive the binary with real paths
+
+mod support;
+
+use std::process::Command;
+
+use serde_json::Value;
+use support::session::{Session, log_records, reports, session, verify};
+
+const WRITE: &str = r#"{"tool": "write_file", "input": {"path": "a.txt", "content": "hi\n"}}"#;
+const READ: &str = r#"{"tool": "read_file", "input": {"path": "a.txt"}}"#;
+
+fn complete(required: &[&str], answer: &str) -> String {
+    serde_json::json!({ "complete": { "required": required, "answer": answer } }).to_string()
+}
+
+/// Runs `lines` as one session and returns the final object (the summary,
+/// carrying the decision's fields).
+fn decide(s: &Session, lines: &[&str], extra: &[&str]) -> Value {
+    let out = s.run(&(lines.join("\n") + "\n"), extra);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    reports(&out).pop().unwrap()
+}
+
+fn codes(decision: &Value) -> Vec<String> {
+    decision["reasons"].as_array().unwrap().iter().map(|r| r["code"].as_str().unwrap().to_owned()).collect()
+}
+
+fn run_id(decision: &Value) -> String {
+    decision["summary"]["run_id"].as_str().unwrap().to_owned()
+}
+
+#[test]
+fn write_then_full_read_back_is_completed() {
+    let s = session();
+    let decision = decide(&s, &[WRITE, READ, &complete(&["a.txt"], "I wrote a.txt.")], &[]);
+    assert_eq!(decision["verdict"], "COMPLETED", "{decision:#}");
+    assert!(codes(&decision).is_empty());
+    assert_eq!(decision["disclosures"], serde_json::json!([]));
+    assert_eq!(decision["answer"], "I wrote a.txt.");
+    assert_eq!(decision["assessments"][0]["assessment"], "VERIFIED");
+}
+
+#[test]
+fn write_without_readback_is_unverified_naming_the_file() {
+    let s = session();
+    let decision = decide(&s, &[WRITE, &complete(&["a.txt"], "")], &[]);
+    assert_eq!(decision["verdict"], "UNVERIFIED", "{decision:#}");
+    assert_eq!(codes(&decision), ["UNVERIFIED_ARTIFACT"]);
+    assert!(decision["disclosures"][0].as_str().unwrap().contains("a.txt"));
+    assert!(decision["answer"].as_str().unwrap().contains("a.txt was changed"));
+}
+
+#[test]
+fn a_change_outside_the_ledger_then_a_full_read_is_failed() {
+    let s = session();
+    let first = decide(&s, &[WRITE], &[]);
+    // Someone else rewrites the file in place; the ledger never hears of it.
+    std::fs::write(s.root.join("a.txt"), "tampered\n").unwrap();
+    let run = run_id(&first);
+    let decision = decide(&s, &[READ, &complete(&["a.txt"], "I wrote a.txt.")], &["--run", &run]);
+    assert_eq!(decision["verdict"], "FAILED", "{decision:#}");
+    assert!(codes(&decision).contains(&"CONTRADICTED_ARTIFACT".to_owned()), "{decision:#}");
+}
+
+#[test]
+fn a_second_write_without_a_second_read_is_not_completed() {
+    let s = session();
+    let rewrite = r#"{"tool": "write_file", "input": {"path": "a.txt", "content": "bye\n"}}"#;
+    let decision = decide(&s, &[WRITE, READ, rewrite, &complete(&["a.txt"], "")], &[]);
+    assert_ne!(decision["verdict"], "COMPLETED", "{decision:#}");
+    assert_eq!(codes(&decision), ["UNVERIFIED_ARTIFACT"]);
+}
+
+#[test]
+fn only_a_partial_read_after_the_write_is_unverified() {
+    let s = session();
+    let partial = r#"{"tool": "read_file", "input": {"path": "a.txt", "limit": 1}}"#;
+    let decision = decide(&s, &[WRITE, partial, &complete(&["a.txt"], "")], &[]);
+    assert_eq!(decision["verdict"], "UNVERIFIED", "{decision:#}");
+    assert_eq!(decision["assessments"][0]["assessment"], "UNVERIFIED");
+}
+
+#[test]
+fn a_required_file_never_written_and_absent_is_missing() {
+    let s = session();
+    let decision = decide(&s, &[WRITE, READ, &complete(&["report.md"], "")], &[]);
+    assert_eq!(decision["verdict"], "FAILED", "{decision:#}");
+    assert_eq!(codes(&decision), ["MISSING_ARTIFACT"]);
+    assert!(decision["disclosures"][0].as_str().unwrap().contains("report.md"));
+}
+
+#[test]
+fn a_read_only_session_is_completed_with_no_disclosures_and_no_log() {
+    let s = session();
+    std::fs::write(s.root.join("notes.txt"), "n\n").unwrap();
+    let read = r#"{"tool": "read_file", "input": {"path": "notes.txt"}}"#;
+    let decision = decide(&s, &[read, &complete(&["notes.txt"], "The notes say n.")], &[]);
+    assert_eq!(decision["verdict"], "COMPLETED", "{decision:#}");
+    assert_eq!(decision["disclosures"], serde_json::json!([]));
+    assert_eq!(decision["answer"], "The notes say n.");
+    assert!(s.logs().is_empty(), "CMP-9: no claims, no log file, even after deciding");
+}
+
+#[test]
+fn an_external_call_is_unverified_and_always_disclosed() {
+    let s = session();
+    let external = r#"{"tool": "external", "input": {"server": "tracker", "tool": "create_issue", "arguments": {"title": "bug"}}, "reported": {"exit_code": 0}}"#;
+    let decision = decide(&s, &[external, &complete(&[], "Thanks for your patience.")], &[]);
+    assert_eq!(decision["verdict"], "UNVERIFIED", "{decision:#}");
+    assert_eq!(codes(&decision), ["EXTERNAL_EFFECT_UNVERIFIED"]);
+    let answer = decision["answer"].as_str().unwrap();
+    assert!(answer.starts_with("Thanks for your patience."), "{answer}");
+    assert!(
+        answer.contains("not independently verified") && answer.contains("tracker/create_issue"),
+        "{answer}"
+    );
+    // The claim is external and acknowledged (TRU-1: from the bound endpoint).
+    let log = &s.logs()[0];
+    let records = log_records(log);
+    assert_eq!(records[0]["record"]["claim"]["external"], true);
+    assert_eq!(records[1]["record"]["outcome"]["outcome"]["remote_acknowledged"], true);
+}
+
+#[test]
+fn completing_in_a_second_process_sees_the_whole_history() {
+    let s = session();
+    let first = decide(&s, &[WRITE, READ], &[]);
+    let run = run_id(&first);
+    let b = r#"{"tool": "write_file", "input": {"path": "b.txt", "content": "b\n"}}"#;
+    let decision = decide(&s, &[b, &complete(&["a.txt", "b.txt"], "")], &["--run", &run]);
+    // a.txt was verified in the first process; b.txt, written here, was not read.
+    assert_eq!(decision["verdict"], "UNVERIFIED", "{decision:#}");
+    let reasons = decision["reasons"].as_array().unwrap();
+    assert_eq!(reasons.len(), 1, "{decision:#}");
+    assert!(reasons[0]["message"].as_str().unwrap().starts_with("b.txt"), "{decision:#}");
+    assert_eq!(decision["assessments"][0]["assessment"], "VERIFIED", "the first process's write and read");
+}
+
+#[test]
+fn decide_on_a_recorded_run_agrees_and_records_the_decision() {
+    let s = session();
+    let first = decide(&s, &[WRITE, READ], &[]);
+    let run = run_id(&first);
+    let out = Command::new(env!("CARGO_BIN_EXE_effects"))
+        .arg("--data-dir")
+        .arg(&s.data)
+        .args(["decide", "--run", &run, "--require", "a.txt", "--answer", "I wrote a.txt.", "--json"])
+        .current_dir("/")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let decision: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(decision["verdict"], "COMPLETED", "{decision:#}");
+    assert!(decision["evaluator"]["fuel_used"].as_u64().unwrap() > 0, "POL-4: fuel recorded");
+    assert_eq!(decision["evaluator"]["component"], "evaluate");
+    let log = &s.logs()[0];
+    let last = log_records(log).pop().unwrap();
+    assert_eq!(last["kind"], "decision");
+    assert_eq!(last["record"]["decision"]["verdict"], "COMPLETED");
+    assert_eq!(last["record"]["decision"]["evaluator"]["sha256"], decision["evaluator"]["sha256"]);
+    assert!(verify(log).starts_with("ok: "), "decisions keep the log valid");
+    // Nothing was executed: the file is as the session left it.
+    assert_eq!(std::fs::read(s.root.join("a.txt")).unwrap(), b"hi\n");
+}
+
+#[test]
+fn decide_refuses_an_escaping_requirement_and_an_unknown_run() {
+    let s = session();
+    let run = run_id(&decide(&s, &[WRITE], &[]));
+    let effects = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_effects"))
+            .arg("--data-dir")
+            .arg(&s.data)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let escape = effects(&["decide", "--run", &run, "--require", "../../etc/passwd"]);
+    assert_eq!(escape.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&escape.stderr).contains("escapes the root"));
+    let unknown = effects(&["decide", "--run", "run-nope"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no log for run run-nope"));
+}
+
+#[test]
+fn a_failing_evaluator_blocks_and_is_recorded_as_a_policy_failure() {
+    let s = session();
+    let copy = support::PolicyCopy::new();
+    copy.replace("evaluate.wasm", &support::fixture("hostile-evaluator"));
+    let manifest = copy.path("manifest.toml");
+    let decision = decide(
+        &s,
+        &[WRITE, READ, &complete(&["a.txt"], "spin")],
+        &["--manifest", manifest.to_str().unwrap()],
+    );
+    assert_eq!(decision["verdict"], "BLOCKED", "{decision:#}");
+    assert_eq!(codes(&decision), ["POLICY_FAILURE"]);
+    let log = &s.logs()[0];
+    let last = log_records(log).pop().unwrap();
+    assert_eq!(last["record"]["decision"]["verdict"], "BLOCKED");
+    assert!(last["record"]["decision"]["policy_failure"].as_str().unwrap().contains("fuel"), "{last:#}");
+    assert_eq!(last["record"]["decision"]["evaluator"]["fuel_used"], Value::Null);
+}

@@ -1,0 +1,91 @@
+//! Driving the `effects` binary's `session` as a terminal user would.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+
+use serde_json::Value;
+
+/// A root and a data dir in a temporary directory.
+pub struct Session {
+    _base: tempfile::TempDir,
+    pub root: PathBuf,
+    pub data: PathBuf,
+}
+
+/// A fresh session place.
+pub fn session() -> Session {
+    let base = tempfile::tempdir().unwrap();
+    let root = base.path().join("root");
+    let data = base.path().join("data");
+    std::fs::create_dir_all(&root).unwrap();
+    Session { _base: base, root, data }
+}
+
+impl Session {
+    /// `effects --data-dir D session --root R --json EXTRA...`.
+    pub fn command(&self, extra: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_effects"));
+        command
+            .arg("--data-dir")
+            .arg(&self.data)
+            .arg("session")
+            .arg("--root")
+            .arg(&self.root)
+            .arg("--json")
+            .args(extra);
+        command
+    }
+
+    /// Runs `script` (on standard input) as a session.
+    pub fn run(&self, script: &str, extra: &[&str]) -> Output {
+        self.spawn(script, extra).wait_with_output().unwrap()
+    }
+
+    /// Starts `script` as a session without waiting for it.
+    pub fn spawn(&self, script: &str, extra: &[&str]) -> Child {
+        let mut child = self
+            .command(extra)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+        child
+    }
+
+    /// The effect logs in the data dir.
+    pub fn logs(&self) -> Vec<PathBuf> {
+        match std::fs::read_dir(self.data.join("effects")) {
+            Ok(entries) => entries
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|x| x == "log"))
+                .collect(),
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
+/// The JSON lines a `--json` run printed.
+pub fn reports(output: &Output) -> Vec<Value> {
+    String::from_utf8_lossy(&output.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// `effects log verify LOG`, which must pass.
+pub fn verify(log: &Path) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_effects")).arg("log").arg("verify").arg(log).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `effects log show --json LOG`, one value per record.
+pub fn log_records(log: &Path) -> Vec<Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_effects"))
+        .args(["log", "show", "--json"])
+        .arg(log)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
