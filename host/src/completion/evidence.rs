@@ -1,12 +1,14 @@
 //! Assembling the evidence ledger (SPEC section 7's input) from the durable
-//! history of one run and its children: claims, outcomes and observations in
-//! log order, each resource listed once.
+//! history of a run's lineage: claims, outcomes and observations in log order,
+//! each resource listed once.
 //!
-//! A run's children write to their root's log (LOG-1) and name their parent in
-//! their claims, so one pass in log order finds them: a run is in the set once
-//! one of its claims names a run already in it. Outcomes follow their claims
-//! (recovery may write them under another run id). Decision records are not
-//! evidence and are left out.
+//! The whole lineage, not just the run decided: a run's children write to
+//! their root's log (LOG-1), and a parent's or sibling's later effect on a
+//! file invalidates the run's own reads of it (INV-1) or was in flight when
+//! they were taken (INV-2). Leaving them out could only make stale evidence
+//! look fresh. The price is that deciding a child also reports what its
+//! relatives left unverified. Decision records are not evidence and are left
+//! out.
 
 use std::collections::{HashMap, HashSet};
 
@@ -53,14 +55,13 @@ fn observation_evidence(
     })
 }
 
-/// The ledger of `run_id` and its children over `history`, deciding about
-/// `required` with the agent's `answer`. `unrecorded` observations (taken for
-/// a run that has no log, so nothing was written: CMP-9) follow the history at
-/// the next positions.
+/// The ledger of a lineage's `history`, deciding about `required` with the
+/// agent's `answer`. `unrecorded` observations (taken for a run that has no
+/// log, so nothing was written: CMP-9) follow the history at the next
+/// positions.
 pub fn assemble(
     history: &[Framed],
     unrecorded: &[ObservationRecord],
-    run_id: &str,
     required: &[ResourceRef],
     answer: &str,
 ) -> EvidenceLedger {
@@ -74,26 +75,18 @@ pub fn assemble(
             _ => None,
         })
         .collect();
-    let mut runs: HashSet<&str> = HashSet::from([run_id]);
-    let mut claims: HashSet<Position> = HashSet::new();
     let mut records = Vec::new();
     for framed in history {
         let position = framed.position;
         match &framed.record {
             Record::Claim(claim) => {
-                let ours = runs.contains(framed.run_id.as_str())
-                    || claim.parent_run_id.as_deref().is_some_and(|parent| runs.contains(parent));
-                if !ours {
-                    continue;
-                }
-                runs.insert(&framed.run_id);
-                claims.insert(position);
                 let scope: Vec<ResourceIndex> = claim.impact_scope.iter().map(|r| resources.of(r)).collect();
                 let obligations = claim
                     .obligations
                     .iter()
                     .map(|o| ObligationEvidence {
-                        target: scope[o.target as usize], // in range: the log admits no other (CL-1)
+                        // In range: the log admits no other (CL-1).
+                        target: scope[o.target as usize],
                         postcondition: o.postcondition.clone(),
                     })
                     .collect();
@@ -109,7 +102,7 @@ pub fn assemble(
                     no_op: not_executed.contains(&position),
                 }));
             }
-            Record::Outcome(outcome) if claims.contains(&outcome.claim) => {
+            Record::Outcome(outcome) => {
                 records.push(EvidenceRecord::Outcome(OutcomeEvidence {
                     position,
                     claim: outcome.claim,
@@ -118,10 +111,10 @@ pub fn assemble(
                     mutation_attempted: outcome.facts.mutation_attempted,
                 }));
             }
-            Record::Observation(observation) if runs.contains(framed.run_id.as_str()) => {
+            Record::Observation(observation) => {
                 records.push(observation_evidence(position, observation, &mut resources));
             }
-            Record::Outcome(_) | Record::Observation(_) | Record::Decision(_) => {}
+            Record::Decision(_) => {}
         }
     }
     let next = history.last().map_or(0, |framed| framed.position + 1);

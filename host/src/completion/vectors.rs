@@ -26,7 +26,7 @@
 //! assessments, the number of disclosures, and text the disclosures or the
 //! presented answer must (or must not) contain.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use cap_std::ambient_authority;
@@ -304,6 +304,7 @@ fn digest_of(text: Option<&String>, digest: Option<&String>) -> Option<String> {
 #[derive(Default)]
 struct Builder {
     resources: Vec<ResourceRef>,
+    index: HashMap<ResourceRef, ResourceIndex>,
 }
 
 impl Builder {
@@ -314,13 +315,11 @@ impl Builder {
         incarnation: &str,
     ) -> ResourceIndex {
         let made = ResourceRef::new(role, location(resource), incarnation.to_owned(), None);
-        match self.resources.iter().position(|r| *r == made) {
-            Some(index) => index as ResourceIndex,
-            None => {
-                self.resources.push(made);
-                (self.resources.len() - 1) as ResourceIndex
-            }
-        }
+        let next = self.resources.len() as ResourceIndex;
+        *self.index.entry(made.clone()).or_insert_with(|| {
+            self.resources.push(made);
+            next
+        })
     }
 }
 

@@ -82,7 +82,7 @@ impl Ledger {
         }
         let history = self.history(&run.lineage)?;
         let required_refs: Vec<_> = resolved.into_iter().map(|r| r.resource).collect();
-        let ledger = assemble(&history, &unrecorded, &run.id, &required_refs, answer);
+        let ledger = assemble(&history, &unrecorded, &required_refs, answer);
         let decided = evaluator_of(self.config.policies.evaluator()).decide(&ledger);
         let record = DecisionRecord {
             through: ledger.records.last().map(crate::model::EvidenceRecord::position),

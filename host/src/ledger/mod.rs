@@ -47,8 +47,8 @@ use crate::log::{
     OperatorKey, OutcomeRecord, Position, open_effects_dir, open_lineage,
 };
 use crate::model::{
-    BindingIndex, ClaimPlan, Classification, CleanupState, Execution, Impact, Outcome, PlannedScope,
-    ProducerFacts, ReadbackContext, ResourceRef, SettleRequest,
+    BindingIndex, ClaimPlan, Classification, CleanupState, Execution, Impact, Location, Outcome,
+    PlannedScope, ProducerFacts, ReadbackContext, ResourceRef, SettleRequest,
 };
 use crate::policy::PolicySet;
 
@@ -235,8 +235,17 @@ impl Ledger {
             }
             Ok(Classification::Refused(reason)) => return Dispatch::Refused(reason),
             Ok(Classification::Effect(plan)) => (plan, None),
-            // POL-4: a failed policy never lets a call through unclaimed.
-            Err(error) => (ClaimPlan::unknown_scope(), Some(error.to_string())),
+            // POL-4: a failed policy never lets a call through unclaimed. An
+            // external endpoint the host bound stays external (TRU-1: that
+            // comes from the captured resource, not from the policy).
+            Err(error) => {
+                let external = bound
+                    .operation
+                    .bindings
+                    .iter()
+                    .any(|b| matches!(b.resource.location(), Location::External(_)));
+                (ClaimPlan { external, ..ClaimPlan::unknown_scope() }, Some(error.to_string()))
+            }
         };
         let refs = |indices: &[BindingIndex]| -> Vec<ResourceRef> {
             indices.iter().map(|&i| bound.operation.bindings[i as usize].resource.clone()).collect()

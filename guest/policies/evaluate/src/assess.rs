@@ -13,7 +13,7 @@ use effects_evaluator_sdk::types::{
 };
 
 use crate::history::{Freshness, History, Observation, State, verifying_mechanism};
-use crate::locations::LocId;
+use crate::locations::{FixedMap, LocId};
 
 /// One obligation's (or one obligation-less claim's) assessment.
 #[derive(Clone, Copy)]
@@ -30,6 +30,10 @@ pub struct Assessed {
 pub struct Assessments {
     /// Per claim, one per obligation (or one with no target).
     pub per_claim: Vec<Vec<Assessed>>,
+    /// (claim, target) -> index of the claim's **last** obligation on that
+    /// target: what the claim says will finally hold there (a patch that
+    /// deletes and re-adds a file ends with the content).
+    last_on: FixedMap<(usize, LocId), usize>,
 }
 
 /// Does the observed state satisfy the postcondition (CL-2)?
@@ -53,7 +57,7 @@ pub fn assess(history: &History<'_>) -> Assessments {
             newest[observation.loc as usize] = Some(observation);
         }
     }
-    let per_claim = history
+    let per_claim: Vec<Vec<Assessed>> = history
         .claims
         .iter()
         .map(|claim| {
@@ -101,7 +105,15 @@ pub fn assess(history: &History<'_>) -> Assessments {
                 .collect()
         })
         .collect();
-    Assessments { per_claim }
+    let mut last_on = FixedMap::default();
+    for (claim, assessed) in per_claim.iter().enumerate() {
+        for (index, a) in assessed.iter().enumerate() {
+            if let Some(target) = a.target {
+                last_on.insert((claim, target), index);
+            }
+        }
+    }
+    Assessments { per_claim, last_on }
 }
 
 fn same_mechanism(
@@ -118,9 +130,10 @@ fn same_mechanism(
 }
 
 impl Assessments {
-    /// The assessment of claim `index`'s obligation on exactly `loc`, if it has one.
+    /// The assessment of claim `index`'s last obligation on exactly `loc`, if
+    /// it has one.
     pub fn on(&self, index: usize, loc: LocId) -> Option<&Assessed> {
-        self.per_claim[index].iter().find(|a| a.target == Some(loc))
+        self.last_on.get(&(index, loc)).map(|&i| &self.per_claim[index][i])
     }
 
     /// CMP-11: the list every decision carries.

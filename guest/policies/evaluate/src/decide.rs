@@ -5,12 +5,45 @@
 //! Everything is indexed per location once ([`Index`]), so each rule costs the
 //! depth of a location's ancestor chain per artifact or effect: no rule compares
 //! every effect with every other.
+//!
+//! Time is measured by an effect's **end**: its settled outcome's position, or
+//! "never" while it is attempted or RUNNING. An effect that was in flight when
+//! a write or a verifier happened may have changed things after it, so
+//! "after X" below means "ends after X", not "was claimed after X".
 
 use effects_evaluator_sdk::types::{Assessment, Execution, Reason, ReasonCode, Verdict};
 
 use crate::assess::Assessments;
 use crate::history::{Freshness, History, State};
 use crate::locations::{Kind, LocId};
+
+/// The latest of something per location: for the location itself, and for
+/// it or anything beneath it (so ancestor-or-self overlap is a walk up one
+/// chain).
+struct PerLocation {
+    own: Vec<Option<(u64, usize)>>,
+    below: Vec<Option<(u64, usize)>>,
+}
+
+impl PerLocation {
+    fn new(n: usize) -> Self {
+        Self { own: vec![None; n], below: vec![None; n] }
+    }
+
+    fn note(&mut self, history: &History<'_>, target: LocId, at: (u64, usize)) {
+        let keep = |slot: &mut Option<(u64, usize)>| *slot = Some(slot.map_or(at, |s| s.max(at)));
+        keep(&mut self.own[target as usize]);
+        for a in history.locations.ancestors_or_self(target) {
+            keep(&mut self.below[a as usize]);
+        }
+    }
+
+    /// The latest entry overlapping `loc` (ancestor-or-self either way).
+    fn latest(&self, history: &History<'_>, loc: LocId) -> Option<(u64, usize)> {
+        let above = history.locations.ancestors_or_self(loc).filter_map(|a| self.own[a as usize]);
+        self.below[loc as usize].into_iter().chain(above).max()
+    }
+}
 
 /// Per-location facts every rule reads.
 pub struct Index<'h, 'a> {
@@ -22,19 +55,19 @@ pub struct Index<'h, 'a> {
     pub changes: Vec<Vec<usize>>,
     /// Locations in the order of their first change.
     pub changed: Vec<LocId>,
-    /// Per location: the latest unresolved exact claim targeting it, and the
-    /// latest targeting it or anything below it.
-    unresolved_self: Vec<Option<usize>>,
-    unresolved_below: Vec<Option<usize>>,
-    /// The latest unresolved unknown-scope claim, and the latest of any scope.
-    unresolved_unknown: Option<usize>,
-    unresolved_any: Option<usize>,
-    /// The same three for every claim that is not a no-op (verifier coverage).
-    touched_self: Vec<Option<u64>>,
-    touched_below: Vec<Option<u64>>,
-    touched_unknown: Option<u64>,
-    /// The first executed unknown-scope claim (it may have produced anything).
-    first_unknown_executed: Option<usize>,
+    /// Unresolved exact claims (CMP-2) by (end, claim), per location; and the
+    /// latest unresolved unknown-scope claim, and the latest of any scope.
+    unresolved: PerLocation,
+    unresolved_unknown: Option<(u64, usize)>,
+    unresolved_any: Option<(u64, usize)>,
+    /// Every claim that is not a no-op, by (end, claim) and by (start, claim).
+    touched_end: PerLocation,
+    touched_start: PerLocation,
+    unknown_end: Option<(u64, usize)>,
+    unknown_start: Option<(u64, usize)>,
+    /// Per location: the position of the latest observation that saw a
+    /// different incarnation than the one before it (a replacement, INV-1).
+    replaced: Vec<Option<u64>>,
     /// Per location: the newest filesystem observation of any mechanism.
     newest_seen: Vec<Option<usize>>,
 }
@@ -88,6 +121,11 @@ fn execution_name(execution: Execution) -> &'static str {
     }
 }
 
+/// A claim's end: its settled outcome's position, or never (`u64::MAX`).
+fn end(history: &History<'_>, claim: usize) -> u64 {
+    history.claims[claim].state.settled().map_or(u64::MAX, |s| s.position)
+}
+
 impl<'h, 'a> Index<'h, 'a> {
     /// Indexes `history` once.
     pub fn new(history: &'h History<'a>, assessments: &'h Assessments) -> Self {
@@ -97,56 +135,61 @@ impl<'h, 'a> Index<'h, 'a> {
             assessments,
             changes: vec![Vec::new(); n],
             changed: Vec::new(),
-            unresolved_self: vec![None; n],
-            unresolved_below: vec![None; n],
+            unresolved: PerLocation::new(n),
             unresolved_unknown: None,
             unresolved_any: None,
-            touched_self: vec![None; n],
-            touched_below: vec![None; n],
-            touched_unknown: None,
-            first_unknown_executed: None,
+            touched_end: PerLocation::new(n),
+            touched_start: PerLocation::new(n),
+            unknown_end: None,
+            unknown_start: None,
+            replaced: vec![None; n],
             newest_seen: vec![None; n],
         };
+        let later =
+            |slot: &mut Option<(u64, usize)>, at: (u64, usize)| *slot = Some(slot.map_or(at, |s| s.max(at)));
         for (i, claim) in history.claims.iter().enumerate() {
             if claim.no_op() {
                 continue;
             }
-            let position = claim.position();
+            let (start, end) = ((claim.position(), i), (end(history, i), i));
             let unresolved = claim.unresolved() && !index.resolved_by_observation(i);
             if unresolved {
-                index.unresolved_any = Some(i);
+                later(&mut index.unresolved_any, end);
             }
             match &claim.targets {
                 None => {
-                    index.touched_unknown = Some(position);
+                    later(&mut index.unknown_end, end);
+                    later(&mut index.unknown_start, start);
                     if unresolved {
-                        index.unresolved_unknown = Some(i);
+                        later(&mut index.unresolved_unknown, end);
                     }
-                    index.first_unknown_executed.get_or_insert(i);
                 }
                 Some(targets) => {
                     for &t in targets {
-                        if index.changes[t as usize].is_empty() {
-                            index.changed.push(t);
-                        }
-                        index.changes[t as usize].push(i);
-                        index.touched_self[t as usize] = Some(position);
-                        if unresolved {
-                            index.unresolved_self[t as usize] = Some(i);
-                        }
-                        for a in history.locations.ancestors_or_self(t) {
-                            index.touched_below[a as usize] = Some(position);
-                            if unresolved {
-                                index.unresolved_below[a as usize] = Some(i);
+                        if index.changes[t as usize].last() != Some(&i) {
+                            if index.changes[t as usize].is_empty() {
+                                index.changed.push(t);
                             }
+                            index.changes[t as usize].push(i);
+                        }
+                        index.touched_end.note(history, t, end);
+                        index.touched_start.note(history, t, start);
+                        if unresolved {
+                            index.unresolved.note(history, t, end);
                         }
                     }
                 }
             }
         }
+        let mut seen: Vec<Option<&str>> = vec![None; n];
         for (i, observation) in history.observations.iter().enumerate() {
+            let loc = observation.loc as usize;
+            if seen[loc].is_some_and(|before| before != observation.incarnation) {
+                index.replaced[loc] = Some(observation.evidence.position);
+            }
+            seen[loc] = Some(observation.incarnation);
             if history.locations.kind(observation.loc) == Kind::Filesystem {
-                index.newest_seen[observation.loc as usize] = Some(i);
+                index.newest_seen[loc] = Some(i);
             }
         }
         index
@@ -166,20 +209,21 @@ impl<'h, 'a> Index<'h, 'a> {
             })
     }
 
-    /// The latest unresolved claim that may touch `loc` (CMP-2).
-    fn unresolved_touching(&self, loc: LocId) -> Option<usize> {
-        let below = self.unresolved_below[loc as usize];
-        let above =
-            self.history.locations.ancestors_or_self(loc).filter_map(|a| self.unresolved_self[a as usize]);
-        below.into_iter().chain(above).chain(self.unresolved_unknown).max()
+    /// The unresolved claim that may touch `loc` and ends last (CMP-2).
+    fn unresolved_touching(&self, loc: LocId) -> Option<(u64, usize)> {
+        self.unresolved.latest(self.history, loc).into_iter().chain(self.unresolved_unknown).max()
     }
 
-    /// The latest position of any claim that may touch `loc`.
-    fn touched_after(&self, loc: LocId) -> Option<u64> {
-        let below = self.touched_below[loc as usize];
-        let above =
-            self.history.locations.ancestors_or_self(loc).filter_map(|a| self.touched_self[a as usize]);
-        below.into_iter().chain(above).chain(self.touched_unknown).max()
+    /// The latest end of any claim that may touch `loc`.
+    fn touched_until(&self, loc: LocId) -> Option<u64> {
+        let latest = self.touched_end.latest(self.history, loc).into_iter().chain(self.unknown_end).max();
+        latest.map(|(end, _)| end)
+    }
+
+    /// The latest claim (by start) that may touch `loc`.
+    fn last_touch(&self, loc: LocId) -> Option<usize> {
+        let latest = self.touched_start.latest(self.history, loc).into_iter().chain(self.unknown_start).max();
+        latest.map(|(_, claim)| claim)
     }
 
     /// The claim's position plus its outcome's, when it has one.
@@ -199,11 +243,13 @@ impl<'h, 'a> Index<'h, 'a> {
     }
 
     /// A passing latest verifier after `after` with no claim touching `loc`
-    /// since it (CMP-7's "covered by a fresh passing verifier run after it").
+    /// ending since it and no replacement of `loc` seen since it (CMP-7's
+    /// "covered by a fresh passing verifier run after it").
     fn verifier_covers(&self, loc: LocId, after: u64) -> Option<u64> {
         let latest = self.history.verifiers.last()?;
-        let fresh = self.touched_after(loc).is_none_or(|p| p < latest.position);
-        (latest.passed && latest.position > after && fresh).then_some(latest.position)
+        let untouched = self.touched_until(loc).is_none_or(|end| end < latest.position);
+        let unreplaced = self.replaced[loc as usize].is_none_or(|at| at < latest.position);
+        (latest.passed && latest.position > after && untouched && unreplaced).then_some(latest.position)
     }
 
     /// CMP-1, CMP-2, CMP-7 for one artifact: the reasons it gives (none when
@@ -220,10 +266,9 @@ impl<'h, 'a> Index<'h, 'a> {
             .map(|&i| self.history.claims[i].position());
         // CMP-2: after its last successful mutation, something unresolved may
         // have touched it.
-        let unsettled = self
-            .unresolved_touching(loc)
-            .filter(|&i| last_success.is_none_or(|p| self.history.claims[i].position() > p));
-        if let Some(i) = unsettled {
+        let unsettled =
+            self.unresolved_touching(loc).filter(|&(end, _)| last_success.is_none_or(|p| end > p));
+        if let Some((_, i)) = unsettled {
             let position = self.history.claims[i].position();
             reasons.push(reason(
                 ReasonCode::UnsettledArtifact,
@@ -243,10 +288,41 @@ impl<'h, 'a> Index<'h, 'a> {
         let claim = &self.history.claims[latest];
         let State::Settled(settled) = claim.state else { return };
         let assessed = self.assessments.on(latest, loc);
+        // Produced, but a fresh observation (of any mechanism: existence needs
+        // no content) finds nothing there, and nothing meant to delete it.
+        let newest = self.newest_seen[loc as usize].map(|i| &self.history.observations[i]);
+        let gone = newest.filter(|o| o.freshness == Freshness::Fresh && !o.evidence.exists);
+        let meant_absent = claim
+            .evidence
+            .obligations
+            .iter()
+            .zip(&claim.obligation_targets)
+            .rev()
+            .find(|(_, t)| **t == loc)
+            .is_some_and(|(o, _)| {
+                matches!(o.postcondition, effects_evaluator_sdk::types::Postcondition::Absent)
+            });
+        if let Some(o) = gone.filter(|_| !meant_absent) {
+            reasons.push(reason(
+                ReasonCode::MissingArtifact,
+                Verdict::Failed,
+                format!(
+                    "{name}: changed by {}, but a fresh observation finds nothing there",
+                    self.tool(latest)
+                ),
+                vec![claim.position(), o.evidence.position],
+                Some(format!("{name} was required but no longer exists.")),
+            ));
+            return;
+        }
         let assessment = assessed.map(|a| a.assessment);
         let mut evidence = self.claim_evidence(latest);
         evidence.extend(assessed.and_then(|a| a.observation));
-        if matches!(assessment, Some(Assessment::Contradicted)) {
+        // A later claim that may touch it (a formatter, a parent directory)
+        // supersedes the change: its contradiction is history (CMP-4), and
+        // the change is at best unverified.
+        let superseded = self.last_touch(loc) != Some(latest);
+        if matches!(assessment, Some(Assessment::Contradicted)) && !superseded {
             reasons.push(contradicted(ReasonCode::ContradictedArtifact, name, self.tool(latest), evidence));
             return;
         }
@@ -285,56 +361,66 @@ impl<'h, 'a> Index<'h, 'a> {
         }
     }
 
-    /// CMP-7 for an artifact no claimed change targeted: it must be observed
-    /// to exist (freshly), else it is missing, or unverified when an
-    /// unknown-scope operation might have produced it.
+    /// CMP-7 for an artifact no claimed change targeted. Observed absent:
+    /// missing. Any unknown-scope operation may have produced or changed it,
+    /// and nothing verifies those (section 6): unverified, unless a fresh
+    /// passing verifier ran after the last of them. Otherwise (nothing could
+    /// have touched it) it must be freshly observed to exist.
     fn never_changed(&self, loc: LocId, reasons: &mut Vec<Reason>) {
         let name = self.history.locations.name(loc);
         let newest = self.newest_seen[loc as usize].map(|i| &self.history.observations[i]);
         let fresh = newest.filter(|o| o.freshness == Freshness::Fresh);
-        match fresh {
-            Some(o) if o.evidence.exists => {}
-            Some(o) => reasons.push(reason(
+        let seen: Vec<u64> = newest.map(|o| o.evidence.position).into_iter().collect();
+        if let Some(o) = fresh.filter(|o| !o.evidence.exists) {
+            reasons.push(reason(
                 ReasonCode::MissingArtifact,
                 Verdict::Failed,
                 format!("{name}: required, and a fresh observation found nothing there"),
                 vec![o.evidence.position],
                 Some(format!("{name} was required but does not exist.")),
+            ));
+            return;
+        }
+        let exists = fresh.is_some();
+        match self.unknown_end {
+            Some((end, i)) if !(exists && self.verifier_covers(loc, end).is_some()) => reasons.push(reason(
+                ReasonCode::UnverifiedArtifact,
+                Verdict::Unverified,
+                format!("{name}: no claimed change produced it; {} may have, and nothing verified it", self.tool(i)),
+                self.claim_evidence(i).into_iter().chain(seen).collect(),
+                Some(format!(
+                    "{name} was not produced by a verified change: {} (position {}) may have produced or changed it.",
+                    self.tool(i),
+                    self.history.claims[i].position()
+                )),
             )),
-            None => match self.first_unknown_executed {
-                Some(i) => reasons.push(reason(
-                    ReasonCode::UnverifiedArtifact,
-                    Verdict::Unverified,
-                    format!(
-                        "{name}: no claimed change produced it and it was not freshly observed since {} ran",
-                        self.tool(i)
-                    ),
-                    self.claim_evidence(i).into_iter().chain(newest.map(|o| o.evidence.position)).collect(),
-                    Some(format!(
-                        "{name} was not observed to exist after the operations that may have produced it."
-                    )),
-                )),
-                None => reasons.push(reason(
-                    ReasonCode::MissingArtifact,
-                    Verdict::Failed,
-                    format!("{name}: required, never produced and not observed to exist"),
-                    newest.map(|o| o.evidence.position).into_iter().collect(),
-                    Some(format!("{name} was required but was never produced.")),
-                )),
-            },
+            Some(_) => {}
+            None if exists => {}
+            None => reasons.push(reason(
+                ReasonCode::MissingArtifact,
+                Verdict::Failed,
+                format!("{name}: required, never produced and not observed to exist"),
+                seen,
+                Some(format!("{name} was required but was never produced.")),
+            )),
         }
     }
 
     /// CMP-4: the latest change of every changed location that is not
     /// required, contradicted by a fresh readback.
     pub fn contradicted_effects(&self, reasons: &mut Vec<Reason>) {
+        let mut required = vec![false; self.history.locations.len()];
+        for &loc in &self.history.required {
+            required[loc as usize] = true;
+        }
         for &loc in &self.changed {
-            if self.history.required.contains(&loc) {
+            if required[loc as usize] {
                 continue;
             }
             let latest = *self.changes[loc as usize].last().expect("changed locations have changes");
             let Some(assessed) = self.assessments.on(latest, loc) else { continue };
-            if matches!(assessed.assessment, Assessment::Contradicted) {
+            let superseded = self.last_touch(loc) != Some(latest);
+            if matches!(assessed.assessment, Assessment::Contradicted) && !superseded {
                 let name = self.history.locations.name(loc);
                 let mut evidence = self.claim_evidence(latest);
                 evidence.extend(assessed.observation);
@@ -356,8 +442,8 @@ impl<'h, 'a> Index<'h, 'a> {
             ));
             return;
         }
-        let Some(i) = self.unresolved_any.filter(|&i| self.history.claims[i].position() > latest.position)
-        else {
+        // Stale: an unresolved effect ended after the check, or has not ended.
+        let Some((_, i)) = self.unresolved_any.filter(|&(end, _)| end > latest.position) else {
             return;
         };
         let position = self.history.claims[i].position();
@@ -376,16 +462,13 @@ impl<'h, 'a> Index<'h, 'a> {
         ));
     }
 
-    /// CMP-6: every executed external effect that is not VERIFIED caps the
-    /// decision at UNVERIFIED and always discloses what is known of it.
+    /// CMP-6: every executed external effect caps the decision at UNVERIFIED
+    /// and always discloses what is known of it.
     pub fn external_effects(&self, reasons: &mut Vec<Reason>) {
         for (i, claim) in self.history.claims.iter().enumerate() {
+            // Always, whatever its obligations say: nothing remote is
+            // independently verified (section 10), and CMP-6 is structural.
             if !claim.evidence.external || claim.no_op() {
-                continue;
-            }
-            let verified =
-                self.assessments.per_claim[i].iter().all(|a| matches!(a.assessment, Assessment::Verified));
-            if verified && !claim.evidence.obligations.is_empty() {
                 continue;
             }
             let target =
@@ -413,7 +496,7 @@ impl<'h, 'a> Index<'h, 'a> {
     /// verifier says otherwise (CMP-2, CMP-5).
     pub fn running(&self, reasons: &mut Vec<Reason>) {
         for (i, claim) in self.history.claims.iter().enumerate() {
-            if claim.evidence.no_op {
+            if claim.no_op() {
                 continue;
             }
             let position = claim.position();

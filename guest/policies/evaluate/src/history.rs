@@ -13,7 +13,7 @@ use effects_evaluator_sdk::types::{
     VerifierEvidence,
 };
 
-use crate::locations::{LocId, Locations};
+use crate::locations::{FixedMap, LocId, Locations};
 
 /// A settled outcome (not RUNNING).
 #[derive(Clone, Copy)]
@@ -77,7 +77,7 @@ pub struct Observation<'a> {
 /// The history of one ledger.
 pub struct History<'a> {
     /// Interned locations.
-    pub locations: Locations,
+    pub locations: Locations<'a>,
     /// Claims in log order.
     pub claims: Vec<Claim<'a>>,
     /// Observations in log order.
@@ -105,10 +105,14 @@ impl Claim<'_> {
     }
 
     /// INV-1: a refused no-op (or an effect that never reached its backend)
-    /// changes nothing, so it neither invalidates nor counts as a change.
+    /// changes nothing, so it neither invalidates nor counts as a change. The
+    /// flag is believed only when no outcome says the backend ran.
     pub fn no_op(&self) -> bool {
-        self.evidence.no_op
-            || matches!(self.state, State::Settled(Settled { execution: Execution::NotExecuted, .. }))
+        match self.state {
+            State::Settled(Settled { execution: Execution::NotExecuted, .. }) => true,
+            State::Attempted => self.evidence.no_op,
+            State::Running(_) | State::Settled(_) => false,
+        }
     }
 
     /// CMP-2: may this effect have changed state without settled evidence?
@@ -171,7 +175,7 @@ impl<'a> History<'a> {
                 .ok_or_else(|| format!("resource index {index} is out of range"))
         };
         let mut claims: Vec<Claim<'a>> = Vec::new();
-        let mut claim_index = std::collections::BTreeMap::new();
+        let mut claim_index: FixedMap<u64, usize> = FixedMap::default();
         let mut observations = Vec::new();
         let mut verifiers = Vec::new();
         let mut last: Option<u64> = None;
@@ -192,11 +196,10 @@ impl<'a> History<'a> {
                     };
                     let obligation_targets =
                         claim.obligations.iter().map(|o| loc(o.target)).collect::<Result<Vec<_>, _>>()?;
-                    if let Some(targets) = &targets
-                        && let Some(stray) = obligation_targets.iter().find(|t| !targets.contains(t))
-                    {
+                    let in_scope: FixedMap<LocId, ()> = targets.iter().flatten().map(|&t| (t, ())).collect();
+                    if let Some(stray) = obligation_targets.iter().find(|t| !in_scope.contains_key(t)) {
                         return Err(format!(
-                            "claim {position}: obligation on {} is outside its scope",
+                            "claim {position}: obligation on {} is outside its scope (CL-1)",
                             locations.name(*stray)
                         ));
                     }
@@ -251,33 +254,32 @@ impl<'a> History<'a> {
             }
         }
         let mut required = Vec::new();
+        let mut seen = vec![false; locations.len()];
         for &index in &ledger.required {
             let id = loc(index)?;
-            if !required.contains(&id) {
+            if !std::mem::replace(&mut seen[id as usize], true) {
                 required.push(id);
             }
         }
         let mut history = History { locations, claims, observations, verifiers, required };
-        history.mark_unsettled(&ledger.records);
+        history.mark_unsettled(&ledger.records, &claim_index);
         history.mark_stale(&ledger.records);
         Ok(history)
     }
 
     /// INV-2, UNSETTLED: an earlier overlapping effect was attempted or running
     /// when the observation was taken (forward pass over open claims).
-    fn mark_unsettled(&mut self, records: &[EvidenceRecord]) {
+    fn mark_unsettled(&mut self, records: &[EvidenceRecord], claim_at: &FixedMap<u64, usize>) {
         let n = self.locations.len();
         let (mut open_self, mut open_below) = (vec![0u32; n], vec![0u32; n]);
         let mut open_unknown = 0u32;
-        let mut claim_at = std::collections::BTreeMap::new();
         let (mut next_claim, mut next_observation) = (0, 0);
         for record in records {
             match record {
                 EvidenceRecord::Claim(_) => {
                     let claim = &self.claims[next_claim];
-                    claim_at.insert(claim.position(), next_claim);
                     next_claim += 1;
-                    if claim.evidence.no_op {
+                    if claim.no_op() {
                         continue;
                     }
                     self.open(
@@ -292,7 +294,7 @@ impl<'a> History<'a> {
                     let index = claim_at[&outcome.claim];
                     let claim = &self.claims[index];
                     let closes = matches!(claim.state.settled(), Some(s) if s.position == outcome.position);
-                    if closes && !claim.evidence.no_op {
+                    if closes && !claim.no_op() {
                         self.open(
                             claim.targets.as_deref(),
                             -1,
@@ -373,9 +375,9 @@ impl<'a> History<'a> {
                 EvidenceRecord::Observation(_) => {
                     next_observation -= 1;
                     let observation = &mut self.observations[next_observation];
-                    if matches!(observation.evidence.mechanism, Mechanism::Receipt) {
-                        continue;
-                    }
+                    // INV-3: a receipt is never invalidated, but a receipt of
+                    // another incarnation still shows a replacement (VER-3).
+                    let receipt = matches!(observation.evidence.mechanism, Mechanism::Receipt);
                     let loc = observation.loc as usize;
                     let incarnation = observation.incarnation;
                     let mut by = later_unknown;
@@ -392,7 +394,7 @@ impl<'a> History<'a> {
                         Later::Several(p) => nearer(&mut by, p),
                         _ => {}
                     }
-                    if let Some(by) = by {
+                    if let Some(by) = by.filter(|_| !receipt) {
                         observation.freshness = Freshness::Stale(by);
                     }
                     let position = observation.evidence.position;

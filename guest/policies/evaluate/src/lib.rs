@@ -34,9 +34,15 @@ pub fn evaluate(ledger: &EvidenceLedger) -> Result<Decision, String> {
     index.verifiers(&mut reasons);
     index.external_effects(&mut reasons);
     index.running(&mut reasons);
-    let support = prose::Support::new(&index, decide::worst(&reasons));
-    let (annotated, unsupported) = prose::gate(&ledger.answer, &support);
-    reasons.extend(unsupported);
+    let annotated = if history.claims.is_empty() {
+        // CMP-9: conversation and read-only synthesis are unchanged.
+        ledger.answer.clone()
+    } else {
+        let support = prose::Support::new(&index, decide::worst(&reasons), &ledger.answer);
+        let (annotated, unsupported) = prose::gate(&ledger.answer, &support);
+        reasons.extend(unsupported);
+        annotated
+    };
     let mut seen = std::collections::BTreeSet::new();
     let disclosures: Vec<String> = reasons
         .iter()

@@ -7,10 +7,19 @@
 //! parent is its collection's `*` binding (ID-2). Every other kind overlaps only
 //! itself. The incarnation is not part of a location: a replaced file is the
 //! same location with a different incarnation (INV-1).
+//!
+//! Cost: a filesystem path is keyed by its root and a slice of the ledger's own
+//! string (a parent directory is a prefix of its child's path), so interning
+//! allocates nothing but the table entries. Hashing is `rustc-hash`'s Fx hash:
+//! fixed, so it needs no randomness (the guest has none) and is deterministic
+//! (POL-3).
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
 
 use effects_evaluator_sdk::types::Location;
+
+/// A hash map with fixed hashing: deterministic, no randomness needed.
+pub type FixedMap<K, V> = rustc_hash::FxHashMap<K, V>;
 
 /// An interned location.
 pub type LocId = u32;
@@ -34,17 +43,19 @@ pub enum Kind {
     Browser,
 }
 
-struct Entry {
+struct Entry<'a> {
     kind: Kind,
-    name: String,
+    name: Cow<'a, str>,
     parent: Option<LocId>,
 }
 
-/// The interned locations of one ledger.
+/// The interned locations of one ledger, borrowing its strings.
 #[derive(Default)]
-pub struct Locations {
-    ids: BTreeMap<String, LocId>,
-    entries: Vec<Entry>,
+pub struct Locations<'a> {
+    roots: FixedMap<(u64, u64), u32>,
+    paths: FixedMap<(u32, &'a str), LocId>,
+    others: FixedMap<String, LocId>,
+    entries: Vec<Entry<'a>>,
 }
 
 /// Appends `field` to `key` length-prefixed, so no two field lists share a key.
@@ -62,19 +73,20 @@ fn key_of(prefix: &str, fields: &[&str]) -> String {
     key
 }
 
-impl Locations {
+impl<'a> Locations<'a> {
     /// The id of `location`, interning it (and its ancestors) on first sight.
-    pub fn intern(&mut self, location: &Location) -> LocId {
+    pub fn intern(&mut self, location: &'a Location) -> LocId {
         match location {
             Location::Filesystem(fs) => {
-                let root = format!("fs{}:{}:", fs.root.device, fs.root.inode);
-                self.intern_path(&root, &fs.path)
+                let next = self.roots.len() as u32;
+                let root = *self.roots.entry((fs.root.device, fs.root.inode)).or_insert(next);
+                self.intern_path(root, &fs.path)
             }
             Location::Owned(owned) => {
                 let base = [&*owned.namespace, &owned.owner, &owned.thread, &owned.collection];
                 let collection = self.insert(key_of("owned", &[&base[..], &["*"]].concat()), || Entry {
                     kind: Kind::Owned,
-                    name: format!("{}/*", owned.collection),
+                    name: Cow::Owned(format!("{}/*", owned.collection)),
                     parent: None,
                 });
                 if owned.record == "*" {
@@ -82,7 +94,7 @@ impl Locations {
                 }
                 self.insert(key_of("owned", &[&base[..], &[&*owned.record]].concat()), || Entry {
                     kind: Kind::Owned,
-                    name: format!("{}/{}", owned.collection, owned.record),
+                    name: Cow::Owned(format!("{}/{}", owned.collection, owned.record)),
                     parent: Some(collection),
                 })
             }
@@ -122,32 +134,43 @@ impl Locations {
         }
     }
 
-    /// A filesystem path beneath `root`, with every directory up to the root.
-    fn intern_path(&mut self, root: &str, path: &str) -> LocId {
-        let key = format!("{root}{path}");
-        if let Some(&id) = self.ids.get(&key) {
-            return id;
-        }
-        let parent = if path.is_empty() {
-            None
-        } else {
-            Some(self.intern_path(root, path.rsplit_once('/').map_or("", |(parent, _)| parent)))
+    /// A filesystem path beneath `root`, with every directory up to the root
+    /// (iteratively: a deep path must not exhaust the guest's stack).
+    fn intern_path(&mut self, root: u32, path: &'a str) -> LocId {
+        // Walk up to the deepest ancestor already known, then intern downwards.
+        let mut missing = Vec::new();
+        let mut at = path;
+        let mut known = loop {
+            if let Some(&id) = self.paths.get(&(root, at)) {
+                break Some(id);
+            }
+            missing.push(at);
+            if at.is_empty() {
+                break None;
+            }
+            at = at.rsplit_once('/').map_or("", |(parent, _)| parent);
         };
-        let name = if path.is_empty() { ".".to_owned() } else { path.to_owned() };
-        self.insert(key, || Entry { kind: Kind::Filesystem, name, parent })
+        for &path in missing.iter().rev() {
+            let name = Cow::Borrowed(if path.is_empty() { "." } else { path });
+            let id = self.entries.len() as LocId;
+            self.entries.push(Entry { kind: Kind::Filesystem, name, parent: known });
+            self.paths.insert((root, path), id);
+            known = Some(id);
+        }
+        known.expect("a path interns at least itself")
     }
 
     fn leaf(&mut self, key: String, kind: Kind, name: String) -> LocId {
-        self.insert(key, || Entry { kind, name, parent: None })
+        self.insert(key, || Entry { kind, name: Cow::Owned(name), parent: None })
     }
 
-    fn insert(&mut self, key: String, entry: impl FnOnce() -> Entry) -> LocId {
-        if let Some(&id) = self.ids.get(&key) {
+    fn insert(&mut self, key: String, entry: impl FnOnce() -> Entry<'a>) -> LocId {
+        if let Some(&id) = self.others.get(&key) {
             return id;
         }
         let id = self.entries.len() as LocId;
         self.entries.push(entry());
-        self.ids.insert(key, id);
+        self.others.insert(key, id);
         id
     }
 
@@ -185,11 +208,9 @@ mod tests {
 
     #[test]
     fn paths_share_their_directories_and_roots_are_separate() {
+        let files = [file("d/a.txt", 1), file("d/b.txt", 1), file("d", 1), file("d", 9)];
         let mut locations = Locations::default();
-        let a = locations.intern(&file("d/a.txt", 1));
-        let b = locations.intern(&file("d/b.txt", 1));
-        let d = locations.intern(&file("d", 1));
-        let other = locations.intern(&file("d", 9));
+        let [a, b, d, other] = [0, 1, 2, 3].map(|i| locations.intern(&files[i]));
         assert_eq!(locations.ancestors_or_self(a).collect::<Vec<_>>()[1], d);
         assert_eq!(locations.ancestors_or_self(b).nth(1), Some(d));
         assert_ne!(d, other);

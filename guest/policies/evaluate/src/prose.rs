@@ -9,14 +9,16 @@
 //! cannot borrow the single required artifact, so it is supported only when
 //! every effect of the run is verified; a remote claim is never supported
 //! (nothing remote is independently verified); "Done." is supported only when
-//! nothing else fired.
+//! nothing else fired. A run with no effects at all is conversation or
+//! read-only synthesis (CMP-9): its answer is left alone.
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 
 use effects_evaluator_sdk::types::{Assessment, Reason, ReasonCode, Verdict};
 
 use crate::decide::Index;
-use crate::locations::{Kind, LocId};
+use crate::locations::{FixedMap, Kind, LocId};
 
 /// Past-tense verbs that claim a local change.
 const MUTATION_VERBS: &[&str] = &[
@@ -136,30 +138,35 @@ pub struct Support<'i, 'h, 'a> {
     verdict: Verdict,
     /// Every effect verified, and there is at least one.
     all_verified: bool,
+    /// Per named file: is its latest change verified? (Each asked once.)
+    verified: RefCell<FixedMap<LocId, bool>>,
 }
 
 impl<'i, 'h, 'a> Support<'i, 'h, 'a> {
-    /// Collects names and the run-wide facts.
-    pub fn new(index: &'i Index<'h, 'a>, verdict: Verdict) -> Self {
+    /// Collects the run-wide facts and the names of changed or required files
+    /// that `answer` mentions (only those: the answer is short, the run may
+    /// not be).
+    pub fn new(index: &'i Index<'h, 'a>, verdict: Verdict, answer: &str) -> Self {
         let locations = &index.history.locations;
+        let mentioned: FixedMap<&str, ()> = tokens(answer).map(|t| (t, ())).collect();
         let mut names: BTreeMap<&'h str, Vec<LocId>> = BTreeMap::new();
-        for &loc in index.changed.iter().chain(&index.history.required) {
-            if locations.kind(loc) != Kind::Filesystem {
-                continue;
-            }
-            let path = locations.name(loc);
-            let base = path.rsplit('/').next().unwrap_or(path);
-            for name in [path, base] {
-                let entry = names.entry(name).or_default();
-                if !entry.contains(&loc) {
-                    entry.push(loc);
+        if !mentioned.is_empty() {
+            for &loc in index.changed.iter().chain(&index.history.required) {
+                if locations.kind(loc) != Kind::Filesystem {
+                    continue;
+                }
+                let path = locations.name(loc);
+                let base = path.rsplit('/').next().unwrap_or(path);
+                let both = [Some(path), (base != path).then_some(base)];
+                for name in both.into_iter().flatten().filter(|name| mentioned.contains_key(name)) {
+                    names.entry(name).or_default().push(loc);
                 }
             }
         }
         let per_claim = &index.assessments.per_claim;
         let all_verified = !per_claim.is_empty()
             && per_claim.iter().flatten().all(|a| matches!(a.assessment, Assessment::Verified));
-        Support { index, names, verdict, all_verified }
+        Support { index, names, verdict, all_verified, verified: RefCell::default() }
     }
 
     /// Why `sentence` is an unsupported claim, or `None` when it is no claim or
@@ -182,17 +189,22 @@ impl<'i, 'h, 'a> Support<'i, 'h, 'a> {
                 .then(|| "it names no file, and not every effect of the run is verified".to_owned());
         }
         let locations = &self.index.history.locations;
-        let unverified: Vec<&str> = named
-            .iter()
-            .filter(|&&loc| {
-                let mut reasons = Vec::new();
-                self.index.artifact(loc, &mut reasons);
-                !reasons.is_empty() || self.index.changes[loc as usize].is_empty()
-            })
-            .map(|&loc| locations.name(loc))
-            .collect();
+        let unverified: Vec<&str> =
+            named.iter().filter(|&&loc| !self.verified(loc)).map(|&loc| locations.name(loc)).collect();
         (!unverified.is_empty())
             .then(|| format!("the latest change of {} is not verified", unverified.join(", ")))
+    }
+}
+
+impl Support<'_, '_, '_> {
+    /// A named file's latest change is verified (or covered): it was changed
+    /// and the artifact rules give no reason about it.
+    fn verified(&self, loc: LocId) -> bool {
+        *self.verified.borrow_mut().entry(loc).or_insert_with(|| {
+            let mut reasons = Vec::new();
+            self.index.artifact(loc, &mut reasons);
+            reasons.is_empty() && !self.index.changes[loc as usize].is_empty()
+        })
     }
 }
 

@@ -1,0 +1,155 @@
+//! Cost of one completion decision over a large ledger (issue 5: a ledger of
+//! 10,000 effects decided in under 10 ms, with no step quadratic in the
+//! number of effects).
+//!
+//! The ledger: n `write_file` effects on files spread over 100 directories,
+//! each a claim with a content obligation, a REPORTED_SUCCESS outcome and a
+//! COMPLETE readback (3n records); every tenth file is required; the answer
+//! names a few files. Cases, interleaved call by call so machine noise hits
+//! them alike:
+//!
+//! - `native`: the shipped evaluator compiled natively (the baseline);
+//! - `component`: the shipped `evaluate.wasm` on its warm instance, including
+//!   lowering the ledger into the guest and the host's answer checks.
+//!
+//! Each at 1,000 and 10,000 effects; the 10k/1k ratio shows the growth (10x
+//! is linear, 100x would be quadratic). `cargo bench --bench evaluate`
+//! (`EFFECTS_BENCH_SCALE=0.2` for a quick run).
+
+use std::time::{Duration, Instant};
+
+use effect_ledger::completion::Evaluator;
+use effect_ledger::completion::vectors::{
+    Expect, Vector, VectorClaim, VectorObligation, VectorObservation, VectorOutcome, VectorRecord,
+    VectorResource,
+};
+use effect_ledger::model::{EvidenceLedger, Execution, Verdict};
+use effect_ledger::policy::{NativeEvaluator, PolicyOptions, PolicySet, PolicySource};
+
+fn rounds() -> usize {
+    let factor: f64 = std::env::var("EFFECTS_BENCH_SCALE").ok().and_then(|v| v.parse().ok()).unwrap_or(1.0);
+    ((40.0 * factor) as usize).max(5)
+}
+
+/// The ledger of `effects` verified writes.
+pub fn ledger(effects: usize) -> EvidenceLedger {
+    let file = |i: usize| VectorResource::File(format!("dir{}/file{i}.txt", i % 100));
+    let mut records = Vec::with_capacity(3 * effects);
+    for i in 0..effects {
+        let content = format!("content of file {i}\n");
+        let claim = 3 * i as u64;
+        records.push(VectorRecord::Claim(VectorClaim {
+            at: None,
+            tool: "write_file".into(),
+            scope: Some(vec![file(i)]),
+            obligations: vec![VectorObligation {
+                target: file(i),
+                content: Some(content.clone()),
+                content_sha256: None,
+                absent: false,
+                exists: false,
+            }],
+            external: false,
+            no_op: false,
+        }));
+        records.push(VectorRecord::Outcome(VectorOutcome {
+            at: None,
+            claim,
+            execution: Execution::ReportedSuccess,
+            cleanup: None,
+            mutation_attempted: false,
+            recovery: false,
+            remote_acknowledged: false,
+        }));
+        records.push(VectorRecord::Observation(VectorObservation {
+            at: None,
+            resource: file(i),
+            incarnation: "1".into(),
+            mechanism: None,
+            coverage: None,
+            exists: true,
+            content: Some(content),
+            content_sha256: None,
+            source_claim: Some(claim),
+        }));
+    }
+    let vector = Vector {
+        rule: "bench".into(),
+        title: format!("{effects} verified writes"),
+        required: (0..effects).step_by(10).map(|i| format!("dir{}/file{i}.txt", i % 100)).collect(),
+        answer: "I wrote dir0/file0.txt and dir1/file1.txt. I updated dir2/file2.txt. Done.".into(),
+        records,
+        expect: Expect {
+            verdict: Verdict::Completed,
+            reasons: Vec::new(),
+            evidence: Default::default(),
+            assessments: None,
+            disclosures: None,
+            disclosures_mention: Vec::new(),
+            answer_mentions: Vec::new(),
+            answer_lacks: Vec::new(),
+        },
+    };
+    vector.ledger().expect("the bench ledger is well formed")
+}
+
+fn median(samples: &mut [Duration]) -> Duration {
+    samples.sort_unstable();
+    samples[samples.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        return; // `cargo bench -- --list` and the test harness's probes
+    }
+    let mut set = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default()).unwrap();
+    let mut component = Evaluator::Component(set.evaluator().unwrap());
+    let mut native = Evaluator::Native(NativeEvaluator);
+    let sizes = [1_000usize, 10_000];
+    let ledgers: Vec<EvidenceLedger> = sizes.iter().map(|&n| ledger(n)).collect();
+    // Warm up, check the answers are what the ledger says, record the fuel.
+    let mut fuel = Vec::new();
+    for ledger in &ledgers {
+        let start = Instant::now();
+        let natively = native.decide(ledger);
+        eprintln!("native {} records: {:?}", ledger.records.len(), start.elapsed());
+        let decided = component.decide(ledger);
+        assert_eq!(decided.decision.verdict, Verdict::Completed, "{:?}", decided.decision.reasons);
+        assert_eq!(natively.decision, decided.decision, "native and component agree");
+        fuel.push(decided.evaluator.and_then(|e| e.fuel_used).unwrap_or(0));
+    }
+    let mut samples = vec![Vec::new(); 4]; // native 1k, component 1k, native 10k, component 10k
+    for _ in 0..rounds() {
+        for (i, ledger) in ledgers.iter().enumerate() {
+            let start = Instant::now();
+            std::hint::black_box(native.decide(ledger));
+            samples[2 * i].push(start.elapsed());
+            let start = Instant::now();
+            std::hint::black_box(component.decide(ledger));
+            samples[2 * i + 1].push(start.elapsed());
+        }
+    }
+    let medians: Vec<Duration> = samples.iter_mut().map(|s| median(s)).collect();
+    println!("evaluate: medians of {} interleaved rounds", rounds());
+    for (i, &n) in sizes.iter().enumerate() {
+        let (nat, comp) = (medians[2 * i], medians[2 * i + 1]);
+        println!(
+            "  {n:>6} effects ({:>6} records): native {:>8.3} ms, component {:>8.3} ms ({:.1}x native), fuel {}",
+            ledgers[i].records.len(),
+            ms(nat),
+            ms(comp),
+            comp.as_secs_f64() / nat.as_secs_f64(),
+            fuel[i]
+        );
+    }
+    println!(
+        "  growth 1k -> 10k: native {:.1}x, component {:.1}x (10x is linear)",
+        medians[2].as_secs_f64() / medians[0].as_secs_f64(),
+        medians[3].as_secs_f64() / medians[1].as_secs_f64()
+    );
+    println!("  target: 10,000 effects under 10 ms through the component: {:.3} ms", ms(medians[3]));
+}
