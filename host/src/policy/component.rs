@@ -318,16 +318,23 @@ impl ClassifierComponent {
 }
 
 impl EvaluatorComponent {
-    /// `evaluate`: the completion decision over a ledger.
+    /// `evaluate`: the completion decision over a ledger, always on a fresh
+    /// instance that is dropped afterwards. Decisions are rare (one per run),
+    /// so the ~20 µs instantiation is nothing, no state can pass from one
+    /// decision to the next (POL-3), and the memory a large ledger took is
+    /// returned at once.
     pub fn evaluate(&mut self, ledger: &EvidenceLedger) -> Result<Called<Decision>, PolicyError> {
         let argument = ledger.to_guest();
-        self.0.call(
+        self.0.warm = None;
+        let called = self.0.call(
             PolicyCall::Evaluate,
             |bindings, store| {
                 let answer = bindings.effects_policy_evaluate().call_evaluate(store, &argument)?;
                 Ok(answer.map(IntoModel::into_model))
             },
             |answer| answer::check_decision(ledger, answer),
-        )
+        );
+        self.0.warm = None;
+        called
     }
 }
