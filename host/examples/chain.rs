@@ -2,8 +2,9 @@
 //! directory: `cargo run --release --example chain`.
 //!
 //! It writes a file through the ledger (claim durable before the write), reads
-//! it back (an admitted read whose observation carries the digest), then
-//! prints the lineage's history as the log has it.
+//! it back (an admitted read whose observation carries the digest), prints
+//! the lineage's history as the log has it, and asks for the completion
+//! decision (COMPLETED: the write is verified by the read).
 
 #![allow(clippy::disallowed_methods)] // an example takes its paths with ambient authority
 
@@ -72,7 +73,7 @@ fn main() -> anyhow::Result<()> {
 
     // 4. The completion decision over that history, recorded with the
     //    evaluator's digest and fuel.
-    let completion = ledger.complete(&run, &["a.txt".to_owned()], "I wrote a.txt.")?;
+    let completion = ledger.complete(&run, &["notes/hello.txt".to_owned()], "I wrote notes/hello.txt.")?;
     let decision = &completion.decided.decision;
     println!("decision: {:?} ({} reason(s))", decision.verdict, decision.reasons.len());
     println!("presented answer: {}", decision.presented_answer);

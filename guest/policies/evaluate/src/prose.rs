@@ -182,8 +182,10 @@ impl<'i, 'h, 'a> Support<'i, 'h, 'a> {
         if !words.iter().any(|w| MUTATION_VERBS.contains(&w.as_str())) {
             return None;
         }
-        let named: Vec<LocId> =
+        let mut named: Vec<LocId> =
             tokens(sentence).filter_map(|t| self.names.get(t)).flatten().copied().collect();
+        named.sort_unstable();
+        named.dedup();
         if named.is_empty() {
             return (!self.all_verified || self.verdict != Verdict::Completed)
                 .then(|| "it names no file, and not every effect of the run is verified".to_owned());
