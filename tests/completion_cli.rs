@@ -207,3 +207,36 @@ fn a_failing_evaluator_blocks_and_is_recorded_as_a_policy_failure() {
     assert!(last["record"]["decision"]["policy_failure"].as_str().unwrap().contains("fuel"), "{last:#}");
     assert_eq!(last["record"]["decision"]["evaluator"]["fuel_used"], Value::Null);
 }
+
+#[test]
+fn owned_records_and_browser_sessions_enter_as_reported_steps() {
+    let s = session();
+    let lines = [
+        r#"{"tool": "owned_write", "input": {"collection": "notes", "record": "n1", "revision": "r1", "attachments": ["a.png"]}, "reported": {"exit_code": 0}}"#,
+        r#"{"tool": "owned_read", "input": {"collection": "notes", "record": "n1", "revision": "r2"}, "reported": {"exit_code": 0}}"#,
+        r#"{"tool": "browser", "input": {"action": "session_info", "session": "s1"}, "reported": {"exit_code": 0}}"#,
+        r#"{"tool": "browser", "input": {"action": "navigate", "session": "s1", "url": "https://example.com"}, "reported": {"exit_code": 0}}"#,
+        &complete(&[], ""),
+    ];
+    let out = s.run(&(lines.join("\n") + "\n"), &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let steps = reports(&out);
+    // The write is claimed exactly, with its attachment as a dependency.
+    assert_eq!(steps[0]["claim"], 0);
+    let records = log_records(&s.logs()[0]);
+    let claim = &records[0]["record"]["claim"];
+    assert_eq!(claim["impact_scope"][0]["location"]["owned"]["record"], "n1");
+    assert_eq!(claim["impact_scope"][0]["incarnation"], "r1");
+    assert_eq!(claim["dependencies"][0]["location"]["owned"]["record"], "a.png");
+    // Reads are admitted and observed partially, as the runtime reported them.
+    assert_eq!(steps[1]["observations"][0]["mechanism"], "owned_read");
+    assert_eq!(steps[1]["observations"][0]["coverage"], "PARTIAL");
+    assert_eq!(steps[2]["observations"][0]["mechanism"], "browser_session");
+    // A page operation is refused before dispatch: no claim.
+    assert_eq!(steps[3]["status"], "refused");
+    assert!(steps[3]["reason"].as_str().unwrap().contains("pages are never bound"));
+    assert_eq!(steps.last().unwrap()["summary"]["claims"], 1);
+    // An owned write is never verified; with nothing required and no claim in
+    // the answer, nothing fires.
+    assert_eq!(steps.last().unwrap()["verdict"], "COMPLETED");
+}

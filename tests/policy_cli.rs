@@ -40,7 +40,7 @@ fn verify_passes_on_the_shipped_manifest() {
     let manifest = std::fs::read_to_string(support::root().join("policies/manifest.toml")).unwrap();
     assert_eq!(lines.len(), manifest.matches("[[component]]").count(), "{stdout}");
     assert!(lines.iter().all(|l| l.starts_with("ok ")), "{stdout}");
-    for name in ["classify-fs", "classify-unbound", "classify-external", "evaluate"] {
+    for name in ["classify-fs", "classify-unbound", "classify-reported", "evaluate"] {
         assert!(stdout.contains(name), "{name}: {stdout}");
     }
     let embedded = effects(&["policy", "verify"]);

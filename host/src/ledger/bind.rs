@@ -15,7 +15,8 @@ use serde_json::Value;
 use crate::digest::Sha256Digest;
 use crate::identity::{IdentityError, SealedRoot};
 use crate::model::{
-    Binding, BoundOperation, BoundPreState, ExternalLocation, Location, PreState, ResourceRef, ResourceRole,
+    Binding, BoundOperation, BoundPreState, BrowserLocation, ExternalLocation, Location, OwnedLocation,
+    PreState, ResourceRef, ResourceRole,
 };
 use crate::producers::fs::read_capped;
 
@@ -25,7 +26,7 @@ pub const FILESYSTEM_TOOLS: &[&str] =
 
 /// Tools the embedding runtime executes and reports on: the host binds their
 /// resources and records their reported facts, but runs nothing itself.
-pub const REPORTED_TOOLS: &[&str] = &["external"];
+pub const REPORTED_TOOLS: &[&str] = &["external", "owned_write", "owned_read", "browser"];
 
 /// Why a call cannot be bound.
 #[derive(Debug, thiserror::Error)]
@@ -34,6 +35,11 @@ pub enum BindError {
     /// tool result, no claim.
     #[error("refused: {0}")]
     Refused(#[from] IdentityError),
+    /// A browser page operation: pages are never bound (ID-2).
+    #[error(
+        "refused: browser page operation {0:?}: pages are never bound (ID-2); only session_info is admitted"
+    )]
+    PageOperation(String),
     /// The input is not what the tool takes.
     #[error("bad input for {tool}: {message}")]
     BadInput {
@@ -87,10 +93,21 @@ pub fn read_pre_state(root: &SealedRoot, path: &str, cap: u64) -> PreState {
     }
 }
 
-/// The external endpoint of an `external` call (ID-2): `server` and `tool`
-/// name it, `endpoint` (optional) says where. Nothing remote is observed, so
-/// its incarnation is `unobserved`.
-fn external_endpoint(root: &SealedRoot, tool: &str, input: &Value) -> Result<ResourceRef, BindError> {
+/// The resources of a tool the embedding runtime executes (ID-2), bound from
+/// its input; empty for every other tool.
+///
+/// - `external`: the endpoint (`server`, `tool`, optional `endpoint`); nothing
+///   remote is observed, so its incarnation is `unobserved`.
+/// - `owned_write` / `owned_read`: the record (`collection`, `record`), its
+///   incarnation the `revision` the runtime names; a write's `attachments`
+///   (record names) are dependencies.
+/// - `browser`: the session (`session`, incarnation `incarnation`), for
+///   `session_info` only; any page operation is refused here, never bound.
+fn reported_bindings(
+    root: &SealedRoot,
+    tool: &str,
+    input: &Value,
+) -> Result<Vec<(String, ResourceRef)>, BindError> {
     let named = |field: &str| -> Result<String, BindError> {
         let value = text(tool, input, field)?;
         if value.is_empty() {
@@ -98,15 +115,66 @@ fn external_endpoint(root: &SealedRoot, tool: &str, input: &Value) -> Result<Res
         }
         Ok(value.to_owned())
     };
-    let endpoint = input.get("endpoint").and_then(Value::as_str).unwrap_or_default().to_owned();
-    let location = ExternalLocation {
-        namespace: "mcp".into(),
-        owner: root.root().owner.clone(),
-        endpoint,
-        server: named("server")?,
-        tool: named("tool")?,
+    let optional = |field: &str, default: &str| {
+        input.get(field).and_then(Value::as_str).filter(|v| !v.is_empty()).unwrap_or(default).to_owned()
     };
-    Ok(ResourceRef::new(ResourceRole::Target, Location::External(location), "unobserved".into(), None))
+    let owner = root.root().owner.clone();
+    let resource = |role, location, incarnation| ResourceRef::new(role, location, incarnation, None);
+    let record = |collection: String, record: String| {
+        Location::Owned(OwnedLocation {
+            namespace: "store".into(),
+            owner: owner.clone(),
+            thread: "session".into(),
+            collection,
+            record,
+        })
+    };
+    Ok(match tool {
+        "external" => {
+            let location = ExternalLocation {
+                namespace: "mcp".into(),
+                owner: owner.clone(),
+                endpoint: optional("endpoint", ""),
+                server: named("server")?,
+                tool: named("tool")?,
+            };
+            vec![(
+                "endpoint".into(),
+                resource(ResourceRole::Target, Location::External(location), "unobserved".into()),
+            )]
+        }
+        "owned_write" | "owned_read" => {
+            let role = if tool == "owned_write" { ResourceRole::Target } else { ResourceRole::Source };
+            let location = record(named("collection")?, named("record")?);
+            let mut bound =
+                vec![("record".into(), resource(role, location, optional("revision", "unobserved")))];
+            let attachments = input.get("attachments").and_then(Value::as_array).into_iter().flatten();
+            for attachment in attachments.filter_map(Value::as_str) {
+                let location = record("attachments".into(), attachment.to_owned());
+                bound.push((
+                    attachment.to_owned(),
+                    resource(ResourceRole::Dependency, location, "unobserved".into()),
+                ));
+            }
+            bound
+        }
+        "browser" => {
+            let action = optional("action", "");
+            if action != "session_info" {
+                return Err(BindError::PageOperation(action));
+            }
+            let location = Location::BrowserSession(BrowserLocation {
+                owner: owner.clone(),
+                thread: "session".into(),
+                session_key: named("session")?,
+            });
+            vec![(
+                "session".into(),
+                resource(ResourceRole::Source, location, optional("incarnation", "unobserved")),
+            )]
+        }
+        _ => Vec::new(),
+    })
 }
 
 /// Binds one call. `input` is normalized to canonical JSON (sorted keys).
@@ -158,8 +226,8 @@ pub fn bind(
     let mut bindings = Vec::new();
     let mut paths = Vec::new();
     let mut pre_states = Vec::new();
-    if tool == "external" {
-        bindings.push(Binding { name: "endpoint".into(), resource: external_endpoint(root, tool, input)? });
+    for (name, resource) in reported_bindings(root, tool, input)? {
+        bindings.push(Binding { name, resource });
         paths.push(String::new());
     }
     for (index, (name, path, role, wants_pre)) in named.into_iter().enumerate() {

@@ -341,15 +341,29 @@ impl Ledger {
         let mut observations = Vec::new();
         for request in requests {
             let path = &dispatched.bound.paths[request.binding as usize];
+            let resource = &operation.bindings[request.binding as usize].resource;
             let cap = self.config.read_cap;
-            let Some(observation) = readback::perform(
-                &self.config.root,
-                path,
-                &request,
-                &dispatched.action_id,
-                dispatched.claim,
-                cap,
-            ) else {
+            let observation = match resource.location() {
+                Location::Filesystem(_) => readback::perform(
+                    &self.config.root,
+                    path,
+                    &request,
+                    &dispatched.action_id,
+                    dispatched.claim,
+                    cap,
+                ),
+                _ => {
+                    let succeeded = outcome.execution == Execution::ReportedSuccess;
+                    Some(readback::reported(
+                        resource,
+                        &request,
+                        succeeded,
+                        &dispatched.action_id,
+                        dispatched.claim,
+                    ))
+                }
+            };
+            let Some(observation) = observation else {
                 continue;
             };
             if let Some(log) = self.log(&run.lineage, false)? {

@@ -1,12 +1,13 @@
 //! Performing the readbacks a classifier asks for (OBS-1): re-resolve the
 //! exact bound path (so the observation carries the incarnation seen now) and
 //! read it. Coverage is never better than what was read: a capped read is
-//! PARTIAL whatever was requested.
+//! PARTIAL whatever was requested. A resource the embedding runtime read (an
+//! owned record, a browser session) is observed as it reported it.
 
 use crate::digest::Sha256Digest;
 use crate::identity::SealedRoot;
 use crate::log::{ObservationRecord, Position};
-use crate::model::{Coverage, Mechanism, ReadbackRequest, ResourceRole};
+use crate::model::{Coverage, Mechanism, ReadbackRequest, ResourceRef, ResourceRole};
 use crate::producers::fs::read_capped;
 
 /// Performs one readback of `path`; `None` for mechanisms this host cannot
@@ -47,4 +48,27 @@ pub fn perform(
         content_sha256,
         job_state: None,
     })
+}
+
+/// The observation of a resource the embedding runtime read for us (an owned
+/// record at one revision, a browser session): the resource as bound, PARTIAL
+/// (existence or lifecycle only, never content), existing when the read
+/// reported success.
+pub fn reported(
+    resource: &ResourceRef,
+    request: &ReadbackRequest,
+    succeeded: bool,
+    source_action: &str,
+    source_claim: Option<Position>,
+) -> ObservationRecord {
+    ObservationRecord {
+        resource: resource.clone(),
+        mechanism: request.mechanism,
+        coverage: Coverage::Partial,
+        source_action: source_action.to_owned(),
+        source_claim,
+        exists: succeeded,
+        content_sha256: None,
+        job_state: None,
+    }
 }

@@ -36,7 +36,9 @@ use super::runtime::{bad, open_ledger};
 \"arguments\": {}}, \"reported\": {\"exit_code\": 0}}\n  \
 {\"complete\": {\"required\": [\"a.txt\"], \"answer\": \"I wrote a.txt.\"}}\n\
 Tools run here: write_file, edit_file, apply_patch, read_file, ls, glob, grep. Reported (run by \
-the embedding runtime, facts given in `reported`): external. `complete` decides the run so far: \
+the embedding runtime, facts given in `reported`): external {server, tool, arguments}, owned_write \
+and owned_read {collection, record, revision, attachments}, browser {action: session_info, session}; \
+browser page actions are refused. `complete` decides the run so far: \
 COMPLETED, FAILED, BLOCKED or UNVERIFIED, with the disclosures the answer must carry. The whole \
 script is validated first: a bad line exits 2 naming it, and nothing runs.")]
 pub struct SessionArgs {

@@ -154,6 +154,36 @@ struct SearchInput {
     path: Option<String>,
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct OwnedInput {
+    collection: String,
+    record: String,
+    #[serde(default)]
+    revision: Option<String>,
+    #[serde(default)]
+    attachments: Vec<String>,
+    #[serde(default)]
+    fields: Value,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct BrowserInput {
+    action: String,
+    session: String,
+    #[serde(default)]
+    incarnation: Option<String>,
+    #[serde(default)]
+    url: Option<String>,
+    #[serde(default)]
+    selector: Option<String>,
+    #[serde(default)]
+    text: Option<String>,
+}
+
 fn shape<T: for<'de> Deserialize<'de>>(input: &Value) -> Result<(), String> {
     T::deserialize(input).map(drop).map_err(|e| e.to_string())
 }
@@ -177,6 +207,8 @@ fn check(step: &ToolStep) -> Result<(), String> {
     }
     match tool {
         "external" => shape::<ExternalInput>(&step.input),
+        "owned_write" | "owned_read" => shape::<OwnedInput>(&step.input),
+        "browser" => shape::<BrowserInput>(&step.input),
         "write_file" => shape::<WriteInput>(&step.input),
         "edit_file" => shape::<EditInput>(&step.input),
         "apply_patch" => shape::<PatchInput>(&step.input),
