@@ -91,3 +91,180 @@ fn a_wrong_expectation_fails_and_a_broken_file_is_an_error() {
     let error = vectors::run(dir.path(), &mut Evaluator::Native(NativeEvaluator)).unwrap_err();
     assert!(error.contains("zz-broken.json") && error.contains("not a valid vector"), "{error}");
 }
+
+mod random_ledgers {
+    //! Random ledgers (valid or not) decided by the component and the native
+    //! build: they must agree on every one, refusals included.
+
+    use super::*;
+    use effect_ledger::completion::vectors::{
+        Expect, OtherResource, Vector, VectorClaim, VectorObligation, VectorObservation, VectorOutcome,
+        VectorRecord, VectorResource, VectorVerifier,
+    };
+    use effect_ledger::model::{CleanupState, Coverage, Execution, Mechanism, Verdict};
+    use proptest::prelude::*;
+
+    const FILES: [&str; 4] = ["a.txt", "d/b.txt", "d", "c.txt"];
+    const CONTENTS: [&str; 2] = ["x\n", "y\n"];
+    const EXECUTIONS: [Execution; 7] = [
+        Execution::NotExecuted,
+        Execution::ReportedSuccess,
+        Execution::Failed,
+        Execution::TimedOut,
+        Execution::Cancelled,
+        Execution::Running,
+        Execution::Interrupted,
+    ];
+
+    fn file(i: usize) -> VectorResource {
+        VectorResource::File(FILES[i % FILES.len()].to_owned())
+    }
+
+    fn record() -> impl Strategy<Value = VectorRecord> {
+        prop_oneof![
+            (0..4usize, 0..2usize).prop_map(|(f, c)| VectorRecord::Claim(VectorClaim {
+                at: None,
+                tool: "write_file".into(),
+                scope: Some(vec![file(f)]),
+                obligations: vec![VectorObligation {
+                    target: file(f),
+                    content: Some(CONTENTS[c].into()),
+                    content_sha256: None,
+                    absent: false,
+                    exists: false,
+                }],
+                external: false,
+                no_op: false,
+            })),
+            (any::<bool>()).prop_map(|external| VectorRecord::Claim(VectorClaim {
+                at: None,
+                tool: if external { "external".into() } else { "bash".into() },
+                scope: external.then(|| vec![VectorResource::Other(OtherResource::External("s/t".into()))]),
+                obligations: Vec::new(),
+                external,
+                no_op: false,
+            })),
+            (0..40u64, 0..7usize, any::<bool>(), any::<bool>()).prop_map(
+                |(claim, e, attempted, failed_cleanup)| {
+                    VectorRecord::Outcome(VectorOutcome {
+                        at: None,
+                        claim,
+                        execution: EXECUTIONS[e],
+                        cleanup: failed_cleanup.then_some(CleanupState::Failed),
+                        mutation_attempted: attempted,
+                        recovery: false,
+                        remote_acknowledged: false,
+                    })
+                }
+            ),
+            (0..4usize, 0..2usize, 0..3usize, any::<bool>(), any::<bool>(), any::<bool>()).prop_map(
+                |(f, c, m, partial, replaced, exists)| VectorRecord::Observation(VectorObservation {
+                    at: None,
+                    resource: file(f),
+                    incarnation: if replaced { "2".into() } else { "1".into() },
+                    mechanism: Some(
+                        [Mechanism::FilesystemRead, Mechanism::FilesystemStat, Mechanism::Receipt][m]
+                    ),
+                    coverage: Some(if partial { Coverage::Partial } else { Coverage::Complete }),
+                    exists,
+                    content: exists.then(|| CONTENTS[c].into()),
+                    content_sha256: None,
+                    source_claim: None,
+                })
+            ),
+            any::<bool>().prop_map(|passed| VectorRecord::Verifier(VectorVerifier {
+                at: None,
+                command: None,
+                passed
+            })),
+        ]
+    }
+
+    /// Points each outcome at an earlier claim and drops the outcomes HIS-1
+    /// forbids (a second settlement, RUNNING after RUNNING), so most ledgers
+    /// are valid; the vectors cover refusals.
+    fn settle_validly(records: Vec<VectorRecord>) -> Vec<VectorRecord> {
+        let mut claims: Vec<(u64, Option<bool>)> = Vec::new(); // position, settled (false: running)
+        let mut kept = Vec::new();
+        for record in records {
+            let position = kept.len() as u64;
+            match record {
+                VectorRecord::Claim(_) => claims.push((position, None)),
+                VectorRecord::Outcome(mut outcome) => {
+                    if claims.is_empty() {
+                        continue;
+                    }
+                    let index = outcome.claim as usize % claims.len();
+                    let running = outcome.execution == Execution::Running;
+                    match (claims[index].1, running) {
+                        (Some(true), _) | (Some(false), true) => continue,
+                        (Some(false), false) if outcome.execution == Execution::NotExecuted => continue,
+                        _ => {}
+                    }
+                    claims[index].1 = Some(!running);
+                    outcome.claim = claims[index].0;
+                    kept.push(VectorRecord::Outcome(outcome));
+                    continue;
+                }
+                _ => {}
+            }
+            kept.push(record);
+        }
+        kept
+    }
+
+    fn vector() -> impl Strategy<Value = Vector> {
+        let answers = ["", "I wrote a.txt.", "Done.", "I updated it and deployed the site."];
+        (proptest::collection::vec(record(), 0..30), proptest::collection::vec(0..4usize, 0..3), 0..4usize)
+            .prop_map(move |(records, required, answer)| Vector {
+                records: settle_validly(records),
+                rule: "random".into(),
+                title: "random".into(),
+                required: required.into_iter().map(|i| FILES[i].to_owned()).collect(),
+                answer: answers[answer].into(),
+                expect: Expect {
+                    verdict: Verdict::Completed,
+                    reasons: Vec::new(),
+                    evidence: Default::default(),
+                    assessments: None,
+                    disclosures: None,
+                    disclosures_mention: Vec::new(),
+                    answer_mentions: Vec::new(),
+                    answer_lacks: Vec::new(),
+                },
+            })
+    }
+
+    #[test]
+    fn native_and_component_agree_on_random_ledgers() {
+        // One policy set for every case: compiling the component per case
+        // would be most of the test's time.
+        let set = std::cell::RefCell::new(
+            PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default()).unwrap(),
+        );
+        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+            cases: 512,
+            ..ProptestConfig::default()
+        });
+        let result = runner.run(&vector(), |vector| {
+            let mut set = set.borrow_mut();
+            let ledger = vector.ledger().unwrap();
+            let a = evaluator_of(set.evaluator()).decide(&ledger);
+            let b = Evaluator::Native(NativeEvaluator).decide(&ledger);
+            match (&a.policy_failure, &b.policy_failure) {
+                (Some(theirs), Some(ours)) => {
+                    prop_assert!(theirs.contains(ours.as_str()), "{theirs} / {ours}")
+                }
+                _ => prop_assert_eq!(&a.decision, &b.decision),
+            }
+            // COMPLETED never comes with a reason or a disclosure.
+            if a.decision.verdict == Verdict::Completed {
+                prop_assert!(a.decision.reasons.is_empty() && a.decision.disclosures.is_empty());
+            }
+            Ok(())
+        });
+        if let Err(failure) = result {
+            panic!("{failure}");
+        }
+    }
+}
