@@ -98,8 +98,8 @@ mod random_ledgers {
 
     use super::*;
     use effect_ledger::completion::vectors::{
-        Expect, OtherResource, Vector, VectorClaim, VectorObligation, VectorObservation, VectorOutcome,
-        VectorRecord, VectorResource, VectorVerifier,
+        OtherResource, Vector, VectorClaim, VectorObligation, VectorObservation, VectorOutcome, VectorRecord,
+        VectorResource, VectorVerifier,
     };
     use effect_ledger::model::{CleanupState, Coverage, Execution, Mechanism, Verdict};
     use proptest::prelude::*;
@@ -216,22 +216,9 @@ mod random_ledgers {
     fn vector() -> impl Strategy<Value = Vector> {
         let answers = ["", "I wrote a.txt.", "Done.", "I updated it and deployed the site."];
         (proptest::collection::vec(record(), 0..30), proptest::collection::vec(0..4usize, 0..3), 0..4usize)
-            .prop_map(move |(records, required, answer)| Vector {
-                records: settle_validly(records),
-                rule: "random".into(),
-                title: "random".into(),
-                required: required.into_iter().map(|i| FILES[i].to_owned()).collect(),
-                answer: answers[answer].into(),
-                expect: Expect {
-                    verdict: Verdict::Completed,
-                    reasons: Vec::new(),
-                    evidence: Default::default(),
-                    assessments: None,
-                    disclosures: None,
-                    disclosures_mention: Vec::new(),
-                    answer_mentions: Vec::new(),
-                    answer_lacks: Vec::new(),
-                },
+            .prop_map(move |(records, required, answer)| {
+                let required = required.into_iter().map(|i| FILES[i].to_owned()).collect();
+                Vector::built(settle_validly(records), required, answers[answer].into())
             })
     }
 

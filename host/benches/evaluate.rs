@@ -23,8 +23,7 @@ use std::time::{Duration, Instant};
 
 use effect_ledger::completion::Evaluator;
 use effect_ledger::completion::vectors::{
-    Expect, Vector, VectorClaim, VectorObligation, VectorObservation, VectorOutcome, VectorRecord,
-    VectorResource,
+    Vector, VectorClaim, VectorObligation, VectorObservation, VectorOutcome, VectorRecord, VectorResource,
 };
 use effect_ledger::model::{EvidenceLedger, Execution, Verdict};
 use effect_ledger::policy::{NativeEvaluator, PolicyOptions, PolicySet, PolicySource};
@@ -77,23 +76,9 @@ pub fn ledger(effects: usize, files: usize) -> EvidenceLedger {
             source_claim: Some(claim),
         }));
     }
-    let vector = Vector {
-        rule: "bench".into(),
-        title: format!("{effects} verified writes"),
-        required: (0..files).step_by(10).map(path).collect(),
-        answer: "I wrote dir0/file0.txt and dir1/file1.txt. I updated dir2/file2.txt. Done.".into(),
-        records,
-        expect: Expect {
-            verdict: Verdict::Completed,
-            reasons: Vec::new(),
-            evidence: Default::default(),
-            assessments: None,
-            disclosures: None,
-            disclosures_mention: Vec::new(),
-            answer_mentions: Vec::new(),
-            answer_lacks: Vec::new(),
-        },
-    };
+    let required = (0..files).step_by(10).map(path).collect();
+    let answer = "I wrote dir0/file0.txt and dir1/file1.txt. I updated dir2/file2.txt. Done.".to_owned();
+    let vector = Vector::built(records, required, answer);
     vector.ledger().expect("the bench ledger is well formed")
 }
 

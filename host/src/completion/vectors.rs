@@ -324,6 +324,22 @@ impl Builder {
 }
 
 impl Vector {
+    /// A vector built in code (a benchmark's ledger, a generated one) that
+    /// expects COMPLETED with nothing else pinned.
+    pub fn built(records: Vec<VectorRecord>, required: Vec<String>, answer: String) -> Self {
+        let expect = Expect {
+            verdict: Verdict::Completed,
+            reasons: Vec::new(),
+            evidence: BTreeMap::new(),
+            assessments: None,
+            disclosures: None,
+            disclosures_mention: Vec::new(),
+            answer_mentions: Vec::new(),
+            answer_lacks: Vec::new(),
+        };
+        Vector { rule: "built".into(), title: "built in code".into(), required, answer, records, expect }
+    }
+
     /// The evidence ledger this vector describes.
     pub fn ledger(&self) -> Result<EvidenceLedger, String> {
         let mut builder = Builder::default();
