@@ -6,6 +6,7 @@
 //! sealed root, and reach files only through that root's cap-std `Dir`.
 
 pub mod fs;
+pub mod process;
 
 use crate::model::ProducerFacts;
 
@@ -25,6 +26,11 @@ impl<T> Produced<T> {
             facts: ProducerFacts { executed: true, exit_code: Some(0), ..ProducerFacts::default() },
             result: Ok(value),
         }
+    }
+
+    /// The backend could not be started: nothing ran (OUT-1: no impact).
+    pub(crate) fn not_run(message: String) -> Self {
+        Self { facts: ProducerFacts::default(), result: Err(message) }
     }
 
     /// The backend ran and failed; `mutation_attempted` when the failure came
