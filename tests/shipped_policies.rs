@@ -18,7 +18,7 @@ use support::{operation, settle_request};
 fn every_tool_is_claimed_with_unknown_scope_by_the_fallback() {
     let mut set = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default()).unwrap();
     let pinned = set.manifest().classifier_for("anything").unwrap().sha256;
-    for tool in ["bash", "python", "deploy_to_prod"] {
+    for tool in ["make", "terraform", "deploy_to_prod"] {
         let mut op = operation();
         op.tool = tool.into();
         let classifier = set.classifier(tool).unwrap();
@@ -40,7 +40,7 @@ fn every_tool_is_claimed_with_unknown_scope_by_the_fallback() {
 #[test]
 fn settlement_uses_the_exit_status_alone() {
     let mut set = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default()).unwrap();
-    let classifier = set.classifier("bash").unwrap();
+    let classifier = set.classifier("make").unwrap();
     let first = classifier.settle(&settle_request(Some(0))).unwrap();
     assert!(first.report.fresh_instance);
     assert_eq!(first.value.execution, Execution::ReportedSuccess);
@@ -90,13 +90,13 @@ fn compiled_components_are_cached_and_a_damaged_entry_is_recompiled() {
     let written = std::fs::metadata(&files[0]).unwrap().modified().unwrap();
     let mut set = PolicySet::load(&PolicySource::Shipped, &open()).unwrap();
     assert_eq!(std::fs::metadata(&files[0]).unwrap().modified().unwrap(), written);
-    set.classifier("bash").unwrap().classify(&operation()).unwrap();
+    set.classifier("make").unwrap().classify(&operation()).unwrap();
 
     // A truncated entry is discarded, recompiled and replaced.
     let original = std::fs::read(&files[0]).unwrap();
     std::fs::write(&files[0], &original[..original.len() / 3]).unwrap();
     let mut set = PolicySet::load(&PolicySource::Shipped, &open()).unwrap();
-    set.classifier("bash").unwrap().classify(&operation()).unwrap();
+    set.classifier("make").unwrap().classify(&operation()).unwrap();
     assert_eq!(std::fs::read(&files[0]).unwrap().len(), original.len());
 }
 
@@ -109,8 +109,8 @@ fn fresh_per_call_instances_answer_exactly_as_warm_ones() {
     let mut fresh = PolicySet::load(&PolicySource::Shipped, &fresh_options).unwrap();
     let mut fresh_fuel = Vec::new();
     for _ in 0..3 {
-        let a = warm.classifier("bash").unwrap().classify(&operation()).unwrap();
-        let b = fresh.classifier("bash").unwrap().classify(&operation()).unwrap();
+        let a = warm.classifier("make").unwrap().classify(&operation()).unwrap();
+        let b = fresh.classifier("make").unwrap().classify(&operation()).unwrap();
         assert_eq!(a.value, b.value, "the same answer either way");
         assert!(b.report.fresh_instance, "FreshPerCall never reuses an instance");
         fresh_fuel.push(b.report.fuel_used);
@@ -119,6 +119,6 @@ fn fresh_per_call_instances_answer_exactly_as_warm_ones() {
     // one can spend less (its allocator is already set up), which is why the
     // recorded fuel of a warm call is not part of what replay re-derives.
     assert!(fresh_fuel.windows(2).all(|w| w[0] == w[1]), "{fresh_fuel:?}");
-    let again = warm.classifier("bash").unwrap().classify(&operation()).unwrap();
+    let again = warm.classifier("make").unwrap().classify(&operation()).unwrap();
     assert!(!again.report.fresh_instance);
 }

@@ -25,7 +25,7 @@ fn sample_operation() -> BoundOperation {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/bound-operation.json");
     let mut operation: BoundOperation =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    operation.tool = "bash".into();
+    operation.tool = "make".into();
     operation
 }
 
@@ -52,11 +52,11 @@ fn classify(c: &mut Criterion) {
     let mut group = c.benchmark_group("classify");
     group.bench_function("native", |b| b.iter(|| classify_unbound::classify(black_box(&native_operation))));
     group.bench_function("warm", |b| {
-        let classifier = set.classifier("bash").unwrap();
+        let classifier = set.classifier("make").unwrap();
         b.iter(|| classifier.classify(black_box(&operation)).unwrap())
     });
     group.bench_function("fresh_instance", |b| {
-        let classifier = set.classifier("bash").unwrap();
+        let classifier = set.classifier("make").unwrap();
         b.iter(|| {
             classifier.discard_instance();
             classifier.classify(black_box(&operation)).unwrap()

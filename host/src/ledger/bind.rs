@@ -24,6 +24,10 @@ use crate::producers::fs::read_capped;
 pub const FILESYSTEM_TOOLS: &[&str] =
     &["write_file", "edit_file", "apply_patch", "read_file", "ls", "glob", "grep"];
 
+/// Tools the reference process producer runs (`producers::process`): unknown
+/// scope, so nothing to bind.
+pub const PROCESS_TOOLS: &[&str] = &["bash", "python"];
+
 /// Tools the embedding runtime executes and reports on: the host binds their
 /// resources and records their reported facts, but runs nothing itself.
 pub const REPORTED_TOOLS: &[&str] = &["external", "owned_write", "owned_read", "browser"];
@@ -251,7 +255,9 @@ pub fn bind(
         input_json,
         bindings,
         pre_states,
-        producer_bound: FILESYSTEM_TOOLS.contains(&tool) || REPORTED_TOOLS.contains(&tool),
+        producer_bound: [FILESYSTEM_TOOLS, PROCESS_TOOLS, REPORTED_TOOLS]
+            .iter()
+            .any(|tools| tools.contains(&tool)),
     };
     Ok(Bound { operation, paths })
 }

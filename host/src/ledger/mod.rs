@@ -52,7 +52,7 @@ use crate::model::{
 };
 use crate::policy::PolicySet;
 
-pub use bind::{Bound, FILESYSTEM_TOOLS, REPORTED_TOOLS};
+pub use bind::{Bound, FILESYSTEM_TOOLS, PROCESS_TOOLS, REPORTED_TOOLS};
 pub use complete::{CompleteError, Completion};
 
 /// How to open a ledger.

@@ -13,6 +13,7 @@ mod script;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::{Context, anyhow};
 use clap::Args;
@@ -22,6 +23,7 @@ use effect_ledger::ledger::{Dispatch, Dispatched, Ledger, Recorded, Run};
 use effect_ledger::model::ProducerFacts;
 use effect_ledger::producers::Produced;
 use effect_ledger::producers::fs;
+use effect_ledger::producers::process::{self, ProcessRequest};
 
 use super::Failure;
 use super::decide::{decision_json, describe_decision};
@@ -35,7 +37,8 @@ use super::runtime::{bad, open_ledger};
 {\"tool\": \"external\", \"input\": {\"server\": \"tracker\", \"tool\": \"create_issue\", \
 \"arguments\": {}}, \"reported\": {\"exit_code\": 0}}\n  \
 {\"complete\": {\"required\": [\"a.txt\"], \"answer\": \"I wrote a.txt.\"}}\n\
-Tools run here: write_file, edit_file, apply_patch, read_file, ls, glob, grep. Reported (run by \
+Tools run here: write_file, edit_file, apply_patch, read_file, ls, glob, grep, and bash / python \
+{command, timeout_ms} (in the root, in their own process group, torn down on timeout). Reported (run by \
 the embedding runtime, facts given in `reported`): external {server, tool, arguments}, owned_write \
 and owned_read {collection, record, revision, attachments}, browser {action: session_info, session}; \
 browser page actions are refused. `complete` decides the run so far: \
@@ -118,6 +121,23 @@ fn produce(
             let limit = input.get("limit").and_then(Value::as_u64).map(|l| l as usize);
             let produced = fs::read_file(root, path, offset, limit, 16 << 20);
             Produced { facts: produced.facts, result: produced.result.map(|read| read.text) }
+        }
+        "bash" | "python" => {
+            let timeout =
+                Duration::from_millis(input.get("timeout_ms").and_then(Value::as_u64).unwrap_or(60_000));
+            let produced = process::run(ledger.root(), &ProcessRequest::new(tool, text("command"), timeout));
+            let facts = produced.facts.clone();
+            let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).trim_end().to_owned();
+            let result = produced.result.and_then(|ran| match (facts.timed_out, facts.exit_code) {
+                (true, _) => Err(format!(
+                    "timed out after {timeout:?}; process group torn down ({})",
+                    if facts.teardown_dead == Some(true) { "all dead" } else { "a process survived" }
+                )),
+                (false, Some(0)) => Ok(text(&ran.stdout)),
+                (false, Some(code)) => Err(format!("exit status {code}: {}", text(&ran.stderr))),
+                (false, None) => Err(format!("killed by signal {}", ran.signal.unwrap_or(0))),
+            });
+            Produced { facts, result }
         }
         "ls" => lines(fs::ls(root, path)),
         "glob" => lines(fs::glob(root, path, text("pattern"))),

@@ -17,7 +17,7 @@
 use serde::Deserialize;
 use serde_json::Value;
 
-use effect_ledger::ledger::{FILESYSTEM_TOOLS, REPORTED_TOOLS};
+use effect_ledger::ledger::{FILESYSTEM_TOOLS, PROCESS_TOOLS, REPORTED_TOOLS};
 
 /// What the embedding runtime reports for a tool it executed itself.
 #[derive(Debug, Clone, Deserialize)]
@@ -157,6 +157,15 @@ struct SearchInput {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 #[allow(dead_code)]
+struct ProcessInput {
+    command: String,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
 struct OwnedInput {
     collection: String,
     record: String,
@@ -193,7 +202,7 @@ fn shape<T: for<'de> Deserialize<'de>>(input: &Value) -> Result<(), String> {
 fn check(step: &ToolStep) -> Result<(), String> {
     let tool = step.tool.as_str();
     match (&step.reported, REPORTED_TOOLS.contains(&tool)) {
-        (Some(_), false) if FILESYSTEM_TOOLS.contains(&tool) => {
+        (Some(_), false) if FILESYSTEM_TOOLS.contains(&tool) || PROCESS_TOOLS.contains(&tool) => {
             return Err(format!(
                 "{tool}: `reported` is for tools the reference runtime does not execute; it runs {tool} itself"
             ));
@@ -206,6 +215,7 @@ fn check(step: &ToolStep) -> Result<(), String> {
         _ => {}
     }
     match tool {
+        "bash" | "python" => shape::<ProcessInput>(&step.input),
         "external" => shape::<ExternalInput>(&step.input),
         "owned_write" | "owned_read" => shape::<OwnedInput>(&step.input),
         "browser" => shape::<BrowserInput>(&step.input),
@@ -216,8 +226,9 @@ fn check(step: &ToolStep) -> Result<(), String> {
         "ls" => shape::<LsInput>(&step.input),
         "glob" | "grep" => shape::<SearchInput>(&step.input),
         other => Err(format!(
-            "no reference producer for tool {other:?} (known: {}; reported: {})",
+            "no reference producer for tool {other:?} (known: {}, {}; reported: {})",
             FILESYSTEM_TOOLS.join(", "),
+            PROCESS_TOOLS.join(", "),
             REPORTED_TOOLS.join(", ")
         )),
     }
