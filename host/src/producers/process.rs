@@ -13,8 +13,9 @@
 //! 22, clock ticks since boot), so a reused PID is a different process
 //! (ID-2).
 //!
-//! Not wired into the runtime chain yet: the process classifier, background
-//! jobs and `effects session` support are issue 6's next steps.
+//! `effects session` runs `bash` and `python` steps through it, classified by
+//! `classify-process`. Background launches (a RUNNING outcome, the launch
+//! index, `bg_job`) are issue 6's next step.
 
 use std::io::Read;
 use std::os::fd::AsRawFd;
