@@ -75,3 +75,45 @@ fn a_failing_command_is_claimed_and_settled_failed() {
     assert_eq!(steps[0]["outcome"]["execution"], "FAILED");
     assert!(steps[0]["result"]["error"].as_str().unwrap().contains("exit status 4: no"));
 }
+
+#[test]
+fn a_session_killed_during_a_command_leaves_it_interrupted_and_completion_blocked() {
+    use std::time::{Duration, Instant};
+    let s = session();
+    // The command records its process group, then runs long.
+    let long = bash("echo $$ > pgid; sleep 60", 120_000);
+    let mut child = s.spawn(&format!("{WRITE}\n{READ}\n{long}\n"), &[]);
+    let pgid_file = s.root.join("pgid");
+    let started = Instant::now();
+    while !pgid_file.exists() {
+        assert!(started.elapsed() < Duration::from_secs(30), "the command never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SIGKILL the session process mid-command: no outcome is ever written.
+    child.kill().unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(reports(&out).len(), 2, "the write and the read reported; the command never finished");
+    // The run's log is named after it (LOG-1).
+    let run_id = s.logs()[0].file_stem().unwrap().to_str().unwrap().to_owned();
+    // Do not leave the orphaned command running.
+    let pgid: i32 = std::fs::read_to_string(&pgid_file).unwrap().trim().parse().unwrap();
+    let _ = std::process::Command::new("kill").args(["-KILL", "--", &format!("-{pgid}")]).status();
+    // A second session on the run recovers the claim eagerly and completes.
+    let out = s.run(&format!("{}\n", complete()), &["--run", &run_id]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let decision = reports(&out).pop().unwrap();
+    assert_eq!(decision["verdict"], "BLOCKED", "{decision:#}");
+    assert!(codes(&decision).contains(&"UNSETTLED_ARTIFACT"), "{decision:#}");
+    let records = support::session::log_records(&s.logs()[0]);
+    let claim = records
+        .iter()
+        .find(|r| r["kind"] == "claim" && r["record"]["claim"]["operation"]["tool"] == "bash")
+        .expect("the command was claimed before it ran")["position"]
+        .clone();
+    let interrupted = records
+        .iter()
+        .find(|r| r["kind"] == "outcome" && r["claim"] == claim)
+        .expect("the command's claim was settled by recovery");
+    assert_eq!(interrupted["execution"], "INTERRUPTED", "{interrupted:#}");
+    assert_eq!(interrupted["record"]["outcome"]["recovery"], true);
+}

@@ -8,54 +8,37 @@
 
 #![allow(clippy::disallowed_methods)] // a bench sets up its directories directly
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
-use std::time::{Duration, Instant};
+mod common;
+
+use std::time::Instant;
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
-use effect_ledger::identity::{ControlPlane, SealedRoot};
+use common::{median_us as median, samples, scratch, seal};
 use effect_ledger::ledger::{Dispatch, Ledger, LedgerConfig, bind::bind};
 use effect_ledger::policy::{PolicyOptions, PolicySet, PolicySource};
 use effect_ledger::producers::fs::write_file;
 use serde_json::json;
 
-fn median(samples: &mut [Duration]) -> f64 {
-    samples.sort_unstable();
-    samples[samples.len() / 2].as_secs_f64() * 1e6
-}
-
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         return;
     }
-    let factor: f64 = std::env::var("EFFECTS_BENCH_SCALE").ok().and_then(|v| v.parse().ok()).unwrap_or(1.0);
-    let samples = ((1_000.0 * factor) as usize).max(20);
-    let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench-chain");
-    std::fs::create_dir_all(&base).unwrap();
-    let scratch = tempfile::tempdir_in(&base).unwrap();
-    let (root_path, data_path, direct_path) =
-        (scratch.path().join("root"), scratch.path().join("data"), scratch.path().join("direct"));
-    for dir in [&root_path, &data_path, &direct_path] {
-        std::fs::create_dir_all(dir).unwrap();
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).unwrap();
-    }
+    let samples = samples(1_000);
+    let (_scratch, dirs) = scratch(&["root", "data", "direct"]);
+    let (root_path, data_path, direct_path) = (&dirs[0], &dirs[1], &dirs[2]);
     let content: String = "0123456789abcdef".repeat(256); // 4 KiB
     let input = json!({ "path": "file.txt", "content": content });
 
-    let seal = || {
-        let dir = Dir::open_ambient_dir(&root_path, ambient_authority()).unwrap();
-        SealedRoot::new(dir, "root", "bench", "bench", ControlPlane::default()).unwrap()
-    };
-    let root = seal();
+    let root = seal(root_path);
     let policies = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default()).unwrap();
-    let data = Dir::open_ambient_dir(&data_path, ambient_authority()).unwrap();
+    let data = Dir::open_ambient_dir(data_path, ambient_authority()).unwrap();
     let mut ledger = Ledger::new(LedgerConfig::new(data, "data", root, policies));
     let run = ledger.begin_run(None);
-    let direct = Dir::open_ambient_dir(&direct_path, ambient_authority()).unwrap();
+    let direct = Dir::open_ambient_dir(direct_path, ambient_authority()).unwrap();
 
     // A separate root and policy set to time binding and classification alone.
-    let probe_root = seal();
+    let probe_root = seal(root_path);
     let mut probe_policies = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default()).unwrap();
 
     let (mut alone, mut chain, mut dispatch, mut produce, mut record, mut binding, mut classify) =

@@ -20,7 +20,7 @@
 use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -153,19 +153,6 @@ fn signal_group(pgid: u32, signal: Signal, within: Duration) -> bool {
     }
 }
 
-/// Waits for the leader until `deadline`; `None` when it is still running.
-fn wait_until(child: &mut Child, deadline: Instant) -> Option<ExitStatus> {
-    loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Some(status);
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        thread::sleep(Duration::from_millis(5));
-    }
-}
-
 /// Runs `request` in `root`'s directory, in a new process group. The result
 /// is the captured output whenever the command started (its exit status,
 /// timeout and teardown are in the facts); `Err` only when it could not start.
@@ -187,22 +174,27 @@ pub fn run(root: &SealedRoot, request: &ProcessRequest) -> Produced<Ran> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn();
-    let mut child = match spawned {
+    let child = match spawned {
         Ok(child) => child,
         Err(error) => return Produced::not_run(format!("cannot start {program}: {error}")),
     };
     let pid = child.id();
     let start_token = start_token(pid).unwrap_or(0);
     let (done, finished) = mpsc::channel();
+    let mut child = child;
     let stdout = capture(child.stdout.take().expect("piped"), request.output_cap, done.clone());
     let stderr = capture(child.stderr.take().expect("piped"), request.output_cap, done);
-    let started = Instant::now();
-    let (status, timed_out, teardown_dead) = match wait_until(&mut child, started + request.timeout) {
-        Some(status) => (Some(status), false, None),
-        None => {
+    // A waiter thread reaps the leader, so the exit is seen at once (no polling).
+    let (exited, status) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = exited.send(child.wait().ok());
+    });
+    let (status, timed_out, teardown_dead) = match status.recv_timeout(request.timeout) {
+        Ok(status) => (status, false, None),
+        Err(_) => {
             let gone = signal_group(pid, Signal::TERM, request.grace)
                 || signal_group(pid, Signal::KILL, Duration::from_secs(2));
-            (child.wait().ok(), true, Some(gone))
+            (status.recv_timeout(Duration::from_secs(2)).ok().flatten(), true, Some(gone))
         }
     };
     // Give the readers a moment to drain what the group wrote; a survivor
