@@ -16,8 +16,15 @@
 //!   lowering the ledger into the guest and the host's answer checks.
 //!
 //! The 10k/1k ratio on distinct files shows the growth (10x is linear, 100x
-//! would be quadratic). `cargo bench --bench evaluate`
+//! would be quadratic). When the hostile fixtures are built (`cargo xtask
+//! fixtures`), the bench also times the `hostile-evaluator` fixture in its
+//! well-behaved mode, which answers at once, over the 10k/10k ledger: the cost
+//! of the boundary alone (copying the ledger into the generated types,
+//! lowering it into the guest, the guest lifting and freeing it), without any
+//! rule. It also times a plain clone and drop of the model ledger. `cargo bench --bench evaluate`
 //! (`EFFECTS_BENCH_SCALE=0.2` for a quick run).
+
+#![allow(clippy::disallowed_methods)] // the bench reads a fixture file
 
 use std::time::{Duration, Instant};
 
@@ -26,7 +33,9 @@ use effect_ledger::completion::vectors::{
     Vector, VectorClaim, VectorObligation, VectorObservation, VectorOutcome, VectorRecord, VectorResource,
 };
 use effect_ledger::model::{EvidenceLedger, Execution, Verdict};
-use effect_ledger::policy::{NativeEvaluator, PolicyOptions, PolicySet, PolicySource};
+use effect_ledger::policy::{
+    LoadedComponent, NativeEvaluator, PolicyOptions, PolicySet, PolicySource, World, load_unpinned,
+};
 
 fn rounds() -> usize {
     let factor: f64 = std::env::var("EFFECTS_BENCH_SCALE").ok().and_then(|v| v.parse().ok()).unwrap_or(1.0);
@@ -145,5 +154,41 @@ fn main() {
         "  target, 10,000 effects under 10 ms through the component: {:.3} ms on 10,000 files, {:.3} ms on 1,000",
         ms(medians[3]),
         ms(medians[5])
+    );
+    boundary(&ledgers[1]);
+}
+
+/// The boundary alone, when the fixture is built (see the module docs).
+fn boundary(ledger: &EvidenceLedger) {
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../target/policy-fixtures/fixture-hostile-evaluator.wasm");
+    let Ok(bytes) = std::fs::read(&fixture) else {
+        println!("  (boundary alone: build the fixtures with `cargo xtask fixtures` to measure it)");
+        return;
+    };
+    let loaded = load_unpinned("hostile-evaluator", World::Evaluator, &bytes, &PolicyOptions::default());
+    let Ok(LoadedComponent::Evaluator(mut noop)) = loaded else {
+        panic!("the fixture loads as an evaluator")
+    };
+    let ledger = EvidenceLedger { answer: "fine".into(), ..ledger.clone() }; // the fixture's answer-at-once mode
+    let (mut call, mut copy, mut free) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds() {
+        let start = Instant::now();
+        let decided = Evaluator::Component(&mut noop).decide(&ledger);
+        call.push(start.elapsed());
+        assert!(decided.policy_failure.is_none(), "{:?}", decided.policy_failure);
+        let start = Instant::now();
+        let cloned = std::hint::black_box(ledger.clone());
+        copy.push(start.elapsed());
+        let start = Instant::now();
+        drop(cloned);
+        free.push(start.elapsed());
+    }
+    println!(
+        "  boundary alone at 10,000 effects on 10,000 files: {:.3} ms (a no-op evaluator); \
+         a clone of the model ledger {:.3} ms, dropping it {:.3} ms",
+        ms(median(&mut call)),
+        ms(median(&mut copy)),
+        ms(median(&mut free))
     );
 }
