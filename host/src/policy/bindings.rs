@@ -9,6 +9,8 @@
 //! outcomes, readback requests and decisions, which carry only indices. There is
 //! deliberately no conversion from a guest value into a `ResourceRef` (ID-1).
 
+use crate::model;
+
 pub(crate) mod classifier {
     //! Generated: the classifier world.
     wasmtime::component::bindgen!({
@@ -318,4 +320,11 @@ mod native {
     use effects_evaluate::types as wit;
 
     conversions!();
+}
+
+/// The shipped evaluator compiled natively, called through the same
+/// conversions as its component (`native::NativeEvaluator` is the public face).
+pub(crate) fn evaluate_natively(ledger: &model::EvidenceLedger) -> Result<model::Decision, String> {
+    let argument: effects_evaluate::types::EvidenceLedger = ledger.to_guest();
+    Ok(effects_evaluate::evaluate(&argument)?.into_model())
 }

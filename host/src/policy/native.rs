@@ -8,7 +8,7 @@
 use crate::model::{Decision, EvidenceLedger};
 
 use super::answer;
-use super::bindings::{IntoModel, ToGuest};
+use super::bindings::evaluate_natively;
 
 /// The native build of the shipped evaluator.
 #[derive(Debug, Default, Clone, Copy)]
@@ -19,8 +19,7 @@ impl NativeEvaluator {
     /// applies to a component's answer. `Err` carries the evaluator's refusal
     /// or the check that failed.
     pub fn evaluate(&self, ledger: &EvidenceLedger) -> Result<Decision, String> {
-        let argument: effects_evaluate::types::EvidenceLedger = ledger.to_guest();
-        let decision: Decision = effects_evaluate::evaluate(&argument)?.into_model();
+        let decision = evaluate_natively(ledger)?;
         answer::check_decision(ledger, &decision)?;
         Ok(decision)
     }
