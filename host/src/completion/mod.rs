@@ -44,13 +44,8 @@ pub struct Decided {
 /// that nothing was confirmed.
 pub fn policy_failure_decision(answer: &str, why: &str) -> Decision {
     let disclosure = POLICY_FAILURE_DISCLOSURE.to_owned();
-    let mut presented = answer.trim_end().to_owned();
-    if !presented.is_empty() {
-        presented.push_str("\n\n");
-    }
-    presented.push_str(effects_evaluate::DISCLOSURE_HEADING);
-    presented.push_str("\n- ");
-    presented.push_str(&disclosure);
+    // The shipped evaluator's own layout, so every presented answer reads alike.
+    let presented = effects_evaluate::present(answer, std::slice::from_ref(&disclosure));
     Decision {
         verdict: Verdict::Blocked,
         reasons: vec![Reason {

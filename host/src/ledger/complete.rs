@@ -71,18 +71,17 @@ impl Ledger {
                 readback::perform(root, path, &stat, &action, None, self.config.read_cap)
             })
             .collect();
-        let mut unrecorded = Vec::new();
-        match self.log(&run.lineage, false)? {
+        let required_refs: Vec<_> = resolved.into_iter().map(|r| r.resource).collect();
+        // Assembled from the log's own records, borrowed: no copy of the history.
+        let ledger = match self.log(&run.lineage, false)? {
             Some(log) => {
                 for observation in observations {
                     log.record_observation(&run.id, observation)?;
                 }
+                assemble(log.history()?, &[], &required_refs, answer)
             }
-            None => unrecorded = observations,
-        }
-        let history = self.history(&run.lineage)?;
-        let required_refs: Vec<_> = resolved.into_iter().map(|r| r.resource).collect();
-        let ledger = assemble(&history, &unrecorded, &required_refs, answer);
+            None => assemble(&[], &observations, &required_refs, answer),
+        };
         let decided = evaluator_of(self.config.policies.evaluator()).decide(&ledger);
         let record = DecisionRecord {
             through: ledger.records.last().map(crate::model::EvidenceRecord::position),

@@ -133,7 +133,12 @@ impl Assessments {
     /// The assessment of claim `index`'s last obligation on exactly `loc`, if
     /// it has one.
     pub fn on(&self, index: usize, loc: LocId) -> Option<&Assessed> {
-        self.last_on.get(&(index, loc)).map(|&i| &self.per_claim[index][i])
+        self.last_obligation(index, loc).map(|i| &self.per_claim[index][i])
+    }
+
+    /// The index of claim `index`'s last obligation on exactly `loc`.
+    pub fn last_obligation(&self, index: usize, loc: LocId) -> Option<usize> {
+        self.last_on.get(&(index, loc)).copied()
     }
 
     /// CMP-11: the list every decision carries.

@@ -14,7 +14,7 @@
 use effects_evaluator_sdk::types::{Assessment, Execution, Reason, ReasonCode, Verdict};
 
 use crate::assess::Assessments;
-use crate::history::{Freshness, History, State};
+use crate::history::{Freshness, History, Observation, State};
 use crate::locations::{Kind, LocId};
 
 /// The latest of something per location: for the location itself, and for
@@ -25,16 +25,20 @@ struct PerLocation {
     below: Vec<Option<(u64, usize)>>,
 }
 
+/// Keeps the later of `slot` and `at`.
+fn keep_latest(slot: &mut Option<(u64, usize)>, at: (u64, usize)) {
+    *slot = Some(slot.map_or(at, |s| s.max(at)));
+}
+
 impl PerLocation {
     fn new(n: usize) -> Self {
         Self { own: vec![None; n], below: vec![None; n] }
     }
 
     fn note(&mut self, history: &History<'_>, target: LocId, at: (u64, usize)) {
-        let keep = |slot: &mut Option<(u64, usize)>| *slot = Some(slot.map_or(at, |s| s.max(at)));
-        keep(&mut self.own[target as usize]);
+        keep_latest(&mut self.own[target as usize], at);
         for a in history.locations.ancestors_or_self(target) {
-            keep(&mut self.below[a as usize]);
+            keep_latest(&mut self.below[a as usize], at);
         }
     }
 
@@ -145,8 +149,6 @@ impl<'h, 'a> Index<'h, 'a> {
             replaced: vec![None; n],
             newest_seen: vec![None; n],
         };
-        let later =
-            |slot: &mut Option<(u64, usize)>, at: (u64, usize)| *slot = Some(slot.map_or(at, |s| s.max(at)));
         for (i, claim) in history.claims.iter().enumerate() {
             if claim.no_op() {
                 continue;
@@ -154,14 +156,14 @@ impl<'h, 'a> Index<'h, 'a> {
             let (start, end) = ((claim.position(), i), (end(history, i), i));
             let unresolved = claim.unresolved() && !index.resolved_by_observation(i);
             if unresolved {
-                later(&mut index.unresolved_any, end);
+                keep_latest(&mut index.unresolved_any, end);
             }
             match &claim.targets {
                 None => {
-                    later(&mut index.unknown_end, end);
-                    later(&mut index.unknown_start, start);
+                    keep_latest(&mut index.unknown_end, end);
+                    keep_latest(&mut index.unknown_start, start);
                     if unresolved {
-                        later(&mut index.unresolved_unknown, end);
+                        keep_latest(&mut index.unresolved_unknown, end);
                     }
                 }
                 Some(targets) => {
@@ -224,6 +226,11 @@ impl<'h, 'a> Index<'h, 'a> {
     fn last_touch(&self, loc: LocId) -> Option<usize> {
         let latest = self.touched_start.latest(self.history, loc).into_iter().chain(self.unknown_start).max();
         latest.map(|(_, claim)| claim)
+    }
+
+    /// The newest filesystem observation of `loc` (any mechanism), if any.
+    fn newest_sighting(&self, loc: LocId) -> Option<&Observation<'a>> {
+        self.newest_seen[loc as usize].map(|i| &self.history.observations[i])
     }
 
     /// The claim's position plus its outcome's, when it has one.
@@ -290,18 +297,14 @@ impl<'h, 'a> Index<'h, 'a> {
         let assessed = self.assessments.on(latest, loc);
         // Produced, but a fresh observation (of any mechanism: existence needs
         // no content) finds nothing there, and nothing meant to delete it.
-        let newest = self.newest_seen[loc as usize].map(|i| &self.history.observations[i]);
-        let gone = newest.filter(|o| o.freshness == Freshness::Fresh && !o.evidence.exists);
-        let meant_absent = claim
-            .evidence
-            .obligations
-            .iter()
-            .zip(&claim.obligation_targets)
-            .rev()
-            .find(|(_, t)| **t == loc)
-            .is_some_and(|(o, _)| {
-                matches!(o.postcondition, effects_evaluator_sdk::types::Postcondition::Absent)
-            });
+        let gone =
+            self.newest_sighting(loc).filter(|o| o.freshness == Freshness::Fresh && !o.evidence.exists);
+        let meant_absent = self.assessments.last_obligation(latest, loc).is_some_and(|i| {
+            matches!(
+                claim.evidence.obligations[i].postcondition,
+                effects_evaluator_sdk::types::Postcondition::Absent
+            )
+        });
         if let Some(o) = gone.filter(|_| !meant_absent) {
             reasons.push(reason(
                 ReasonCode::MissingArtifact,
@@ -368,7 +371,7 @@ impl<'h, 'a> Index<'h, 'a> {
     /// have touched it) it must be freshly observed to exist.
     fn never_changed(&self, loc: LocId, reasons: &mut Vec<Reason>) {
         let name = self.history.locations.name(loc);
-        let newest = self.newest_seen[loc as usize].map(|i| &self.history.observations[i]);
+        let newest = self.newest_sighting(loc);
         let fresh = newest.filter(|o| o.freshness == Freshness::Fresh);
         let seen: Vec<u64> = newest.map(|o| o.evidence.position).into_iter().collect();
         if let Some(o) = fresh.filter(|o| !o.evidence.exists) {

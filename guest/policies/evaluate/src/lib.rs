@@ -17,7 +17,7 @@ use effects_evaluator_sdk::evaluator::Guest;
 use effects_evaluator_sdk::types::{Decision, EvidenceLedger};
 
 pub use effects_evaluator_sdk::types;
-pub use prose::{ANNOTATION, DISCLOSURE_HEADING};
+pub use prose::present;
 
 /// Decides completion over `ledger`; `Err` when the ledger itself is
 /// inconsistent (positions not increasing, indices out of range, HIS-1), which
