@@ -115,13 +115,23 @@ fn a_store_outside_the_root_is_still_guarded_against_hard_link_aliases() {
     // link to one of its files is caught by inode (ID-4).
     let tree = tree();
     std::fs::hard_link(tree.root.join(".effects/effects/run-1.log"), tree.root.join("src/alias")).unwrap();
+    // A background job's exit file is store too: forging it would forge how
+    // the job ended.
+    std::fs::create_dir(tree.root.join(".effects/effects/jobs")).unwrap();
+    std::fs::write(tree.root.join(".effects/effects/jobs/job-7.exit"), "").unwrap();
+    std::fs::hard_link(tree.root.join(".effects/effects/jobs/job-7.exit"), tree.root.join("src/exit"))
+        .unwrap();
     let store = Dir::open_ambient_dir(tree.root.join(".effects/effects"), ambient_authority()).unwrap();
     let control = ControlPlane::new(&store, None).unwrap();
     let dir = Dir::open_ambient_dir(&tree.root, ambient_authority()).unwrap();
     let root = SealedRoot::new(dir, "root", "s", "o", control).unwrap();
     assert!(root.resolve("src/a.txt", ResourceRole::Source).is_ok());
-    match root.resolve("src/alias", ResourceRole::Target) {
-        Err(IdentityError::ControlPlane { reason, .. }) => assert!(reason.contains("hard link"), "{reason}"),
-        other => panic!("expected the alias to be refused, got {other:?}"),
+    for alias in ["src/alias", "src/exit"] {
+        match root.resolve(alias, ResourceRole::Target) {
+            Err(IdentityError::ControlPlane { reason, .. }) => {
+                assert!(reason.contains("hard link"), "{reason}")
+            }
+            other => panic!("expected {alias} to be refused, got {other:?}"),
+        }
     }
 }

@@ -146,7 +146,7 @@ fn eight_writers_racing_share_one_lineage_without_reuse_or_double_settlement() {
                 assert_eq!(index, previous + 1, "{writer}'s claims out of order");
             }
             Record::Outcome(outcome) => settled[outcome.claim as usize] += 1,
-            Record::Observation(_) | Record::Decision(_) => {
+            Record::Observation(_) | Record::Verifier(_) | Record::Decision(_) => {
                 unreachable!("the writers append claims and outcomes only")
             }
         }
@@ -408,17 +408,26 @@ fn the_effects_directory_is_private_and_the_launch_index_is_replaced_atomically(
     let mode = std::fs::metadata(data.path().join("effects")).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o700, "LOG-1: the effects directory is 0700");
 
-    effect_ledger::log::write_launch_index(&effects, "d/effects", 7, 12, "run-1").unwrap();
-    effect_ledger::log::write_launch_index(&effects, "d/effects", 7, 15, "run-1").unwrap();
-    let index_path = data.path().join("effects/launch-7.json");
-    let index: serde_json::Value = serde_json::from_slice(&std::fs::read(&index_path).unwrap()).unwrap();
-    assert_eq!(index, serde_json::json!({ "generation": 7, "claim": 15, "run_id": "run-1" }));
+    use effect_ledger::log::{LaunchIndex, read_launch_index, reserve_launch, write_launch_index};
+    let first = reserve_launch(&effects, "d/effects", "run-1", "run-1").unwrap();
+    let second = reserve_launch(&effects, "d/effects", "run-1", "run-1").unwrap();
+    assert_ne!(first, second, "a reserved generation is never handed out twice");
+    std::fs::remove_file(data.path().join(format!("effects/launch-{second}.json"))).unwrap();
+    let reserved = read_launch_index(&effects, "d/effects", first).unwrap().unwrap();
+    assert_eq!(reserved.claim, None, "a reservation names no claim yet");
+    let mut index = LaunchIndex { claim: Some(12), ..reserved };
+    write_launch_index(&effects, "d/effects", &index).unwrap();
+    index.claim = Some(15);
+    write_launch_index(&effects, "d/effects", &index).unwrap();
+    assert_eq!(read_launch_index(&effects, "d/effects", first).unwrap(), Some(index));
+    assert_eq!(read_launch_index(&effects, "d/effects", first + 1_000_000).unwrap(), None);
+    let index_path = data.path().join(format!("effects/launch-{first}.json"));
     assert_eq!(std::fs::metadata(&index_path).unwrap().permissions().mode() & 0o777, 0o600);
     let names: Vec<String> = std::fs::read_dir(data.path().join("effects"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
-    assert_eq!(names, vec!["launch-7.json".to_owned()], "no temporary file left behind");
+    assert_eq!(names, vec![format!("launch-{first}.json")], "no temporary file left behind");
 }
 
 #[test]

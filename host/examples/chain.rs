@@ -66,6 +66,7 @@ fn main() -> anyhow::Result<()> {
                 format!("outcome {:?} of #{}", outcome.outcome.execution, outcome.claim)
             }
             Record::Observation(observation) => format!("observation exists={}", observation.exists),
+            Record::Verifier(verifier) => format!("check `{}` passed={}", verifier.command, verifier.passed),
             Record::Decision(decision) => format!("decision {:?}", decision.verdict),
         };
         println!("#{} {what}", framed.position);

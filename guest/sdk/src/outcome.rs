@@ -6,7 +6,9 @@
 //! only from a producer the host bound, so `exit_status_only` looks at nothing but
 //! whether the backend ran and its exit code.
 
-use crate::types::{ClaimPlan, CleanupState, Execution, Impact, Outcome, PlannedScope, ProducerFacts};
+use crate::types::{
+    Binding, BoundOperation, ClaimPlan, CleanupState, Execution, Impact, Outcome, PlannedScope, ProducerFacts,
+};
 
 /// The claim plan for an effect nobody can scope: unknown impact, no
 /// dependencies, no obligations (SPEC section 6, "unbound tools").
@@ -55,6 +57,22 @@ pub fn not_executed() -> ProducerFacts {
         remote_acknowledged: false,
         job_state: None,
         cancelled: false,
+    }
+}
+
+/// A bound operation of `tool` / `action` with `bindings`, through the bound
+/// producer, with an empty input and no pre-states; a starting point for
+/// tests.
+pub fn bound_operation(tool: &str, action: &str, bindings: Vec<Binding>) -> BoundOperation {
+    BoundOperation {
+        tool: tool.into(),
+        action: action.into(),
+        request_id: "r".into(),
+        input_json: "{}".into(),
+        input_sha256: String::new(),
+        bindings,
+        pre_states: Vec::new(),
+        producer_bound: true,
     }
 }
 

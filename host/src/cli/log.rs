@@ -160,7 +160,18 @@ fn describe(position: u64, run_id: &str, record: &Record) -> String {
             observation.mechanism,
             observation.coverage,
             observation.exists,
-            observation.content_sha256.as_deref().map(|d| format!(" sha256={d}")).unwrap_or_default()
+            match (&observation.content_sha256, observation.job_state) {
+                (Some(digest), _) => format!(" sha256={digest}"),
+                (None, Some(state)) => format!(" job_state={state:?}"),
+                (None, None) => String::new(),
+            }
+        ),
+        Record::Verifier(verifier) => format!(
+            "#{position} verifier    run={run_id} passed={} exit={}{} command={:?}",
+            verifier.passed,
+            verifier.exit_code.map_or_else(|| "none".to_owned(), |c| c.to_string()),
+            if verifier.timed_out { " (timed out)" } else { "" },
+            verifier.command
         ),
         Record::Decision(decision) => format!(
             "#{position} decision    run={run_id} verdict={:?} reasons={:?}{}",

@@ -12,10 +12,10 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::log::{Framed, ObservationRecord, Position, Record};
+use crate::log::{Framed, Position, Record};
 use crate::model::{
     ClaimEvidence, EvidenceLedger, EvidenceRecord, Execution, ObligationEvidence, ObservationEvidence,
-    OutcomeEvidence, ResourceIndex, ResourceRef,
+    OutcomeEvidence, ResourceIndex, ResourceRef, VerifierEvidence,
 };
 
 /// Each resource once, by first appearance.
@@ -37,31 +37,13 @@ impl Resources {
     }
 }
 
-fn observation_evidence(
-    position: Position,
-    observation: &ObservationRecord,
-    resources: &mut Resources,
-) -> EvidenceRecord {
-    EvidenceRecord::Observation(ObservationEvidence {
-        position,
-        resource: resources.of(&observation.resource),
-        mechanism: observation.mechanism,
-        coverage: observation.coverage,
-        source_action: observation.source_action.clone(),
-        source_claim: observation.source_claim,
-        exists: observation.exists,
-        content_sha256: observation.content_sha256.clone(),
-        job_state: observation.job_state,
-    })
-}
-
 /// The ledger of a lineage's `history`, deciding about `required` with the
-/// agent's `answer`. `unrecorded` observations (taken for a run that has no
-/// log, so nothing was written: CMP-9) follow the history at the next
-/// positions.
+/// agent's `answer`. `unrecorded` records (observations and verifier runs of
+/// a run that has no log, so nothing was written: CMP-9) follow the history
+/// at the next positions.
 pub fn assemble(
     history: &[Framed],
-    unrecorded: &[ObservationRecord],
+    unrecorded: &[Record],
     required: &[ResourceRef],
     answer: &str,
 ) -> EvidenceLedger {
@@ -75,10 +57,14 @@ pub fn assemble(
             _ => None,
         })
         .collect();
+    let next = history.last().map_or(0, |framed| framed.position + 1);
+    let all = history
+        .iter()
+        .map(|framed| (framed.position, framed.run_id.as_str(), &framed.record))
+        .chain(unrecorded.iter().enumerate().map(|(i, record)| (next + i as Position, "", record)));
     let mut records = Vec::new();
-    for framed in history {
-        let position = framed.position;
-        match &framed.record {
+    for (position, run_id, record) in all {
+        match record {
             Record::Claim(claim) => {
                 let scope: Vec<ResourceIndex> = claim.impact_scope.iter().map(|r| resources.of(r)).collect();
                 let obligations = claim
@@ -92,7 +78,7 @@ pub fn assemble(
                     .collect();
                 records.push(EvidenceRecord::Claim(ClaimEvidence {
                     position,
-                    run_id: framed.run_id.clone(),
+                    run_id: run_id.to_owned(),
                     action_id: claim.action_id.clone(),
                     tool: claim.operation.tool.clone(),
                     dependencies: claim.dependencies.iter().map(|r| resources.of(r)).collect(),
@@ -112,14 +98,25 @@ pub fn assemble(
                 }));
             }
             Record::Observation(observation) => {
-                records.push(observation_evidence(position, observation, &mut resources));
+                records.push(EvidenceRecord::Observation(ObservationEvidence {
+                    position,
+                    resource: resources.of(&observation.resource),
+                    mechanism: observation.mechanism,
+                    coverage: observation.coverage,
+                    source_action: observation.source_action.clone(),
+                    source_claim: observation.source_claim,
+                    exists: observation.exists,
+                    content_sha256: observation.content_sha256.clone(),
+                    job_state: observation.job_state,
+                }));
             }
+            Record::Verifier(verifier) => records.push(EvidenceRecord::Verifier(VerifierEvidence {
+                position,
+                command: verifier.command.clone(),
+                passed: verifier.passed,
+            })),
             Record::Decision(_) => {}
         }
-    }
-    let next = history.last().map_or(0, |framed| framed.position + 1);
-    for (offset, observation) in unrecorded.iter().enumerate() {
-        records.push(observation_evidence(next + offset as Position, observation, &mut resources));
     }
     EvidenceLedger { resources: resources.list, required, records, answer: answer.to_owned() }
 }

@@ -93,14 +93,24 @@ pub struct ControlPlane {
 impl ControlPlane {
     /// A guard from the store directory (`DATA_DIR/effects`) and, when the data
     /// dir lies beneath the root, its normalized path relative to the root.
+    /// The store's files and its background jobs' files (`jobs/`) are listed.
     pub fn new(store: &Dir, prefix_in_root: Option<String>) -> std::io::Result<Self> {
         let device = store.dir_metadata()?.dev();
         let mut inodes = HashSet::new();
-        for entry in store.entries()? {
-            let metadata = entry?.metadata()?;
-            if metadata.is_file() {
-                inodes.insert(metadata.ino());
+        let mut list = |dir: &Dir| -> std::io::Result<()> {
+            for entry in dir.entries()? {
+                let metadata = entry?.metadata()?;
+                if metadata.is_file() {
+                    inodes.insert(metadata.ino());
+                }
             }
+            Ok(())
+        };
+        list(store)?;
+        match store.open_dir("jobs") {
+            Ok(jobs) => list(&jobs)?,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => return Err(error),
         }
         Ok(Self { prefix: prefix_in_root, device, inodes })
     }

@@ -28,6 +28,10 @@ pub const FILESYSTEM_TOOLS: &[&str] =
 /// scope, so nothing to bind.
 pub const PROCESS_TOOLS: &[&str] = &["bash", "python"];
 
+/// Tools that act on a background job the process producer started
+/// (`producers::job`): bound by the ledger to exactly one validated job.
+pub const JOB_TOOLS: &[&str] = &["bg_job"];
+
 /// Tools the embedding runtime executes and reports on: the host binds their
 /// resources and records their reported facts, but runs nothing itself.
 pub const REPORTED_TOOLS: &[&str] = &["external", "owned_write", "owned_read", "browser"];
@@ -255,7 +259,7 @@ pub fn bind(
         input_json,
         bindings,
         pre_states,
-        producer_bound: [FILESYSTEM_TOOLS, PROCESS_TOOLS, REPORTED_TOOLS]
+        producer_bound: [FILESYSTEM_TOOLS, PROCESS_TOOLS, JOB_TOOLS, REPORTED_TOOLS]
             .iter()
             .any(|tools| tools.contains(&tool)),
     };

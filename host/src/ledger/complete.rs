@@ -1,4 +1,5 @@
-//! Completing a run (SPEC section 7, POL-4): the required artifacts are
+//! Completing a run (SPEC section 7, POL-4): launches whose jobs have ended are
+//! settled first (the monitor, `jobs.rs`), then the required artifacts are
 //! resolved and observed (existence only: a stat decides no content, so it
 //! verifies nothing, but it tells "never produced" from "already there" and
 //! notices a replaced file, INV-1), the evidence ledger is assembled from the
@@ -11,7 +12,7 @@
 use crate::completion::{Decided, assemble, evaluator_of};
 use crate::digest::Sha256Digest;
 use crate::identity::IdentityError;
-use crate::log::{DecisionRecord, LogError, ObservationRecord, Position};
+use crate::log::{DecisionRecord, LogError, ObservationRecord, Position, Record};
 use crate::model::{Coverage, EvidenceLedger, Mechanism, ReadbackRequest, ResourceRole};
 
 use super::{Ledger, Run, readback};
@@ -53,6 +54,8 @@ impl Ledger {
         required: &[String],
         answer: &str,
     ) -> Result<Completion, CompleteError> {
+        // Launches whose jobs have ended are settled first (the monitor).
+        self.monitor(run)?;
         let root = &self.config.root;
         let mut resolved = Vec::with_capacity(required.len());
         for path in required {
@@ -80,7 +83,14 @@ impl Ledger {
                 }
                 assemble(log.history()?, &[], &required_refs, answer)
             }
-            None => assemble(&[], &observations, &required_refs, answer),
+            None => {
+                let checks = self.unrecorded.get(&run.lineage).into_iter().flatten();
+                let unrecorded: Vec<Record> = checks
+                    .map(|(_, verifier)| Record::Verifier(verifier.clone()))
+                    .chain(observations.into_iter().map(Record::Observation))
+                    .collect();
+                assemble(&[], &unrecorded, &required_refs, answer)
+            }
         };
         let decided = evaluator_of(self.config.policies.evaluator()).decide(&ledger);
         let record = DecisionRecord {

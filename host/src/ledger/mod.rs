@@ -1,6 +1,7 @@
 //! The runtime chain (SPEC section 2) as a Rust API: bind -> classify ->
 //! durable claim -> (the caller runs the backend) -> settle -> outcome ->
-//! readbacks -> observations.
+//! readbacks -> observations. Background launches and their jobs are tied in
+//! by `jobs.rs`, designated checks by `verify.rs`, completion by `complete.rs`.
 //!
 //! ```no_run
 //! use cap_std::{ambient_authority, fs::Dir};
@@ -33,7 +34,9 @@
 
 pub mod bind;
 mod complete;
+mod jobs;
 pub mod readback;
+mod verify;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,7 +47,7 @@ use serde_json::Value;
 use crate::identity::SealedRoot;
 use crate::log::{
     ClaimRecord, DiskLog, LogError, Obligation, ObservationRecord, OpenMode, OpenOptionsLog, OperationRef,
-    OperatorKey, OutcomeRecord, Position, open_effects_dir, open_lineage,
+    OperatorKey, OutcomeRecord, Position, VerifierRecord, open_effects_dir, open_lineage,
 };
 use crate::model::{
     BindingIndex, ClaimPlan, Classification, CleanupState, Execution, Impact, Location, Outcome,
@@ -52,8 +55,10 @@ use crate::model::{
 };
 use crate::policy::PolicySet;
 
-pub use bind::{Bound, FILESYSTEM_TOOLS, PROCESS_TOOLS, REPORTED_TOOLS};
+pub use bind::{Bound, FILESYSTEM_TOOLS, JOB_TOOLS, PROCESS_TOOLS, REPORTED_TOOLS};
 pub use complete::{CompleteError, Completion};
+pub use jobs::LaunchLink;
+pub use verify::Verified;
 
 /// How to open a ledger.
 pub struct LedgerConfig {
@@ -109,6 +114,8 @@ pub struct Dispatched {
     pub claim: Option<Position>,
     /// Why classification failed, if it did (the claim is then unknown scope).
     pub policy_failure: Option<String>,
+    /// The background launch or job it is tied to, if any.
+    pub link: Option<LaunchLink>,
 }
 
 /// What dispatch decided.
@@ -134,6 +141,8 @@ pub struct Recorded {
     pub observations: Vec<(Position, ObservationRecord)>,
     /// Why settlement fell back to exit status alone, if the policy failed.
     pub policy_failure: Option<String>,
+    /// The outcome a job read or kill settled its launch with, if it did.
+    pub launch_settled: Option<Position>,
 }
 
 /// The ledger: one sealed root, one policy set, the logs of its lineages.
@@ -141,6 +150,8 @@ pub struct Ledger {
     config: LedgerConfig,
     logs: HashMap<String, DiskLog>,
     actions: AtomicU64,
+    /// Verifier runs of lineages with no log yet, by lineage: (run, record).
+    unrecorded: HashMap<String, Vec<(String, VerifierRecord)>>,
 }
 
 /// The host's own outcome when the settle policy fails: exit status only
@@ -159,7 +170,7 @@ impl Ledger {
     /// A ledger over `config`. Opens nothing yet: files appear with the first
     /// claim.
     pub fn new(config: LedgerConfig) -> Self {
-        Self { config, logs: HashMap::new(), actions: AtomicU64::new(0) }
+        Self { config, logs: HashMap::new(), actions: AtomicU64::new(0), unrecorded: HashMap::new() }
     }
 
     /// The sealed root.
@@ -200,7 +211,12 @@ impl Ledger {
             }
             let options =
                 OpenOptionsLog { mode: OpenMode::ReadWrite, key: self.config.key.clone(), recover: true };
-            let log = open_lineage(&effects, &display, lineage, &options)?.expect("read-write opens create");
+            let mut log =
+                open_lineage(&effects, &display, lineage, &options)?.expect("read-write opens create");
+            // Checks run before the first claim go first, in their order.
+            for (run_id, verifier) in self.unrecorded.remove(lineage).unwrap_or_default() {
+                log.record_verifier(&run_id, verifier)?;
+            }
             self.logs.insert(lineage.to_owned(), log);
         }
         Ok(self.logs.get_mut(lineage))
@@ -216,9 +232,13 @@ impl Ledger {
 
     /// Binds, classifies and (for an effect) durably claims one tool call.
     pub fn dispatch(&mut self, run: &Run, tool: &str, input: &Value, request_id: &str) -> Dispatch {
-        let bound = match bind::bind(&self.config.root, tool, input, request_id, self.config.read_cap) {
+        let mut bound = match bind::bind(&self.config.root, tool, input, request_id, self.config.read_cap) {
             Ok(bound) => bound,
             Err(error) => return Dispatch::Refused(error.to_string()),
+        };
+        let link = match self.link(run, tool, input, &mut bound) {
+            Ok(link) => link,
+            Err(answer) => return answer,
         };
         let action_id =
             format!("{}-{}-{}", run.id, std::process::id(), self.actions.fetch_add(1, Ordering::Relaxed));
@@ -230,7 +250,8 @@ impl Ledger {
             .map(|called| called.value);
         let (plan, policy_failure) = match classified {
             Ok(Classification::ReadOnly) => {
-                let admitted = Dispatched { action_id, bound, plan: None, claim: None, policy_failure: None };
+                let admitted =
+                    Dispatched { action_id, bound, plan: None, claim: None, policy_failure: None, link };
                 return Dispatch::Run(Box::new(admitted));
             }
             Ok(Classification::Refused(reason)) => return Dispatch::Refused(reason),
@@ -280,16 +301,34 @@ impl Ledger {
         let position = self
             .log(&run.lineage, true)
             .and_then(|log| log.expect("created on demand").claim(&run.id, claim));
-        match position {
-            Ok(position) => Dispatch::Run(Box::new(Dispatched {
+        let position = match position {
+            Ok(position) => position,
+            Err(error) => return Dispatch::Blocked(format!("the claim could not be persisted: {error}")),
+        };
+        // LOG-8: a launch is indexed before it may start. If the index cannot
+        // be written the launch never runs, and its claim says so.
+        if let Some(LaunchLink::Launch { generation }) = &link
+            && let Err(error) = self.index_launch(run, *generation, position)
+        {
+            let never = Dispatched {
                 action_id,
                 bound,
                 plan: Some(plan),
                 claim: Some(position),
                 policy_failure,
-            })),
-            Err(error) => Dispatch::Blocked(format!("the claim could not be persisted: {error}")),
+                link: None,
+            };
+            let _ = self.record(run, &never, &ProducerFacts::default());
+            return Dispatch::Blocked(format!("the launch index could not be written (LOG-8): {error}"));
         }
+        Dispatch::Run(Box::new(Dispatched {
+            action_id,
+            bound,
+            plan: Some(plan),
+            claim: Some(position),
+            policy_failure,
+            link,
+        }))
     }
 
     /// Records what the backend reported: settles, appends the outcome (for a
@@ -344,6 +383,12 @@ impl Ledger {
             let resource = &operation.bindings[request.binding as usize].resource;
             let cap = self.config.read_cap;
             let observation = match resource.location() {
+                Location::BackgroundJob(_) => Some(readback::job_state(
+                    resource,
+                    facts.job_state,
+                    &dispatched.action_id,
+                    dispatched.claim,
+                )),
                 Location::Filesystem(_) => readback::perform(
                     &self.config.root,
                     path,
@@ -371,6 +416,10 @@ impl Ledger {
                 observations.push((position, observation));
             }
         }
-        Ok(Recorded { outcome, outcome_position, observations, policy_failure })
+        // A job read settles its launch with its own outcome; a kill, as a
+        // read right after it would.
+        let status_outcome = (dispatched.claim.is_none()).then(|| outcome.clone());
+        let launch_settled = self.settle_launch(run, dispatched, status_outcome, facts)?;
+        Ok(Recorded { outcome, outcome_position, observations, policy_failure, launch_settled })
     }
 }

@@ -27,7 +27,9 @@ use std::collections::BTreeSet;
 use super::error::LogError;
 use super::frame::{self, Framed, OperatorKey};
 use super::history::{ClaimState, History};
-use super::record::{ClaimRecord, DecisionRecord, ObservationRecord, OutcomeRecord, Position, Record};
+use super::record::{
+    ClaimRecord, DecisionRecord, ObservationRecord, OutcomeRecord, Position, Record, VerifierRecord,
+};
 use super::scan::{self, scan};
 use super::storage::{LockKind, Storage, read_range};
 use crate::model::{CleanupState, Execution, Impact, Outcome, ProducerFacts};
@@ -312,6 +314,14 @@ impl<S: Storage> EffectLog<S> {
         observation: ObservationRecord,
     ) -> Result<Position, LogError> {
         let result = self.append(run_id, &Record::Observation(observation));
+        self.mark_degraded_on_failure(run_id, &result);
+        result
+    }
+
+    /// Appends a verifier run (CMP-5); a failure marks `run_id` degraded
+    /// (LOG-5), since a check that is not on disk vouches for nothing.
+    pub fn record_verifier(&mut self, run_id: &str, verifier: VerifierRecord) -> Result<Position, LogError> {
+        let result = self.append(run_id, &Record::Verifier(verifier));
         self.mark_degraded_on_failure(run_id, &result);
         result
     }

@@ -1,9 +1,8 @@
-//! Opening a lineage's log on disk with the checks LOG-1 and LOG-9 demand,
-//! and the launch index (LOG-8).
+//! Opening a lineage's log on disk with the checks LOG-1 and LOG-9 demand.
 //!
 //! Layout: `DATA_DIR/effects/` (mode `0700`) holds `<root run id>.log` (mode
-//! `0600`), its `.broken` companion when a torn tail was ever cut, and
-//! `launch-<generation>.json` files. The directory is reached through a cap-std
+//! `0600`), its `.broken` companion when a torn tail was ever cut, the
+//! launch index (`launch.rs`) and the background jobs' records (`jobs/`). The directory is reached through a cap-std
 //! [`Dir`]; the log itself is opened with `openat(2)` beneath it so the exact
 //! flags are ours: `O_NOFOLLOW` (a symlink in its place is refused),
 //! `O_NONBLOCK` (a FIFO in its place cannot hang the open), `O_CLOEXEC`. Then,
@@ -12,16 +11,14 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::Write;
 use std::sync::{Mutex, OnceLock};
 
-use cap_std::fs::{Dir, DirBuilder, OpenOptions};
+use cap_std::fs::{Dir, DirBuilder};
 use rustix::fs::{FileType, Mode, OFlags};
 
 use super::EffectLog;
 use super::error::LogError;
 use super::frame::OperatorKey;
-use super::record::Position;
 use super::storage::{DiskFile, Storage};
 
 /// Filesystems where `flock` is emulated or durability is not ours to claim
@@ -157,14 +154,7 @@ pub fn open_effects_dir(data_dir: &Dir, display: &str, mode: OpenMode) -> Result
         Err(error) => return Err(io("create directory")(error)),
     }
     // LOG-3: a directory created for the log is fsynced in its parent.
-    let parent = rustix::fs::openat(
-        data_dir,
-        ".",
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| io("open parent for fsync")(e.into()))?;
-    rustix::fs::fsync(parent).map_err(|e| io("fsync parent directory")(e.into()))?;
+    super::durable::sync_dir(data_dir, display)?;
     let dir = data_dir.open_dir("effects").map_err(io("open directory"))?;
     check_private_dir(dir, &path).map(Some)
 }
@@ -288,44 +278,4 @@ pub fn check_file(file: &File, path: &str) -> Result<(u64, u64), LogError> {
         ));
     }
     Ok((stat.st_dev, stat.st_ino))
-}
-
-/// LOG-8: records that background launch `generation` was claimed at
-/// `claim`: a temporary file written and fsynced, renamed over
-/// `launch-<generation>.json`, then the directory fsynced.
-pub fn write_launch_index(
-    effects_dir: &Dir,
-    display_dir: &str,
-    generation: u64,
-    claim: Position,
-    run_id: &str,
-) -> Result<(), LogError> {
-    let name = format!("launch-{generation}.json");
-    let temporary = format!(".{name}.tmp-{}", std::process::id());
-    let io = |operation| {
-        let path = format!("{display_dir}/{name}");
-        move |source| LogError::Io { path, operation, source }
-    };
-    let body = serde_json::json!({ "generation": generation, "claim": claim, "run_id": run_id });
-    let mut options = OpenOptions::new();
-    options.write(true).create_new(true);
-    cap_std::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let _ = effects_dir.remove_file(&temporary); // a leftover of a crashed attempt by this pid
-    let mut file = effects_dir.open_with(&temporary, &options).map_err(io("create"))?;
-    let written = file
-        .write_all(format!("{body}\n").as_bytes())
-        .and_then(|()| file.sync_all())
-        .and_then(|()| effects_dir.rename(&temporary, effects_dir, &name));
-    if let Err(error) = written {
-        let _ = effects_dir.remove_file(&temporary);
-        return Err(io("write, fsync and rename")(error));
-    }
-    let directory = rustix::fs::openat(
-        effects_dir,
-        ".",
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| io("open directory for fsync")(e.into()))?;
-    rustix::fs::fsync(directory).map_err(|e| io("fsync directory")(e.into()))
 }

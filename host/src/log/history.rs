@@ -200,7 +200,7 @@ impl History {
                     None => Ok(None),
                 }
             }
-            Record::Decision(_) => Ok(None),
+            Record::Decision(_) | Record::Verifier(_) => Ok(None),
             Record::Observation(observation) => match observation.source_claim {
                 Some(claim) if self.claim_state(claim).is_none() => Err(HistoryError::NoSuchClaim { claim }),
                 _ => Ok(None),

@@ -5,17 +5,20 @@
 //! records may follow which (`history`); `scan` reads bytes into records and
 //! tells a torn tail from corruption; [`EffectLog`] runs the append protocol
 //! (lock, merge, allocate, validate, write, fsync, unlock) over the one IO seam
-//! [`Storage`]; `file` opens the real file with the LOG-1 checks.
+//! [`Storage`]; `file` opens the real file with the LOG-1 checks; `launch` is
+//! the launch index (LOG-8), written through `durable`'s whole-file replace.
 //!
 //! Record format and fsync protocol: see `frame.rs` and `effect_log.rs`; both
 //! are written down at the top of those files.
 
+pub mod durable;
 mod effect_log;
 mod error;
 mod file;
 mod frame;
 mod group;
 mod history;
+mod launch;
 mod record;
 mod scan;
 mod storage;
@@ -24,14 +27,14 @@ pub use effect_log::EffectLog;
 pub use error::LogError;
 pub use file::{
     DiskLog, LiveFile, OpenMode, OpenOptionsLog, check_file, check_run_id, open_effects_dir, open_lineage,
-    write_launch_index,
 };
 pub use frame::{Framed, OperatorKey};
 pub use group::GroupLog;
 pub use history::{ClaimState, History, HistoryError};
+pub use launch::{LaunchIndex, read_launch_index, reserve_launch, write_launch_index};
 pub use record::{
     ClaimRecord, DecisionRecord, EvaluatorRun, Obligation, ObservationRecord, OperationRef, OutcomeRecord,
-    Position, Record,
+    Position, Record, VerifierRecord,
 };
 pub use scan::{Defect, Scanned, scan};
 pub use storage::{DiskFile, Faults, LockKind, MemoryFile, Storage};

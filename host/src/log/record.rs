@@ -101,6 +101,22 @@ pub struct ObservationRecord {
     pub job_state: Option<JobLifecycle>,
 }
 
+/// A verifier run: a command the runtime designates as a check (the test
+/// suite, a linter), run in the root after the work it checks (CMP-5, CMP-7).
+/// Not a claim: it is evidence about the state, not an effect on it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifierRecord {
+    /// The command as run.
+    pub command: String,
+    /// Exited 0 within its timeout.
+    pub passed: bool,
+    /// Its exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// The timeout fired (the check then did not pass).
+    pub timed_out: bool,
+}
+
 /// The evaluator that took a decision, and what the call cost (POL-4).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -148,17 +164,20 @@ pub enum Record {
     Outcome(OutcomeRecord),
     /// An observation.
     Observation(ObservationRecord),
+    /// A verifier run.
+    Verifier(VerifierRecord),
     /// A completion decision.
     Decision(DecisionRecord),
 }
 
 impl Record {
-    /// `claim`, `outcome`, `observation` or `decision`.
+    /// `claim`, `outcome`, `observation`, `verifier` or `decision`.
     pub fn kind(&self) -> &'static str {
         match self {
             Record::Claim(_) => "claim",
             Record::Outcome(_) => "outcome",
             Record::Observation(_) => "observation",
+            Record::Verifier(_) => "verifier",
             Record::Decision(_) => "decision",
         }
     }

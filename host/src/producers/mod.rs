@@ -6,6 +6,7 @@
 //! sealed root, and reach files only through that root's cap-std `Dir`.
 
 pub mod fs;
+pub mod job;
 pub mod process;
 
 use crate::model::ProducerFacts;

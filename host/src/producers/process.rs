@@ -14,8 +14,7 @@
 //! (ID-2).
 //!
 //! `effects session` runs `bash` and `python` steps through it, classified by
-//! `classify-process`. Background launches (a RUNNING outcome, the launch
-//! index, `bg_job`) are issue 6's next step.
+//! `classify-process`. Background launches run through `job.rs` instead.
 
 use std::io::Read;
 use std::os::fd::AsRawFd;
@@ -136,8 +135,17 @@ pub fn live_members(pgid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// Whether the process `pid` with start token `token` is alive (not a
+/// zombie): the same PID with another start token is another process.
+#[allow(clippy::disallowed_methods)] // `/proc` is the kernel's view of processes, not a file under a root
+pub fn alive(pid: u32, token: u64) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
+    state != Some("Z") && parse_start_token(&stat) == Some(token)
+}
+
 /// Signals the whole group, then waits up to `within` for it to be gone.
-fn signal_group(pgid: u32, signal: Signal, within: Duration) -> bool {
+pub fn signal_group(pgid: u32, signal: Signal, within: Duration) -> bool {
     if let Some(pid) = Pid::from_raw(pgid as i32) {
         let _ = kill_process_group(pid, signal);
     }

@@ -1,47 +1,89 @@
-//! `classify-process`: `bash` and `python` commands (SPEC section 6, the
-//! launch row; TRU-1). Nobody can scope what a command changes, so the claim
-//! is unknown scope. What the outcome may say depends on who ran it:
+//! `classify-process`: `bash` and `python` commands, foreground and background,
+//! and the `bg_job` tool that reads or kills a background job (SPEC section 6,
+//! the launch and `bg_job` rows; TRU-1; ID-2).
 //!
-//! - through the **bound** process producer: TIMED_OUT from its timeout, and
+//! Nobody can scope what a command changes, so a command is an effect of
+//! unknown scope; a background launch also depends on its launch reservation
+//! (the `process-launch` binding the host made for it). What an outcome may
+//! say depends on who ran it:
+//!
+//! - through the **bound** process producer: TIMED_OUT from its timeout;
 //!   cleanup from its teardown (every process of the group dead: clean; one
 //!   alive: failed; no teardown: unknown, since a command may leave children);
+//!   RUNNING only for a launch with a reservation whose producer reported the
+//!   job it started;
 //! - through anything else: the exit status alone (the SDK's floor).
 //!
-//! Foreground commands only: background launches (RUNNING with a launch
-//! reservation) and `bg_job` are still to come (issue 6).
+//! `bg_job` acts on exactly one job the host validated (a `background-job`
+//! binding and the `process-launch` binding of its generation). `status` is an
+//! admitted read; its settlement is the outcome of the **launch** it read
+//! (RUNNING while the job runs, then how it ended). `kill` claims the job and
+//! its process; its own outcome says whether the job is gone, and the launch
+//! is then settled as a status read right after the kill would settle it.
 
 use effects_policy_sdk::classifier::Guest;
 use effects_policy_sdk::outcome::{exit_status_only, unknown_scope};
 use effects_policy_sdk::types::{
-    BoundOperation, Classification, CleanupState, Execution, Impact, Outcome, ReadbackContext,
-    ReadbackRequest, SettleRequest,
+    BoundOperation, ClaimPlan, Classification, CleanupState, Coverage, Execution, Impact, JobLifecycle,
+    Location, Mechanism, Outcome, PlannedScope, ProducerFacts, ReadbackContext, ReadbackRequest,
+    ResourceRole, SettleRequest,
 };
 
 /// The policy; its methods are the plain functions below, so they test natively.
 pub struct ProcessPolicy;
 
-/// Any command: an effect of unknown scope.
-pub fn classify(_operation: &BoundOperation) -> Classification {
-    Classification::Effect(unknown_scope())
+/// Index of the only binding whose location `is`, if exactly one matches.
+fn only(operation: &BoundOperation, is: fn(&Location) -> bool) -> Option<u32> {
+    let mut found = operation.bindings.iter().enumerate().filter(|(_, b)| is(&b.resource.location));
+    let (index, _) = found.next()?;
+    found.next().is_none().then_some(index as u32)
 }
 
-/// TIMED_OUT and cleanup only from the bound producer (TRU-1).
-pub fn settle(request: &SettleRequest) -> Outcome {
-    let facts = &request.facts;
-    if !request.operation.producer_bound || !facts.executed {
-        return exit_status_only(facts);
+fn launch_binding(operation: &BoundOperation) -> Option<u32> {
+    only(operation, |l| matches!(l, Location::ProcessLaunch(_)))
+}
+
+fn job_binding(operation: &BoundOperation) -> Option<u32> {
+    only(operation, |l| matches!(l, Location::BackgroundJob(_)))
+}
+
+fn process_binding(operation: &BoundOperation) -> Option<u32> {
+    only(operation, |l| matches!(l, Location::Process(_)))
+}
+
+/// A command is an effect of unknown scope (with its launch reservation as a
+/// dependency when it is a background launch); `bg_job` acts on one
+/// validated job or is refused.
+pub fn classify(operation: &BoundOperation) -> Result<Classification, String> {
+    if operation.tool != "bg_job" {
+        let reservation = launch_binding(operation)
+            .filter(|&i| operation.bindings[i as usize].resource.role == ResourceRole::Dependency);
+        return Ok(Classification::Effect(ClaimPlan {
+            dependencies: reservation.into_iter().collect(),
+            ..unknown_scope()
+        }));
     }
-    let execution = match () {
-        _ if facts.timed_out => Execution::TimedOut,
-        _ if facts.cancelled => Execution::Cancelled,
-        _ if facts.exit_code == Some(0) => Execution::ReportedSuccess,
-        _ => Execution::Failed,
+    let (Some(job), Some(launch)) = (job_binding(operation), launch_binding(operation)) else {
+        return Ok(Classification::Refused(
+            "bg_job acts on exactly one validated job and its launch; the host bound none".into(),
+        ));
     };
-    let cleanup = match facts.teardown_dead {
-        Some(true) => CleanupState::Clean,
-        Some(false) => CleanupState::Failed,
-        None => CleanupState::Unknown,
-    };
+    match operation.action.as_str() {
+        "status" => Ok(Classification::ReadOnly),
+        "kill" => {
+            let mut scope = vec![job];
+            scope.extend(process_binding(operation));
+            Ok(Classification::Effect(ClaimPlan {
+                scope: PlannedScope::Exact(scope),
+                dependencies: vec![launch],
+                ..unknown_scope()
+            }))
+        }
+        other => Ok(Classification::Refused(format!("bg_job action {other:?}: use \"status\" or \"kill\""))),
+    }
+}
+
+fn outcome(execution: Execution, cleanup: CleanupState) -> Outcome {
     Outcome {
         execution,
         impact: Impact::Possible,
@@ -52,70 +94,104 @@ pub fn settle(request: &SettleRequest) -> Outcome {
     }
 }
 
+/// Cleanup as the bound producer attests it.
+fn cleanup(facts: &ProducerFacts) -> CleanupState {
+    match facts.teardown_dead {
+        Some(true) => CleanupState::Clean,
+        Some(false) => CleanupState::Failed,
+        None => CleanupState::Unknown,
+    }
+}
+
+/// The launch's outcome from a status read of its job: RUNNING while it
+/// runs; how it ended once it has.
+fn launch_from_job(facts: &ProducerFacts) -> Outcome {
+    let execution = match facts.job_state {
+        None | Some(JobLifecycle::Running) => Execution::Running,
+        Some(JobLifecycle::Exited) if facts.exit_code == Some(0) => Execution::ReportedSuccess,
+        Some(JobLifecycle::Exited) => Execution::Failed,
+        Some(JobLifecycle::Killed) => Execution::Cancelled,
+        Some(JobLifecycle::Lost) => Execution::Interrupted,
+    };
+    outcome(execution, if execution == Execution::Running { CleanupState::Unknown } else { cleanup(facts) })
+}
+
+/// Outcomes only a bound producer may attest (TRU-1).
+pub fn settle(request: &SettleRequest) -> Outcome {
+    let facts = &request.facts;
+    let operation = &request.operation;
+    if operation.tool == "bg_job" {
+        let validated = operation.producer_bound
+            && facts.executed
+            && job_binding(operation).is_some()
+            && launch_binding(operation).is_some();
+        return match (validated, operation.action.as_str()) {
+            // Not a validated job read: nothing about the launch is settled.
+            (false, "status") => outcome(Execution::Running, CleanupState::Unknown),
+            (false, _) => exit_status_only(facts),
+            (true, "status") => launch_from_job(facts),
+            // A kill succeeded when nothing of the job is left alive.
+            (true, _) => match (facts.job_state, facts.teardown_dead) {
+                (Some(JobLifecycle::Running) | None, _) | (_, Some(false) | None) => {
+                    outcome(Execution::Failed, cleanup(facts))
+                }
+                _ => outcome(Execution::ReportedSuccess, CleanupState::Clean),
+            },
+        };
+    }
+    if !operation.producer_bound || !facts.executed {
+        return exit_status_only(facts);
+    }
+    let reserved = request.plan.as_ref().is_some_and(|plan| {
+        plan.dependencies.iter().any(|&d| {
+            matches!(
+                operation.bindings.get(d as usize).map(|b| &b.resource.location),
+                Some(Location::ProcessLaunch(_))
+            )
+        })
+    });
+    let execution = match () {
+        _ if facts.timed_out => Execution::TimedOut,
+        _ if facts.cancelled => Execution::Cancelled,
+        _ if reserved && facts.background_job_id.is_some() && facts.exit_code.is_none() => Execution::Running,
+        _ if facts.exit_code == Some(0) => Execution::ReportedSuccess,
+        _ => Execution::Failed,
+    };
+    outcome(execution, cleanup(facts))
+}
+
+/// A job read or kill reads the job's state back (JOB_STATE, never
+/// verifying: VER-3); a command's effects are unknown, so nothing else is.
+pub fn readbacks(context: &ReadbackContext) -> Vec<ReadbackRequest> {
+    let operation = &context.operation;
+    if operation.tool != "bg_job" || !operation.producer_bound {
+        return Vec::new();
+    }
+    job_binding(operation)
+        .map(|binding| ReadbackRequest {
+            binding,
+            mechanism: Mechanism::JobState,
+            coverage: Coverage::Partial,
+        })
+        .into_iter()
+        .collect()
+}
+
 impl Guest for ProcessPolicy {
     fn classify(operation: BoundOperation) -> Result<Classification, String> {
-        Ok(classify(&operation))
+        classify(&operation)
     }
 
     fn settle(request: SettleRequest) -> Result<Outcome, String> {
         Ok(settle(&request))
     }
 
-    /// Nothing a command touched is known, so nothing is read back.
-    fn readbacks(_context: ReadbackContext) -> Result<Vec<ReadbackRequest>, String> {
-        Ok(Vec::new())
+    fn readbacks(context: ReadbackContext) -> Result<Vec<ReadbackRequest>, String> {
+        Ok(readbacks(&context))
     }
 }
 
 effects_policy_sdk::export_classifier!(ProcessPolicy with_types_in effects_policy_sdk::bindings);
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use effects_policy_sdk::outcome::not_executed;
-    use effects_policy_sdk::types::{PlannedScope, ProducerFacts};
-
-    fn request(bound: bool, facts: ProducerFacts) -> SettleRequest {
-        SettleRequest {
-            operation: BoundOperation {
-                tool: "bash".into(),
-                action: String::new(),
-                request_id: "r".into(),
-                input_json: "{}".into(),
-                input_sha256: String::new(),
-                bindings: Vec::new(),
-                pre_states: Vec::new(),
-                producer_bound: bound,
-            },
-            plan: None,
-            facts,
-        }
-    }
-
-    fn ran(exit_code: Option<i32>) -> ProducerFacts {
-        ProducerFacts { executed: true, exit_code, ..not_executed() }
-    }
-
-    #[test]
-    fn a_command_is_an_unknown_scope_effect() {
-        let Classification::Effect(plan) = classify(&request(true, ran(None)).operation) else { panic!() };
-        assert_eq!(plan.scope, PlannedScope::Unknown);
-    }
-
-    #[test]
-    fn the_bound_producer_attests_timeout_and_teardown() {
-        let timed_out = ProducerFacts { timed_out: true, teardown_dead: Some(true), ..ran(None) };
-        let outcome = settle(&request(true, timed_out.clone()));
-        assert_eq!((outcome.execution, outcome.cleanup), (Execution::TimedOut, CleanupState::Clean));
-        let survivor = ProducerFacts { teardown_dead: Some(false), ..timed_out.clone() };
-        assert_eq!(settle(&request(true, survivor)).cleanup, CleanupState::Failed);
-        let finished = settle(&request(true, ran(Some(0))));
-        assert_eq!(
-            (finished.execution, finished.cleanup),
-            (Execution::ReportedSuccess, CleanupState::Unknown)
-        );
-        // TRU-1: the same facts from an unbound producer say exit status only.
-        let unbound = settle(&request(false, timed_out));
-        assert_eq!((unbound.execution, unbound.cleanup), (Execution::Failed, CleanupState::Unknown));
-    }
-}
+mod tests;

@@ -42,16 +42,7 @@ fn session() -> Location {
 }
 
 fn operation(tool: &str, action: &str, bindings: Vec<Binding>) -> BoundOperation {
-    BoundOperation {
-        tool: tool.into(),
-        action: action.into(),
-        request_id: "r".into(),
-        input_json: "{}".into(),
-        input_sha256: String::new(),
-        bindings,
-        pre_states: Vec::new(),
-        producer_bound: true,
-    }
+    effects_policy_sdk::outcome::bound_operation(tool, action, bindings)
 }
 
 fn facts(exit_code: Option<i32>, acknowledged: bool) -> ProducerFacts {

@@ -19,10 +19,12 @@ use anyhow::{Context, anyhow};
 use clap::Args;
 use serde_json::{Value, json};
 
+use effect_ledger::ledger::Verified;
 use effect_ledger::ledger::{Dispatch, Dispatched, Ledger, Recorded, Run};
-use effect_ledger::model::ProducerFacts;
+use effect_ledger::model::{JobLifecycle, ProducerFacts};
 use effect_ledger::producers::Produced;
 use effect_ledger::producers::fs;
+use effect_ledger::producers::job::JobStatus;
 use effect_ledger::producers::process::{self, ProcessRequest};
 
 use super::Failure;
@@ -38,7 +40,11 @@ use super::runtime::{bad, open_ledger};
 \"arguments\": {}}, \"reported\": {\"exit_code\": 0}}\n  \
 {\"complete\": {\"required\": [\"a.txt\"], \"answer\": \"I wrote a.txt.\"}}\n\
 Tools run here: write_file, edit_file, apply_patch, read_file, ls, glob, grep, and bash / python \
-{command, timeout_ms} (in the root, in their own process group, torn down on timeout). Reported (run by \
+{command, timeout_ms} (in the root, in their own process group, torn down on timeout); with \
+\"background\": true the command starts as a job (its id is in the result) and bg_job {job, action: \
+status | kill} reads or kills it, settling its launch once it has ended. \
+{\"verify\": {\"command\": \"cargo test\"}} runs a designated check; its pass or fail is evidence for \
+`complete`. Reported (run by \
 the embedding runtime, facts given in `reported`): external {server, tool, arguments}, owned_write \
 and owned_read {collection, record, revision, attachments}, browser {action: session_info, session}; \
 browser page actions are refused. `complete` decides the run so far: \
@@ -77,9 +83,29 @@ fn read_script(path: &Path) -> Result<String, Failure> {
     }
 }
 
+/// A job's lifecycle for the agent, with the tail of its output.
+fn describe_job(ledger: &Ledger, dispatched: &Dispatched, status: &JobStatus) -> String {
+    let state = match (status.state, status.exit_code) {
+        (JobLifecycle::Exited, Some(code)) => format!("exited with status {code}"),
+        (JobLifecycle::Running, _) => "running".to_owned(),
+        (JobLifecycle::Killed, _) => "killed".to_owned(),
+        (JobLifecycle::Lost, _) => "lost (it ended without reporting a status)".to_owned(),
+        (JobLifecycle::Exited, None) => "exited".to_owned(),
+    };
+    let survivors = if status.state != JobLifecycle::Running && !status.group_gone {
+        "; a process of its group is still alive"
+    } else {
+        ""
+    };
+    let output = ledger.job_output(dispatched, 4096);
+    let output = output.trim_end();
+    if output.is_empty() { format!("{state}{survivors}") } else { format!("{state}{survivors}\n{output}") }
+}
+
 /// Runs the reference producer for a dispatched step.
 fn produce(
     ledger: &Ledger,
+    run: &Run,
     tool: &str,
     input: &Value,
     dispatched: &Dispatched,
@@ -122,6 +148,12 @@ fn produce(
             let produced = fs::read_file(root, path, offset, limit, 16 << 20);
             Produced { facts: produced.facts, result: produced.result.map(|read| read.text) }
         }
+        "bash" | "python" if dispatched.link.is_some() => {
+            let request = ProcessRequest::new(tool, text("command"), Duration::MAX);
+            let produced = ledger.launch_job(run, dispatched, &request);
+            let result = produced.result.map(|job| format!("started background job {job}"));
+            Produced { facts: produced.facts, result }
+        }
         "bash" | "python" => {
             let timeout =
                 Duration::from_millis(input.get("timeout_ms").and_then(Value::as_u64).unwrap_or(60_000));
@@ -138,6 +170,11 @@ fn produce(
                 (false, None) => Err(format!("killed by signal {}", ran.signal.unwrap_or(0))),
             });
             Produced { facts, result }
+        }
+        "bg_job" => {
+            let produced = ledger.job_action(dispatched);
+            let result = produced.result.map(|status| describe_job(ledger, dispatched, &status));
+            Produced { facts: produced.facts, result }
         }
         "ls" => lines(fs::ls(root, path)),
         "glob" => lines(fs::glob(root, path, text("pattern"))),
@@ -215,12 +252,49 @@ fn describe_step(report: &Value) -> String {
             if !observations.is_empty() {
                 line.push_str(&format!("; {}", observations.join(", ")));
             }
+            if let Some(position) = report["launch_settled"].as_u64() {
+                line.push_str(&format!("; settled its launch (#{position})"));
+            }
             if !result.is_empty() {
                 line.push_str(&format!("\n      {result}"));
             }
             line
         }
     }
+}
+
+fn verifier_json(verified: &Verified) -> Value {
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).trim_end().to_owned();
+    let output = match &verified.output {
+        Ok(ran) => json!({ "stdout": text(&ran.stdout), "stderr": text(&ran.stderr) }),
+        Err(error) => json!({ "error": error }),
+    };
+    json!({
+        "status": "ran",
+        "position": verified.position,
+        "passed": verified.record.passed,
+        "exit_code": verified.record.exit_code,
+        "timed_out": verified.record.timed_out,
+        "output": output,
+    })
+}
+
+fn describe_verifier(report: &Value) -> String {
+    let head =
+        format!("[{}] verify `{}`", report["step"], report["verify"]["command"].as_str().unwrap_or_default());
+    if let Some(reason) = report["reason"].as_str() {
+        return format!("{head}: ERROR ({reason})");
+    }
+    let verdict = match (report["passed"].as_bool(), report["timed_out"].as_bool()) {
+        (Some(true), _) => "PASSED".to_owned(),
+        (_, Some(true)) => "FAILED (timed out)".to_owned(),
+        _ => format!("FAILED (exit {})", report["exit_code"]),
+    };
+    let recorded = match report["position"].as_u64() {
+        Some(position) => format!(" (#{position})"),
+        None => " (kept until the run's first claim creates its log)".to_owned(),
+    };
+    format!("{head}: {verdict}{recorded}")
 }
 
 /// The facts a reported step's runtime gave (TRU-1: acknowledgement only from
@@ -273,7 +347,7 @@ fn tool_step(
                         reported.exit_code.map_or_else(|| "no exit code".to_owned(), |c| format!("exit {c}"));
                     (reported_facts(reported), Ok(format!("reported by the runtime: {exit}")))
                 }
-                None => produce(ledger, &step.tool, &step.input, &dispatched),
+                None => produce(ledger, run, &step.tool, &step.input, &dispatched),
             };
             report["status"] = json!("ran");
             report["action_id"] = json!(dispatched.action_id);
@@ -288,6 +362,9 @@ fn tool_step(
                     report["outcome"] =
                         if dispatched.claim.is_some() { outcome_json(&recorded) } else { Value::Null };
                     report["observations"] = observations_json(&recorded);
+                    if let Some(position) = recorded.launch_settled {
+                        report["launch_settled"] = json!(position);
+                    }
                 }
                 Err(error) => report["record_error"] = json!(error.to_string()),
             }
@@ -329,6 +406,20 @@ impl SessionArgs {
                     report["line"] = json!(step.line);
                     if !self.json {
                         println!("{}", describe_step(&report));
+                    }
+                    report
+                }
+                script::Action::Verify(verify) => {
+                    let timeout = Duration::from_millis(verify.timeout_ms);
+                    let mut report = match ledger.verify(&run, &verify.command, timeout) {
+                        Ok(verified) => verifier_json(&verified),
+                        Err(error) => json!({ "status": "error", "reason": error.to_string() }),
+                    };
+                    report["step"] = json!(index + 1);
+                    report["line"] = json!(step.line);
+                    report["verify"] = json!({ "command": verify.command });
+                    if !self.json {
+                        println!("{}", describe_verifier(&report));
                     }
                     report
                 }

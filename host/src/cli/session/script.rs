@@ -6,18 +6,23 @@
 //! {"tool": "read_file", "input": {"path": "a.txt"}}
 //! {"tool": "external", "input": {"server": "tracker", "tool": "create_issue", "arguments": {}},
 //!  "reported": {"exit_code": 0}}
+//! {"tool": "bash", "input": {"command": "make test", "timeout_ms": 60000}}
+//! {"tool": "bash", "input": {"command": "./serve.sh", "background": true}}
+//! {"tool": "bg_job", "input": {"job": "job-1764540000000000000", "action": "status"}}
+//! {"verify": {"command": "cargo test", "timeout_ms": 600000}}
 //! {"complete": {"required": ["a.txt"], "answer": "I wrote a.txt."}}
 //! ```
 //!
 //! A tool step either runs through a reference producer (the filesystem
-//! tools) or, for a tool the reference runtime does not execute, carries the
-//! facts the embedding runtime `reported`. A `complete` step decides the run so
+//! tools, `bash` / `python`, `bg_job`) or, for a tool the reference runtime
+//! does not execute, carries the facts the embedding runtime `reported`. A
+//! `verify` step runs a designated check; a `complete` step decides the run so
 //! far. Blank lines and lines starting with `#` are skipped.
 
 use serde::Deserialize;
 use serde_json::Value;
 
-use effect_ledger::ledger::{FILESYSTEM_TOOLS, PROCESS_TOOLS, REPORTED_TOOLS};
+use effect_ledger::ledger::{FILESYSTEM_TOOLS, JOB_TOOLS, PROCESS_TOOLS, REPORTED_TOOLS};
 
 /// What the embedding runtime reports for a tool it executed itself.
 #[derive(Debug, Clone, Deserialize)]
@@ -70,11 +75,35 @@ struct CompleteLine {
     complete: CompleteStep,
 }
 
+/// A verifier step: run a command the runtime designates as a check.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyStep {
+    /// The check, run with `bash -c` in the root.
+    pub command: String,
+    /// Its timeout in milliseconds (default 10 minutes); a check that times
+    /// out did not pass.
+    #[serde(default = "verify_timeout")]
+    pub timeout_ms: u64,
+}
+
+fn verify_timeout() -> u64 {
+    600_000
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VerifyLine {
+    verify: VerifyStep,
+}
+
 /// What a step does.
 #[derive(Debug, Clone)]
 pub enum Action {
     /// Call a tool.
     Tool(ToolStep),
+    /// Run a designated check.
+    Verify(VerifyStep),
     /// Decide completion.
     Complete(CompleteStep),
 }
@@ -161,6 +190,23 @@ struct ProcessInput {
     command: String,
     #[serde(default)]
     timeout_ms: Option<u64>,
+    #[serde(default)]
+    background: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct JobInput {
+    job: String,
+    action: JobAction,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum JobAction {
+    Status,
+    Kill,
 }
 
 #[derive(Deserialize)]
@@ -193,8 +239,13 @@ struct BrowserInput {
     text: Option<String>,
 }
 
+/// Checks `input` deserializes as `T`; the error names the field at fault
+/// (`background: invalid type ...`).
 fn shape<T: for<'de> Deserialize<'de>>(input: &Value) -> Result<(), String> {
-    T::deserialize(input).map(drop).map_err(|e| e.to_string())
+    serde_path_to_error::deserialize::<_, T>(input).map(drop).map_err(|e| match e.path().to_string() {
+        path if path == "." => e.inner().to_string(),
+        path => format!("{path}: {}", e.inner()),
+    })
 }
 
 /// Checks a step's input has the shape its tool takes, and that `reported`
@@ -202,7 +253,11 @@ fn shape<T: for<'de> Deserialize<'de>>(input: &Value) -> Result<(), String> {
 fn check(step: &ToolStep) -> Result<(), String> {
     let tool = step.tool.as_str();
     match (&step.reported, REPORTED_TOOLS.contains(&tool)) {
-        (Some(_), false) if FILESYSTEM_TOOLS.contains(&tool) || PROCESS_TOOLS.contains(&tool) => {
+        (Some(_), false)
+            if FILESYSTEM_TOOLS.contains(&tool)
+                || PROCESS_TOOLS.contains(&tool)
+                || JOB_TOOLS.contains(&tool) =>
+        {
             return Err(format!(
                 "{tool}: `reported` is for tools the reference runtime does not execute; it runs {tool} itself"
             ));
@@ -216,6 +271,7 @@ fn check(step: &ToolStep) -> Result<(), String> {
     }
     match tool {
         "bash" | "python" => shape::<ProcessInput>(&step.input),
+        "bg_job" => shape::<JobInput>(&step.input),
         "external" => shape::<ExternalInput>(&step.input),
         "owned_write" | "owned_read" => shape::<OwnedInput>(&step.input),
         "browser" => shape::<BrowserInput>(&step.input),
@@ -226,9 +282,10 @@ fn check(step: &ToolStep) -> Result<(), String> {
         "ls" => shape::<LsInput>(&step.input),
         "glob" | "grep" => shape::<SearchInput>(&step.input),
         other => Err(format!(
-            "no reference producer for tool {other:?} (known: {}, {}; reported: {})",
+            "no reference producer for tool {other:?} (known: {}, {}, {}; reported: {})",
             FILESYSTEM_TOOLS.join(", "),
             PROCESS_TOOLS.join(", "),
+            JOB_TOOLS.join(", "),
             REPORTED_TOOLS.join(", ")
         )),
     }
@@ -250,6 +307,10 @@ pub fn parse(text: &str) -> Result<Vec<Step>, (usize, String)> {
             let line: CompleteLine =
                 serde_json::from_value(value).map_err(|e| (number, format!("complete: {e}")))?;
             Action::Complete(line.complete)
+        } else if value.get("verify").is_some() {
+            let line: VerifyLine =
+                serde_json::from_value(value).map_err(|e| (number, format!("verify: {e}")))?;
+            Action::Verify(line.verify)
         } else {
             let step: ToolStep = serde_json::from_value(value).map_err(|e| (number, e.to_string()))?;
             check(&step).map_err(|message| (number, message))?;
@@ -289,6 +350,10 @@ mod tests {
             ("{\"tool\":\"ls\",\"input\":{},\"reported\":{\"exit_code\":0}}\n", 1, "runs ls itself"),
             ("{\"complete\":{\"required\":\"a.txt\"}}\n", 1, "complete"),
             ("{\"complete\":{},\"tool\":\"ls\"}\n", 1, "complete"),
+            ("{\"verify\":{}}\n", 1, "verify: missing field `command`"),
+            ("{\"verify\":{\"command\":\"true\",\"shell\":\"zsh\"}}\n", 1, "shell"),
+            ("{\"tool\":\"bg_job\",\"input\":{\"job\":\"job-1\",\"action\":\"restart\"}}\n", 1, "restart"),
+            ("{\"tool\":\"bash\",\"input\":{\"command\":\"x\",\"background\":\"yes\"}}\n", 1, "background"),
         ];
         for (text, line, needle) in cases {
             let (got, message) = parse(text).unwrap_err();

@@ -1,0 +1,309 @@
+//! Background launches and their jobs in the runtime chain (SPEC section 6,
+//! the launch and `bg_job` rows; LOG-8; TRU-1).
+//!
+//! - A `bash` / `python` call with `"background": true` **reserves** a launch
+//!   generation before it is classified; the reservation is bound as the
+//!   launch's `process_launch` dependency, and the launch index maps it to the
+//!   claim once the claim is durable. The job is then started by
+//!   [`Ledger::launch_job`]; its RUNNING outcome comes from `classify-process`.
+//! - A `bg_job` call is bound to exactly one **validated** job: its record
+//!   exists, belongs to this run's lineage, and the launch index maps its
+//!   generation to the same claim. A read is admitted; a kill claims the job
+//!   and its process. Either one settles the launch of exactly that
+//!   generation, once the job is over (see [`Ledger::record`]).
+//! - The **monitor** ([`Ledger::monitor`]) does a job read of every launch
+//!   still RUNNING whose job has ended. Settlement goes through the log's
+//!   merged history, so a launch settled by another process or an earlier try
+//!   is left as it is: idempotent across retries and processes.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::log::{
+    ClaimState, LaunchIndex, LogError, OpenMode, Position, Record, open_effects_dir, read_launch_index,
+    reserve_launch, write_launch_index,
+};
+use crate::model::{
+    Binding, Execution, JobLifecycle, JobLocation, Location, ProcessLocation, ResourceRef, ResourceRole,
+};
+use crate::producers::Produced;
+use crate::producers::job::{JobRecord, JobStatus, Jobs, generation_of, job_id};
+use crate::producers::process::ProcessRequest;
+
+use super::{Bound, Dispatch, Dispatched, Ledger, PROCESS_TOOLS, Run};
+
+/// How a call is tied to a background launch.
+#[derive(Debug, Clone)]
+pub enum LaunchLink {
+    /// A background launch, with the generation it reserved.
+    Launch {
+        /// The reserved generation.
+        generation: u64,
+    },
+    /// A read or kill of one validated job.
+    Job(JobRecord),
+}
+
+/// Grace between SIGTERM and SIGKILL when a job is killed.
+const KILL_GRACE: Duration = Duration::from_secs(2);
+
+fn launch_ref(generation: u64) -> ResourceRef {
+    ResourceRef::new(
+        ResourceRole::Dependency,
+        Location::ProcessLaunch(generation),
+        format!("generation {generation}"),
+        None,
+    )
+}
+
+/// The PID namespace this host sees processes in (ID-2's `namespace`).
+#[allow(clippy::disallowed_methods)] // `/proc` is the kernel's view of processes, not a file under a root
+fn pid_namespace() -> String {
+    std::fs::read_link("/proc/self/ns/pid").map_or_else(|_| "pid:unknown".into(), |p| p.display().to_string())
+}
+
+impl Ledger {
+    fn jobs(&self) -> Result<Jobs, LogError> {
+        let effects =
+            open_effects_dir(&self.config.data_dir, &self.config.data_display, OpenMode::ReadWrite)?
+                .expect("read-write opens create");
+        Jobs::open(&effects, &format!("{}/effects", self.config.data_display))
+    }
+
+    /// Reserves a launch for a background command, or binds the job a
+    /// `bg_job` call names; `Ok(None)` for every other call. `Err` is the
+    /// dispatch answer: a refusal (no such job), or BLOCKED when the
+    /// reservation cannot be made durable.
+    pub(super) fn link(
+        &mut self,
+        run: &Run,
+        tool: &str,
+        input: &Value,
+        bound: &mut Bound,
+    ) -> Result<Option<LaunchLink>, Dispatch> {
+        let background = input.get("background").and_then(Value::as_bool).unwrap_or(false);
+        if PROCESS_TOOLS.contains(&tool) && background {
+            let display = format!("{}/effects", self.config.data_display);
+            let reserved =
+                open_effects_dir(&self.config.data_dir, &self.config.data_display, OpenMode::ReadWrite)
+                    .and_then(|effects| {
+                        reserve_launch(
+                            &effects.expect("read-write opens create"),
+                            &display,
+                            &run.id,
+                            &run.lineage,
+                        )
+                    });
+            let generation =
+                reserved.map_err(|e| Dispatch::Blocked(format!("the launch could not be reserved: {e}")))?;
+            bound
+                .operation
+                .bindings
+                .push(Binding { name: "launch".into(), resource: launch_ref(generation) });
+            bound.paths.push(String::new());
+            return Ok(Some(LaunchLink::Launch { generation }));
+        }
+        if tool != "bg_job" {
+            return Ok(None);
+        }
+        let refused = |message: String| Dispatch::Refused(message);
+        let named = input.get("job").and_then(Value::as_str).unwrap_or_default();
+        let generation = generation_of(named).ok_or_else(|| {
+            refused(format!("bg_job: {named:?} is not a job id (job ids look like job-<digits>)"))
+        })?;
+        let job = self
+            .jobs()
+            .and_then(|jobs| jobs.find(named))
+            .map_err(|e| refused(format!("bg_job: job {named} cannot be read: {e}")))?
+            .ok_or_else(|| refused(format!("bg_job: no job {named} in this data dir")))?;
+        if job.lineage != run.lineage || job.generation != generation {
+            return Err(refused(format!(
+                "bg_job: job {named} belongs to another run lineage ({})",
+                job.lineage
+            )));
+        }
+        let display = format!("{}/effects", self.config.data_display);
+        let index = open_effects_dir(&self.config.data_dir, &self.config.data_display, OpenMode::ReadOnly)
+            .and_then(|effects| match effects {
+                Some(effects) => read_launch_index(&effects, &display, generation),
+                None => Ok(None),
+            })
+            .map_err(|e| refused(format!("bg_job: launch index of {named} cannot be read: {e}")))?;
+        if index.and_then(|i| i.claim) != Some(job.launch_claim) {
+            return Err(refused(format!(
+                "bg_job: job {named} does not match its launch index (LOG-8); it is not a validated job"
+            )));
+        }
+        let kill = input.get("action").and_then(Value::as_str) == Some("kill");
+        let role = if kill { ResourceRole::Target } else { ResourceRole::Source };
+        let incarnation = format!("pid {} start {}", job.pid, job.start_token);
+        let location = Location::BackgroundJob(JobLocation { job_id: job.job_id.clone(), generation });
+        let mut add = |name: &str, resource| {
+            bound.operation.bindings.push(Binding { name: name.into(), resource });
+            bound.paths.push(String::new());
+        };
+        add("job", ResourceRef::new(role, location, incarnation.clone(), None));
+        if kill {
+            let process = ProcessLocation {
+                namespace: pid_namespace(),
+                owner: self.config.root.root().owner.clone(),
+                request: job.request_id.clone(),
+                thread: job.run_id.clone(),
+                pid: job.pid,
+                start_token: job.start_token,
+            };
+            add(
+                "process",
+                ResourceRef::new(ResourceRole::Target, Location::Process(process), incarnation, None),
+            );
+        }
+        add("launch", launch_ref(generation));
+        Ok(Some(LaunchLink::Job(job)))
+    }
+
+    /// LOG-8: once a launch's claim is durable, the index maps its
+    /// generation to the claim.
+    pub(super) fn index_launch(&self, run: &Run, generation: u64, claim: Position) -> Result<(), LogError> {
+        let effects =
+            open_effects_dir(&self.config.data_dir, &self.config.data_display, OpenMode::ReadWrite)?
+                .expect("read-write opens create");
+        let index = LaunchIndex {
+            generation,
+            claim: Some(claim),
+            run_id: run.id.clone(),
+            lineage: run.lineage.clone(),
+        };
+        write_launch_index(&effects, &format!("{}/effects", self.config.data_display), &index)
+    }
+
+    /// Starts a dispatched background launch as a job. The facts name the job
+    /// it started; the result is its id, for the agent.
+    pub fn launch_job(
+        &self,
+        run: &Run,
+        dispatched: &Dispatched,
+        request: &ProcessRequest,
+    ) -> Produced<String> {
+        let (Some(LaunchLink::Launch { generation }), Some(claim)) = (&dispatched.link, dispatched.claim)
+        else {
+            return Produced::not_run("not a claimed background launch".into());
+        };
+        let jobs = match self.jobs() {
+            Ok(jobs) => jobs,
+            Err(error) => return Produced::not_run(format!("the jobs directory cannot be opened: {error}")),
+        };
+        let launch =
+            (claim, run.id.as_str(), run.lineage.as_str(), dispatched.bound.operation.request_id.as_str());
+        let produced = jobs.launch(&self.config.root, request, *generation, launch);
+        Produced { facts: produced.facts, result: produced.result.map(|job| job.job_id) }
+    }
+
+    /// Performs a dispatched `bg_job` read or kill. The facts are the job's
+    /// lifecycle afterwards; the result describes it, with the tail of the
+    /// job's output.
+    pub fn job_action(&self, dispatched: &Dispatched) -> Produced<JobStatus> {
+        let Some(LaunchLink::Job(job)) = &dispatched.link else {
+            return Produced::not_run("bg_job acts only on a validated job".into());
+        };
+        let acted = self.jobs().and_then(|jobs| match dispatched.bound.operation.action.as_str() {
+            "kill" => jobs.kill(job, KILL_GRACE),
+            _ => jobs.status(job),
+        });
+        match acted {
+            Ok(status) => Produced { facts: status.facts(&job.job_id), result: Ok(status) },
+            Err(error) => Produced::not_run(format!("job {} cannot be read: {error}", job.job_id)),
+        }
+    }
+
+    /// The tail of a job's output (for the agent), or why there is none.
+    pub fn job_output(&self, dispatched: &Dispatched, cap: usize) -> String {
+        match (&dispatched.link, self.jobs()) {
+            (Some(LaunchLink::Job(job)), Ok(jobs)) => jobs.output(job, cap),
+            _ => String::new(),
+        }
+    }
+
+    /// Settles the launch a validated job read or kill acted on, from the
+    /// job facts, through the classifier's status rule (TRU-1: job
+    /// settlement only from a bound job read or kill). Nothing is written
+    /// while the job runs, or when the launch is already settled (by another
+    /// process, or an earlier try): `Ok(None)` then.
+    pub(super) fn settle_launch(
+        &mut self,
+        run: &Run,
+        dispatched: &Dispatched,
+        status_outcome: Option<crate::model::Outcome>,
+        facts: &crate::model::ProducerFacts,
+    ) -> Result<Option<Position>, LogError> {
+        let Some(LaunchLink::Job(job)) = &dispatched.link else { return Ok(None) };
+        let outcome = match status_outcome {
+            Some(outcome) => outcome,
+            None => {
+                let mut operation = dispatched.bound.operation.clone();
+                operation.action = "status".into();
+                let request = crate::model::SettleRequest { operation, plan: None, facts: facts.clone() };
+                match self.config.policies.classifier("bg_job").and_then(|c| c.settle(&request)) {
+                    Ok(called) => called.value,
+                    // A policy that cannot say how the job ended settles nothing.
+                    Err(_) => return Ok(None),
+                }
+            }
+        };
+        if outcome.execution == Execution::Running {
+            return Ok(None);
+        }
+        let Some(log) = self.log(&job.lineage, false)? else { return Ok(None) };
+        log.history()?;
+        if log.claim_state(job.launch_claim) != Some(ClaimState::Running) {
+            return Ok(None);
+        }
+        let record = crate::log::OutcomeRecord {
+            claim: job.launch_claim,
+            outcome,
+            facts: facts.clone(),
+            recovery: false,
+        };
+        match log.record_outcome(&run.id, record) {
+            Ok(position) => Ok(Some(position)),
+            // Another writer settled it between our read and our lock (LOG-2).
+            Err(LogError::Rejected { .. }) => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// The monitor: a job read of every launch of `run`'s lineage that is
+    /// still RUNNING and whose job has ended, settling it. Returns the
+    /// launches it settled. Safe to repeat, and to run from several
+    /// processes at once.
+    pub fn monitor(&mut self, run: &Run) -> Result<Vec<Position>, LogError> {
+        let Some(log) = self.log(&run.lineage, false)? else { return Ok(Vec::new()) };
+        log.history()?;
+        let mut running = Vec::new();
+        for framed in log.records() {
+            if let Record::Claim(claim) = &framed.record
+                && log.claim_state(framed.position) == Some(ClaimState::Running)
+            {
+                running.extend(claim.dependencies.iter().filter_map(|d| match d.location() {
+                    Location::ProcessLaunch(generation) => Some(*generation),
+                    _ => None,
+                }));
+            }
+        }
+        let jobs = self.jobs()?;
+        let mut settled = Vec::new();
+        for generation in running {
+            let id = job_id(generation);
+            let over = jobs.find(&id)?.map(|job| jobs.status(&job)).transpose()?;
+            if over.is_none_or(|status| status.state == JobLifecycle::Running) {
+                continue;
+            }
+            let input = json!({ "job": id, "action": "status" });
+            let Dispatch::Run(dispatched) = self.dispatch(run, "bg_job", &input, "monitor") else { continue };
+            let produced = self.job_action(&dispatched);
+            let recorded = self.record(run, &dispatched, &produced.facts)?;
+            settled.extend(recorded.launch_settled);
+        }
+        Ok(settled)
+    }
+}

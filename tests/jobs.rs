@@ -1,0 +1,155 @@
+//! Background jobs through the library chain (issue 6, item 2): two ledger
+//! handles that both read a finished job settle its launch once (LOG-2); a
+//! job that dies without a word is LOST and its launch INTERRUPTED; a record
+//! whose start token is not the live process's is never "running".
+
+#![allow(clippy::disallowed_methods)] // tests inspect files and /proc with ambient authority
+
+use std::time::{Duration, Instant};
+
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use effect_ledger::identity::{ControlPlane, SealedRoot};
+use effect_ledger::ledger::{Dispatch, Dispatched, Ledger, LedgerConfig, Run};
+use effect_ledger::model::{Execution, JobLifecycle};
+use effect_ledger::policy::{PolicyOptions, PolicySet, PolicySource};
+use effect_ledger::producers::process::{ProcessRequest, live_members};
+use serde_json::json;
+
+struct Place {
+    base: tempfile::TempDir,
+}
+
+impl Place {
+    fn new() -> Self {
+        let base = tempfile::tempdir().unwrap();
+        std::fs::create_dir(base.path().join("root")).unwrap();
+        std::fs::create_dir(base.path().join("data")).unwrap();
+        Self { base }
+    }
+
+    /// An independent ledger handle over the same data dir and root.
+    fn ledger(&self) -> Ledger {
+        let data = Dir::open_ambient_dir(self.base.path().join("data"), ambient_authority()).unwrap();
+        let root_dir = Dir::open_ambient_dir(self.base.path().join("root"), ambient_authority()).unwrap();
+        let root = SealedRoot::new(root_dir, "root", "root", "agent", ControlPlane::default()).unwrap();
+        let policies = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default()).unwrap();
+        Ledger::new(LedgerConfig::new(data, "data", root, policies))
+    }
+}
+
+fn dispatched(ledger: &mut Ledger, run: &Run, tool: &str, input: serde_json::Value) -> Dispatched {
+    match ledger.dispatch(run, tool, &input, "req") {
+        Dispatch::Run(dispatched) => *dispatched,
+        other => panic!("{tool} {input} was not dispatched: {other:?}"),
+    }
+}
+
+/// Launches `command` as a background job; returns its id and launch claim.
+fn launch(ledger: &mut Ledger, run: &Run, command: &str) -> (String, u64) {
+    let d = dispatched(ledger, run, "bash", json!({ "command": command, "background": true }));
+    let produced = ledger.launch_job(run, &d, &ProcessRequest::new("bash", command, Duration::MAX));
+    let recorded = ledger.record(run, &d, &produced.facts).unwrap();
+    assert_eq!(recorded.outcome.execution, Execution::Running);
+    (produced.result.unwrap(), d.claim.unwrap())
+}
+
+fn wait_until(mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn two_handles_reading_a_finished_job_settle_its_launch_once() {
+    let place = Place::new();
+    let (mut a, mut b) = (place.ledger(), place.ledger());
+    let run = a.begin_run(None);
+    let (job, claim) = launch(&mut a, &run, "exit 3");
+    let read = json!({ "job": job, "action": "status" });
+    wait_until(|| {
+        let d = dispatched(&mut a, &run, "bg_job", read.clone());
+        a.job_action(&d).facts.job_state == Some(JobLifecycle::Exited)
+    });
+    // Both read the ended job before either settles: a real race, decided
+    // by the log's merged history under its lock.
+    let (da, db) =
+        (dispatched(&mut a, &run, "bg_job", read.clone()), dispatched(&mut b, &run, "bg_job", read));
+    let (fa, fb) = (a.job_action(&da).facts, b.job_action(&db).facts);
+    assert_eq!((fa.exit_code, fb.exit_code), (Some(3), Some(3)));
+    let first = a.record(&run, &da, &fa).unwrap();
+    let second = b.record(&run, &db, &fb).unwrap();
+    assert!(first.launch_settled.is_some(), "the first reader settles the launch");
+    assert_eq!(second.launch_settled, None, "the second finds it settled and writes nothing");
+    let history = b.history(&run.lineage).unwrap();
+    let settlements: Vec<_> = history
+        .iter()
+        .filter_map(|f| match &f.record {
+            effect_ledger::log::Record::Outcome(o) if o.claim == claim => Some(o.outcome.execution),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(settlements, vec![Execution::Running, Execution::Failed], "exit 3 is a failed launch");
+    // Both reads were observed (JOB_STATE), whoever settled.
+    assert_eq!(second.observations.len(), 1);
+}
+
+#[test]
+fn a_job_killed_from_outside_is_lost_and_its_launch_interrupted() {
+    let place = Place::new();
+    let mut ledger = place.ledger();
+    let run = ledger.begin_run(None);
+    let (job, claim) = launch(&mut ledger, &run, "sleep 60");
+    let record: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(place.base.path().join(format!("data/effects/jobs/{job}.json"))).unwrap(),
+    )
+    .unwrap();
+    let pgid = record["pid"].as_u64().unwrap() as i32;
+    // Not through bg_job: the whole group is SIGKILLed, so nothing reports.
+    rustix::process::kill_process_group(
+        rustix::process::Pid::from_raw(pgid).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    wait_until(|| live_members(pgid as u32).is_empty());
+    let settled = ledger.monitor(&run).unwrap();
+    assert_eq!(settled.len(), 1, "the monitor settles the lost job's launch");
+    let history = ledger.history(&run.lineage).unwrap();
+    let outcome = history
+        .iter()
+        .find_map(|f| match &f.record {
+            effect_ledger::log::Record::Outcome(o) if o.claim == claim && f.position == settled[0] => Some(o),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(outcome.outcome.execution, Execution::Interrupted);
+    assert_eq!(outcome.facts.job_state, Some(JobLifecycle::Lost));
+    assert_eq!(ledger.monitor(&run).unwrap(), Vec::<u64>::new(), "idempotent");
+}
+
+#[test]
+fn a_job_record_whose_start_token_is_not_the_live_process_is_not_running() {
+    let place = Place::new();
+    let mut ledger = place.ledger();
+    let run = ledger.begin_run(None);
+    let (job, _) = launch(&mut ledger, &run, "sleep 60");
+    let path = place.base.path().join(format!("data/effects/jobs/{job}.json"));
+    let mut record: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let pid = record["pid"].as_u64().unwrap() as u32;
+    // The same PID with another start token is another process (ID-2).
+    record["start_token"] = json!(record["start_token"].as_u64().unwrap() + 1);
+    std::fs::write(&path, record.to_string()).unwrap();
+    let d = dispatched(&mut ledger, &run, "bg_job", json!({ "job": job, "action": "status" }));
+    let facts = ledger.job_action(&d).facts;
+    assert_eq!(facts.job_state, Some(JobLifecycle::Lost));
+    assert_eq!(facts.teardown_dead, Some(true), "the group led by another process is not the job's");
+    // A kill never signals a process that is not the job's.
+    let kill = dispatched(&mut ledger, &run, "bg_job", json!({ "job": job, "action": "kill" }));
+    ledger.job_action(&kill);
+    assert!(live_members(pid).contains(&pid), "the other process was left alone");
+    let group = rustix::process::Pid::from_raw(pid as i32).unwrap();
+    rustix::process::kill_process_group(group, rustix::process::Signal::KILL).unwrap();
+    wait_until(|| live_members(pid).is_empty());
+}
