@@ -153,3 +153,149 @@ fn a_job_record_whose_start_token_is_not_the_live_process_is_not_running() {
     rustix::process::kill_process_group(group, rustix::process::Signal::KILL).unwrap();
     wait_until(|| live_members(pid).is_empty());
 }
+
+fn job_file(place: &Place, job: &str, suffix: &str) -> std::path::PathBuf {
+    place.base.path().join(format!("data/effects/jobs/{job}.{suffix}"))
+}
+
+fn job_record(place: &Place, job: &str) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(job_file(place, job, "json")).unwrap()).unwrap()
+}
+
+#[test]
+fn a_launcher_that_dies_before_its_running_outcome_never_lets_the_command_run() {
+    let place = Place::new();
+    let run = {
+        let mut ledger = place.ledger();
+        let run = ledger.begin_run(None);
+        let d = dispatched(
+            &mut ledger,
+            &run,
+            "bash",
+            json!({ "command": "echo ran > ran.txt", "background": true }),
+        );
+        let request = ProcessRequest::new("bash", "echo ran > ran.txt", Duration::MAX);
+        let produced = ledger.launch_job(&run, &d, &request);
+        assert!(produced.result.is_ok(), "the wrapper started, held at its gate");
+        // The launcher is gone (its handle dropped, as a SIGKILL would):
+        // the gate's pipe closes unopened.
+        run
+    };
+    let mut later = place.ledger();
+    wait_until(|| {
+        later.monitor(&run).is_ok() && place.base.path().join("data/effects/jobs").read_dir().is_ok()
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!place.base.path().join("root/ran.txt").exists(), "the command never ran");
+    // The next open recovers the claim (LOG-7).
+    let mut later = place.ledger();
+    let history = later.history(&run.lineage).unwrap();
+    let recovered = history.iter().any(|f| {
+        matches!(&f.record, effect_ledger::log::Record::Outcome(o) if o.claim == 0 && o.outcome.execution == Execution::Interrupted)
+    });
+    assert!(recovered, "the unsettled launch was recovered as INTERRUPTED");
+}
+
+#[test]
+fn a_launch_recovered_by_another_process_before_it_ran_never_runs() {
+    let place = Place::new();
+    let mut ledger = place.ledger();
+    let run = ledger.begin_run(None);
+    let d =
+        dispatched(&mut ledger, &run, "bash", json!({ "command": "echo ran > ran.txt", "background": true }));
+    let produced =
+        ledger.launch_job(&run, &d, &ProcessRequest::new("bash", "echo ran > ran.txt", Duration::MAX));
+    // Another process recovers the unsettled launch claim (LOG-7) first.
+    let log = place.base.path().join(format!("data/effects/{}.log", run.lineage));
+    let recover = std::process::Command::new(env!("CARGO_BIN_EXE_effects"))
+        .args(["log", "recover"])
+        .arg(&log)
+        .output()
+        .unwrap();
+    assert!(recover.status.success(), "{}", String::from_utf8_lossy(&recover.stderr));
+    // The launcher's RUNNING outcome is refused, so its gate never opens.
+    assert!(ledger.record(&run, &d, &produced.facts).is_err(), "the claim is already settled");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(!place.base.path().join("root/ran.txt").exists(), "the command never ran");
+}
+
+#[test]
+fn a_job_whose_child_outlives_it_is_running_until_the_whole_group_is_gone() {
+    let place = Place::new();
+    let mut ledger = place.ledger();
+    let run = ledger.begin_run(None);
+    let (job, claim) = launch(
+        &mut ledger,
+        &run,
+        "(while [ ! -e go ]; do sleep 0.02; done; echo late > late.txt) >/dev/null 2>&1 &",
+    );
+    // The leader printed its exit status, but its child lives on.
+    wait_until(|| std::fs::read_to_string(job_file(&place, &job, "exit")).is_ok_and(|t| t.ends_with('\n')));
+    let pid = job_record(&place, &job)["pid"].as_u64().unwrap() as u32;
+    wait_until(|| !live_members(pid).contains(&pid));
+    let read = json!({ "job": job, "action": "status" });
+    let d = dispatched(&mut ledger, &run, "bg_job", read.clone());
+    let facts = ledger.job_action(&d).facts;
+    assert_eq!(facts.job_state, Some(JobLifecycle::Running), "a survivor keeps the job running");
+    assert_eq!(ledger.record(&run, &d, &facts).unwrap().launch_settled, None);
+    std::fs::write(place.base.path().join("root/go"), "").unwrap();
+    wait_until(|| live_members(pid).is_empty());
+    let d = dispatched(&mut ledger, &run, "bg_job", read);
+    let facts = ledger.job_action(&d).facts;
+    assert_eq!((facts.job_state, facts.exit_code), (Some(JobLifecycle::Exited), Some(0)));
+    assert!(ledger.record(&run, &d, &facts).unwrap().launch_settled.is_some());
+    assert!(place.base.path().join("root/late.txt").exists());
+    let _ = claim;
+}
+
+#[test]
+fn a_job_record_pointing_at_another_launch_settles_nothing() {
+    let place = Place::new();
+    let mut ledger = place.ledger();
+    let run = ledger.begin_run(None);
+    let (first, _) = launch(&mut ledger, &run, "true");
+    let (_, other_claim) = launch(&mut ledger, &run, "sleep 60");
+    // Both plain files rewritten (a command can): the first job now claims
+    // to be the second launch.
+    let mut record = job_record(&place, &first);
+    record["launch_claim"] = json!(other_claim);
+    std::fs::write(job_file(&place, &first, "json"), record.to_string()).unwrap();
+    let generation = first.trim_start_matches("job-");
+    let index_path = place.base.path().join(format!("data/effects/launch-{generation}.json"));
+    let mut index: serde_json::Value = serde_json::from_slice(&std::fs::read(&index_path).unwrap()).unwrap();
+    index["claim"] = json!(other_claim);
+    std::fs::write(&index_path, index.to_string()).unwrap();
+    let pid = record["pid"].as_u64().unwrap() as u32;
+    wait_until(|| live_members(pid).is_empty());
+    let d = dispatched(&mut ledger, &run, "bg_job", json!({ "job": first, "action": "status" }));
+    let facts = ledger.job_action(&d).facts;
+    assert_eq!(facts.job_state, Some(JobLifecycle::Exited));
+    assert_eq!(
+        ledger.record(&run, &d, &facts).unwrap().launch_settled,
+        None,
+        "the log says it is not that launch"
+    );
+    let history = ledger.history(&run.lineage).unwrap();
+    let other = history
+        .iter()
+        .filter(|f| matches!(&f.record, effect_ledger::log::Record::Outcome(o) if o.claim == other_claim))
+        .count();
+    assert_eq!(other, 1, "the second launch is still only RUNNING");
+    // Stop the second job.
+    let second = format!(
+        "job-{}",
+        history
+            .iter()
+            .find_map(|f| match &f.record {
+                effect_ledger::log::Record::Claim(c) if f.position == other_claim =>
+                    c.dependencies.iter().find_map(|r| match r.location() {
+                        effect_ledger::model::Location::ProcessLaunch(g) => Some(*g),
+                        _ => None,
+                    }),
+                _ => None,
+            })
+            .unwrap()
+    );
+    let kill = dispatched(&mut ledger, &run, "bg_job", json!({ "job": second, "action": "kill" }));
+    ledger.job_action(&kill);
+}

@@ -182,8 +182,16 @@ fn the_monitor_settles_a_finished_launch_exactly_once_when_two_processes_race() 
     let steps = run(&s, &[&launch("echo hi > out.txt")], &[]);
     let claim = steps[0]["claim"].as_u64().unwrap();
     let run_id = steps.last().unwrap()["summary"]["run_id"].as_str().unwrap().to_owned();
-    wait_for(&s.root.join("out.txt"));
-    std::thread::sleep(Duration::from_millis(200)); // the wrapper prints its status last
+    // Wait until the job is over: its status printed and its group gone.
+    let id = job_id(&steps[0]);
+    let pgid = job_pid(&s, &id);
+    let exit = s.data.join(format!("effects/jobs/{id}.exit"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !(std::fs::read_to_string(&exit).is_ok_and(|t| t.ends_with('\n')) && group_members(pgid).is_empty())
+    {
+        assert!(Instant::now() < deadline, "the job never ended");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // Two processes complete the run at once; each runs the monitor first.
     let script = complete(&[]) + "\n";
     let racers: Vec<_> = (0..2).map(|_| s.spawn(&script, &["--run", &run_id])).collect();

@@ -1,8 +1,8 @@
 //! Verifier runs through `effects session` (issue 6, item 4; CMP-5, CMP-7): a
 //! designated check's pass or fail is evidence. A passing check after the
 //! last change covers it; an unsettled effect after it makes it stale; a
-//! failing latest check fails the run. A check is not a claim, so a run of
-//! checks alone writes no log until its first claim.
+//! failing latest check fails the run. A check's own run is claimed before
+//! it starts, like any command.
 
 #![allow(clippy::disallowed_methods)] // tests drive the binary with real paths
 
@@ -88,20 +88,49 @@ fn a_passing_check_after_the_last_change_covers_an_unread_artifact() {
 }
 
 #[test]
-fn checks_before_the_first_claim_are_kept_and_then_written_first() {
+fn a_check_is_claimed_before_it_runs_and_its_changes_stale_earlier_reads() {
     let s = session();
-    // Checks alone: decided from memory, no log file (CMP-9, LOG-5).
-    let alone = run_in(&s, &[&check("false"), &complete(&[])]);
-    assert_eq!(alone[0]["position"], Value::Null);
-    assert_eq!(decision(&alone)["verdict"], "FAILED", "{:#}", decision(&alone));
-    assert!(s.logs().is_empty(), "a run of checks alone writes no log");
-    // A later claim creates the log with the earlier check first.
-    let steps = run_in(&s, &[&check("true"), WRITE, &complete(&["a.txt"])]);
-    assert_eq!(steps[0]["position"], Value::Null);
+    let steps = run_in(&s, &[WRITE, READ, &check("echo changed > a.txt"), &complete(&["a.txt"])]);
+    let checked = &steps[2];
+    assert_eq!(checked["passed"], true, "{checked:#}");
     let records = log_records(&s.logs()[0]);
-    let kinds: Vec<&str> =
-        records.iter().map(|r| r["record"].as_object().unwrap().keys().next().unwrap().as_str()).collect();
-    assert_eq!(kinds[..3], ["verifier", "claim", "outcome"], "{records:#?}");
-    assert_eq!(records[0]["record"]["verifier"]["passed"], true);
+    let claim = &records[checked["claim"].as_u64().unwrap() as usize];
+    assert_eq!(claim["record"]["claim"]["operation"]["action"], "verify", "{claim:#}");
+    assert_eq!(claim["record"]["claim"]["impact_scope"], json!([]), "a check's scope is unknown");
+    let record = &records[checked["position"].as_u64().unwrap() as usize];
+    assert_eq!(record["record"]["verifier"]["claim"], checked["claim"], "the record names its run's claim");
+    assert!(checked["position"].as_u64() > checked["claim"].as_u64());
+    // The write's readback was taken before the check changed the file: it
+    // no longer verifies the write.
+    let decided = decision(&steps);
+    let write = decided["assessments"].as_array().unwrap().iter().find(|a| a["claim"] == 0).unwrap();
+    assert_ne!(write["assessment"], "VERIFIED", "{decided:#}");
     verify(&s.logs()[0]);
+}
+
+#[test]
+fn a_session_killed_during_a_check_leaves_no_verdict_of_it_and_completion_blocked() {
+    use std::time::{Duration, Instant};
+    let s = session();
+    let long =
+        json!({ "verify": { "command": "echo $$ > pgid; sleep 60", "timeout_ms": 120_000 } }).to_string();
+    let mut child = s.spawn(&format!("{WRITE}\n{READ}\n{long}\n"), &[]);
+    let pgid_file = s.root.join("pgid");
+    let started = Instant::now();
+    while !pgid_file.exists() {
+        assert!(started.elapsed() < Duration::from_secs(30), "the check never started");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let pgid: i32 = std::fs::read_to_string(&pgid_file).unwrap().trim().parse().unwrap();
+    let _ = std::process::Command::new("kill").args(["-KILL", "--", &format!("-{pgid}")]).status();
+    let run_id = s.logs()[0].file_stem().unwrap().to_str().unwrap().to_owned();
+    let out = s.run(&format!("{}\n", complete(&["a.txt"])), &["--run", &run_id]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let decided = reports(&out).pop().unwrap();
+    assert_eq!(decided["verdict"], "BLOCKED", "{decided:#}");
+    assert!(codes(&decided).contains(&"UNSETTLED_ARTIFACT"), "{decided:#}");
+    let records = log_records(&s.logs()[0]);
+    assert!(records.iter().all(|r| r["kind"] != "verifier"), "a check that never finished said nothing");
 }

@@ -26,6 +26,10 @@
 
 #![allow(clippy::disallowed_methods)] // the bench reads a fixture file
 
+// The allocator the `effects` binary runs with, so the figures are its figures.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::time::{Duration, Instant};
 
 use effect_ledger::completion::Evaluator;

@@ -11,6 +11,13 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+// mimalloc: a decision over a large ledger is mostly many small allocations
+// (the evidence ledger's strings, copied and lowered into the evaluator);
+// glibc's malloc spends about half of the host's share of it in its own
+// bookkeeping (`cargo bench --bench evaluate`, which uses the same allocator).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(

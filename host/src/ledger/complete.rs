@@ -54,8 +54,12 @@ impl Ledger {
         required: &[String],
         answer: &str,
     ) -> Result<Completion, CompleteError> {
-        // Launches whose jobs have ended are settled first (the monitor).
-        self.monitor(run)?;
+        // Launches whose jobs have ended are settled first (the monitor). If
+        // that fails the decision is still taken: an unsettled launch only
+        // makes it more cautious (CMP-2, CMP-8).
+        if let Err(error) = self.monitor(run) {
+            tracing::warn!("the monitor could not settle finished launches: {error}");
+        }
         let root = &self.config.root;
         let mut resolved = Vec::with_capacity(required.len());
         for path in required {
@@ -84,11 +88,7 @@ impl Ledger {
                 assemble(log.history()?, &[], &required_refs, answer)
             }
             None => {
-                let checks = self.unrecorded.get(&run.lineage).into_iter().flatten();
-                let unrecorded: Vec<Record> = checks
-                    .map(|(_, verifier)| Record::Verifier(verifier.clone()))
-                    .chain(observations.into_iter().map(Record::Observation))
-                    .collect();
+                let unrecorded: Vec<Record> = observations.into_iter().map(Record::Observation).collect();
                 assemble(&[], &unrecorded, &required_refs, answer)
             }
         };

@@ -84,29 +84,38 @@ impl Ledger {
     ) -> Result<Option<LaunchLink>, Dispatch> {
         let background = input.get("background").and_then(Value::as_bool).unwrap_or(false);
         if PROCESS_TOOLS.contains(&tool) && background {
-            let display = format!("{}/effects", self.config.data_display);
-            let reserved =
-                open_effects_dir(&self.config.data_dir, &self.config.data_display, OpenMode::ReadWrite)
-                    .and_then(|effects| {
-                        reserve_launch(
-                            &effects.expect("read-write opens create"),
-                            &display,
-                            &run.id,
-                            &run.lineage,
-                        )
-                    });
-            let generation =
-                reserved.map_err(|e| Dispatch::Blocked(format!("the launch could not be reserved: {e}")))?;
-            bound
-                .operation
-                .bindings
-                .push(Binding { name: "launch".into(), resource: launch_ref(generation) });
-            bound.paths.push(String::new());
-            return Ok(Some(LaunchLink::Launch { generation }));
+            return self.reserve(run, bound).map(Some);
         }
-        if tool != "bg_job" {
-            return Ok(None);
+        if tool == "bg_job" {
+            return self.validate_job(run, input, bound).map(Some);
         }
+        Ok(None)
+    }
+
+    /// A launch generation, reserved (LOG-8) and bound as the launch's
+    /// `process_launch` dependency.
+    fn reserve(&mut self, run: &Run, bound: &mut Bound) -> Result<LaunchLink, Dispatch> {
+        let display = format!("{}/effects", self.config.data_display);
+        let reserved = open_effects_dir(
+            &self.config.data_dir,
+            &self.config.data_display,
+            OpenMode::ReadWrite,
+        )
+        .and_then(|effects| {
+            reserve_launch(&effects.expect("read-write opens create"), &display, &run.id, &run.lineage)
+        });
+        let generation =
+            reserved.map_err(|e| Dispatch::Blocked(format!("the launch could not be reserved: {e}")))?;
+        bound.operation.bindings.push(Binding { name: "launch".into(), resource: launch_ref(generation) });
+        bound.paths.push(String::new());
+        Ok(LaunchLink::Launch { generation })
+    }
+
+    /// The one job a `bg_job` call names, validated: its record exists, it
+    /// belongs to this run's lineage, and the launch index maps its
+    /// generation to the same claim, in the same lineage. Bound as the job
+    /// (and, for a kill, its process) plus its launch.
+    fn validate_job(&mut self, run: &Run, input: &Value, bound: &mut Bound) -> Result<LaunchLink, Dispatch> {
         let refused = |message: String| Dispatch::Refused(message);
         let named = input.get("job").and_then(Value::as_str).unwrap_or_default();
         let generation = generation_of(named).ok_or_else(|| {
@@ -130,7 +139,8 @@ impl Ledger {
                 None => Ok(None),
             })
             .map_err(|e| refused(format!("bg_job: launch index of {named} cannot be read: {e}")))?;
-        if index.and_then(|i| i.claim) != Some(job.launch_claim) {
+        let agrees = index.is_some_and(|i| i.claim == Some(job.launch_claim) && i.lineage == job.lineage);
+        if !agrees {
             return Err(refused(format!(
                 "bg_job: job {named} does not match its launch index (LOG-8); it is not a validated job"
             )));
@@ -159,7 +169,7 @@ impl Ledger {
             );
         }
         add("launch", launch_ref(generation));
-        Ok(Some(LaunchLink::Job(job)))
+        Ok(LaunchLink::Job(job))
     }
 
     /// LOG-8: once a launch's claim is durable, the index maps its
@@ -180,7 +190,7 @@ impl Ledger {
     /// Starts a dispatched background launch as a job. The facts name the job
     /// it started; the result is its id, for the agent.
     pub fn launch_job(
-        &self,
+        &mut self,
         run: &Run,
         dispatched: &Dispatched,
         request: &ProcessRequest,
@@ -196,7 +206,11 @@ impl Ledger {
         let launch =
             (claim, run.id.as_str(), run.lineage.as_str(), dispatched.bound.operation.request_id.as_str());
         let produced = jobs.launch(&self.config.root, request, *generation, launch);
-        Produced { facts: produced.facts, result: produced.result.map(|job| job.job_id) }
+        let result = produced.result.map(|(job, gate)| {
+            self.gates.insert(*generation, gate);
+            job.job_id
+        });
+        Produced { facts: produced.facts, result }
     }
 
     /// Performs a dispatched `bg_job` read or kill. The facts are the job's
@@ -217,7 +231,7 @@ impl Ledger {
     }
 
     /// The tail of a job's output (for the agent), or why there is none.
-    pub fn job_output(&self, dispatched: &Dispatched, cap: usize) -> String {
+    pub fn job_output(&self, dispatched: &Dispatched, cap: u64) -> String {
         match (&dispatched.link, self.jobs()) {
             (Some(LaunchLink::Job(job)), Ok(jobs)) => jobs.output(job, cap),
             _ => String::new(),
@@ -226,19 +240,23 @@ impl Ledger {
 
     /// Settles the launch a validated job read or kill acted on, from the
     /// job facts, through the classifier's status rule (TRU-1: job
-    /// settlement only from a bound job read or kill). Nothing is written
-    /// while the job runs, or when the launch is already settled (by another
-    /// process, or an earlier try): `Ok(None)` then.
+    /// settlement only from a bound job read or kill). `read_outcome` is a
+    /// read's own settlement (`None` when its policy failed: then nothing is
+    /// settled); a kill's is derived here. Nothing is written while the job
+    /// runs, when the launch is already settled (by another process, or an
+    /// earlier try), or when the claim the job names is not the launch of its
+    /// generation in the log: `Ok(None)` then.
     pub(super) fn settle_launch(
         &mut self,
         run: &Run,
         dispatched: &Dispatched,
-        status_outcome: Option<crate::model::Outcome>,
+        read_outcome: Option<Option<crate::model::Outcome>>,
         facts: &crate::model::ProducerFacts,
     ) -> Result<Option<Position>, LogError> {
         let Some(LaunchLink::Job(job)) = &dispatched.link else { return Ok(None) };
-        let outcome = match status_outcome {
-            Some(outcome) => outcome,
+        let outcome = match read_outcome {
+            Some(Some(outcome)) => outcome,
+            Some(None) => return Ok(None),
             None => {
                 let mut operation = dispatched.bound.operation.clone();
                 operation.action = "status".into();
@@ -256,6 +274,15 @@ impl Ledger {
         let Some(log) = self.log(&job.lineage, false)? else { return Ok(None) };
         log.history()?;
         if log.claim_state(job.launch_claim) != Some(ClaimState::Running) {
+            return Ok(None);
+        }
+        // The job record and the index are plain files; the log decides
+        // which claim is this generation's launch.
+        let is_launch = log.records().get(job.launch_claim as usize).is_some_and(|framed| {
+            matches!(&framed.record, Record::Claim(claim) if claim.dependencies.iter()
+                .any(|d| *d.location() == Location::ProcessLaunch(job.generation)))
+        });
+        if !is_launch {
             return Ok(None);
         }
         let record = crate::log::OutcomeRecord {
@@ -289,6 +316,9 @@ impl Ledger {
                     _ => None,
                 }));
             }
+        }
+        if running.is_empty() {
+            return Ok(Vec::new());
         }
         let jobs = self.jobs()?;
         let mut settled = Vec::new();

@@ -47,18 +47,18 @@ use serde_json::Value;
 use crate::identity::SealedRoot;
 use crate::log::{
     ClaimRecord, DiskLog, LogError, Obligation, ObservationRecord, OpenMode, OpenOptionsLog, OperationRef,
-    OperatorKey, OutcomeRecord, Position, VerifierRecord, open_effects_dir, open_lineage,
+    OperatorKey, OutcomeRecord, Position, open_effects_dir, open_lineage,
 };
 use crate::model::{
     BindingIndex, ClaimPlan, Classification, CleanupState, Execution, Impact, Location, Outcome,
-    PlannedScope, ProducerFacts, ReadbackContext, ResourceRef, SettleRequest,
+    PlannedScope, ProducerFacts, ReadbackContext, ResourceRef, ResourceRole, SettleRequest,
 };
 use crate::policy::PolicySet;
 
 pub use bind::{Bound, FILESYSTEM_TOOLS, JOB_TOOLS, PROCESS_TOOLS, REPORTED_TOOLS};
 pub use complete::{CompleteError, Completion};
 pub use jobs::LaunchLink;
-pub use verify::Verified;
+pub use verify::{Verified, VerifyError};
 
 /// How to open a ledger.
 pub struct LedgerConfig {
@@ -114,8 +114,16 @@ pub struct Dispatched {
     pub claim: Option<Position>,
     /// Why classification failed, if it did (the claim is then unknown scope).
     pub policy_failure: Option<String>,
-    /// The background launch or job it is tied to, if any.
-    pub link: Option<LaunchLink>,
+    /// The background launch or job it is tied to, if any: set only by
+    /// dispatch (a job is validated there), read with [`Dispatched::link`].
+    link: Option<LaunchLink>,
+}
+
+impl Dispatched {
+    /// The background launch or validated job this call is tied to, if any.
+    pub fn link(&self) -> Option<&LaunchLink> {
+        self.link.as_ref()
+    }
 }
 
 /// What dispatch decided.
@@ -150,8 +158,9 @@ pub struct Ledger {
     config: LedgerConfig,
     logs: HashMap<String, DiskLog>,
     actions: AtomicU64,
-    /// Verifier runs of lineages with no log yet, by lineage: (run, record).
-    unrecorded: HashMap<String, Vec<(String, VerifierRecord)>>,
+    /// Gates of started jobs whose RUNNING outcome is not yet durable, by
+    /// launch generation (`jobs.rs`).
+    gates: HashMap<u64, crate::producers::job::Gate>,
 }
 
 /// The host's own outcome when the settle policy fails: exit status only
@@ -170,7 +179,7 @@ impl Ledger {
     /// A ledger over `config`. Opens nothing yet: files appear with the first
     /// claim.
     pub fn new(config: LedgerConfig) -> Self {
-        Self { config, logs: HashMap::new(), actions: AtomicU64::new(0), unrecorded: HashMap::new() }
+        Self { config, logs: HashMap::new(), actions: AtomicU64::new(0), gates: HashMap::new() }
     }
 
     /// The sealed root.
@@ -211,12 +220,7 @@ impl Ledger {
             }
             let options =
                 OpenOptionsLog { mode: OpenMode::ReadWrite, key: self.config.key.clone(), recover: true };
-            let mut log =
-                open_lineage(&effects, &display, lineage, &options)?.expect("read-write opens create");
-            // Checks run before the first claim go first, in their order.
-            for (run_id, verifier) in self.unrecorded.remove(lineage).unwrap_or_default() {
-                log.record_verifier(&run_id, verifier)?;
-            }
+            let log = open_lineage(&effects, &display, lineage, &options)?.expect("read-write opens create");
             self.logs.insert(lineage.to_owned(), log);
         }
         Ok(self.logs.get_mut(lineage))
@@ -259,13 +263,21 @@ impl Ledger {
             // POL-4: a failed policy never lets a call through unclaimed. An
             // external endpoint the host bound stays external (TRU-1: that
             // comes from the captured resource, not from the policy).
+            // A launch reservation the host made stays a dependency (the
+            // launch is then still the launch of its generation).
             Err(error) => {
-                let external = bound
-                    .operation
-                    .bindings
-                    .iter()
-                    .any(|b| matches!(b.resource.location(), Location::External(_)));
-                (ClaimPlan { external, ..ClaimPlan::unknown_scope() }, Some(error.to_string()))
+                let bindings = &bound.operation.bindings;
+                let external =
+                    bindings.iter().any(|b| matches!(b.resource.location(), Location::External(_)));
+                let dependencies = (0..bindings.len() as BindingIndex)
+                    .filter(|&i| {
+                        let resource = &bindings[i as usize].resource;
+                        resource.role() == ResourceRole::Dependency
+                            && matches!(resource.location(), Location::ProcessLaunch(_))
+                    })
+                    .collect();
+                let plan = ClaimPlan { external, dependencies, ..ClaimPlan::unknown_scope() };
+                (plan, Some(error.to_string()))
             }
         };
         let refs = |indices: &[BindingIndex]| -> Vec<ResourceRef> {
@@ -353,16 +365,31 @@ impl Ledger {
             .classifier(&operation.tool)
             .and_then(|classifier| classifier.settle(&request))
             .map(|called| called.value);
+        let settled_by_policy = settled.is_ok();
         let (outcome, mut policy_failure) = match settled {
             Ok(outcome) => (outcome, None),
             Err(error) => (conservative_outcome(facts), Some(error.to_string())),
         };
         let mut outcome_position = None;
+        // A started job waits at its gate until its RUNNING outcome is
+        // durable; any other end (an error here included) drops the gate and
+        // the command never runs (`producers::job`).
+        let gate = match &dispatched.link {
+            Some(LaunchLink::Launch { generation }) => self.gates.remove(generation),
+            _ => None,
+        };
         if let Some(claim) = dispatched.claim {
             let log = self.log(&run.lineage, true)?.expect("created on demand");
             let record =
                 OutcomeRecord { claim, outcome: outcome.clone(), facts: facts.clone(), recovery: false };
             outcome_position = Some(log.record_outcome(&run.id, record)?);
+        }
+        if let Some(gate) = gate
+            && outcome.execution == Execution::Running
+            && outcome_position.is_some()
+            && let Err(error) = gate.open()
+        {
+            policy_failure.get_or_insert(format!("the job could not be let through its gate: {error}"));
         }
         let context = ReadbackContext { operation: operation.clone(), outcome: outcome.clone() };
         let requests = match self
@@ -416,10 +443,11 @@ impl Ledger {
                 observations.push((position, observation));
             }
         }
-        // A job read settles its launch with its own outcome; a kill, as a
-        // read right after it would.
-        let status_outcome = (dispatched.claim.is_none()).then(|| outcome.clone());
-        let launch_settled = self.settle_launch(run, dispatched, status_outcome, facts)?;
+        // A job read settles its launch with its own outcome (not with the
+        // host's fallback when its policy failed); a kill, as a read right
+        // after it would.
+        let read_outcome = dispatched.claim.is_none().then(|| settled_by_policy.then(|| outcome.clone()));
+        let launch_settled = self.settle_launch(run, dispatched, read_outcome, facts)?;
         Ok(Recorded { outcome, outcome_position, observations, policy_failure, launch_settled })
     }
 }

@@ -5,53 +5,71 @@
 //! latest check fails the run. The evaluator applies those rules; this only
 //! runs the check and records what it said.
 //!
-//! A check is evidence, not an effect, so it is not claimed. A run that has
-//! no log yet (nothing claimed: CMP-9, LOG-5) keeps its checks in memory;
-//! they are written, in order, when the run's first claim creates the log,
-//! and a completion before that sees them as unrecorded evidence.
+//! A check is a command like any other: it may change files (a formatter, a
+//! build), so its run is claimed first (unknown scope, `bash` with action
+//! `verify`), settled, and only then is the verifier record appended, naming
+//! that claim. A check killed with its session leaves an INTERRUPTED claim
+//! and no record. Its own run ends before its record, so it never makes its
+//! own check stale; a passing check vouches for the state it leaves, changes
+//! of its own included (the runtime designated it as the judge).
 
 use std::time::Duration;
 
+use serde_json::json;
+
 use crate::log::{LogError, Position, VerifierRecord};
-use crate::producers::Produced;
 use crate::producers::process::{self, ProcessRequest, Ran};
 
-use super::{Ledger, Run};
+use super::{Dispatch, Ledger, Run};
 
 /// What a verifier run said and where it was recorded.
 #[derive(Debug, Clone)]
 pub struct Verified {
-    /// The record (pass or fail, exit status, timeout).
+    /// The record (its run's claim, pass or fail, exit status, timeout).
     pub record: VerifierRecord,
-    /// Its log position; `None` while the run has no log.
-    pub position: Option<Position>,
+    /// Its log position.
+    pub position: Position,
     /// The command's captured output, or why it could not start.
     pub output: Result<Ran, String>,
+}
+
+/// Why a check was not run or not recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    /// Its run could not be claimed (LOG-4: then it never runs).
+    #[error("the check was not run: {0}")]
+    NotRun(String),
+    /// The log refused or failed a write.
+    #[error(transparent)]
+    Log(#[from] LogError),
 }
 
 impl Ledger {
     /// Runs `command` with `bash` in the root as a check, under `timeout`,
     /// and records whether it passed: exit 0 within the timeout, nothing
     /// else.
-    pub fn verify(&mut self, run: &Run, command: &str, timeout: Duration) -> Result<Verified, LogError> {
-        let Produced { facts, result } =
-            process::run(&self.config.root, &ProcessRequest::new("bash", command, timeout));
+    pub fn verify(&mut self, run: &Run, command: &str, timeout: Duration) -> Result<Verified, VerifyError> {
+        let input =
+            json!({ "command": command, "timeout_ms": timeout.as_millis() as u64, "action": "verify" });
+        let dispatched = match self.dispatch(run, "bash", &input, "verify") {
+            Dispatch::Run(dispatched) => dispatched,
+            Dispatch::Refused(reason) | Dispatch::Blocked(reason) => return Err(VerifyError::NotRun(reason)),
+        };
+        let Some(claim) = dispatched.claim else {
+            return Err(VerifyError::NotRun("the process policy admitted a command without a claim".into()));
+        };
+        let produced = process::run(&self.config.root, &ProcessRequest::new("bash", command, timeout));
+        let facts = produced.facts;
+        self.record(run, &dispatched, &facts)?;
         let record = VerifierRecord {
+            claim,
             command: command.to_owned(),
             passed: facts.executed && !facts.timed_out && facts.exit_code == Some(0),
             exit_code: facts.exit_code,
             timed_out: facts.timed_out,
         };
-        let position = match self.log(&run.lineage, false)? {
-            Some(log) => Some(log.record_verifier(&run.id, record.clone())?),
-            None => {
-                self.unrecorded
-                    .entry(run.lineage.clone())
-                    .or_default()
-                    .push((run.id.clone(), record.clone()));
-                None
-            }
-        };
-        Ok(Verified { record, position, output: result })
+        let log = self.log(&run.lineage, true)?.expect("created on demand");
+        let position = log.record_verifier(&run.id, record.clone())?;
+        Ok(Verified { record, position, output: produced.result })
     }
 }

@@ -200,7 +200,16 @@ impl History {
                     None => Ok(None),
                 }
             }
-            Record::Decision(_) | Record::Verifier(_) => Ok(None),
+            Record::Decision(_) => Ok(None),
+            // A check reports on its own run, which must have settled.
+            Record::Verifier(verifier) => match self.claim_state(verifier.claim) {
+                None => Err(HistoryError::NoSuchClaim { claim: verifier.claim }),
+                Some(ClaimState::Settled(_)) => Ok(None),
+                Some(_) => Err(HistoryError::ImpossibleOutcome {
+                    claim: verifier.claim,
+                    reason: "a check is recorded only after its own run settled",
+                }),
+            },
             Record::Observation(observation) => match observation.source_claim {
                 Some(claim) if self.claim_state(claim).is_none() => Err(HistoryError::NoSuchClaim { claim }),
                 _ => Ok(None),

@@ -103,10 +103,13 @@ pub struct ObservationRecord {
 
 /// A verifier run: a command the runtime designates as a check (the test
 /// suite, a linter), run in the root after the work it checks (CMP-5, CMP-7).
-/// Not a claim: it is evidence about the state, not an effect on it.
+/// The run itself is claimed first, as any command is (it may change files);
+/// this record is what it said, after its outcome.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct VerifierRecord {
+    /// The claim of the check's own run.
+    pub claim: Position,
     /// The command as run.
     pub command: String,
     /// Exited 0 within its timeout.

@@ -54,6 +54,12 @@ pub(crate) fn engine(limits: &SandboxLimits) -> wasmtime::Result<Engine> {
 /// a policy set, plus room for fresh ones while a failed store is replaced.
 const POOLED_INSTANCES: u32 = 32;
 
+/// Bytes of a memory slot kept resident when its instance is dropped: they are
+/// zeroed with `memset` for the next instance instead of being returned to the
+/// kernel, so a fresh evaluator does not page-fault its way through the ledger
+/// it lifts (each decision runs on a fresh instance).
+const KEEP_RESIDENT: usize = 64 << 20;
+
 /// The pooling allocator: slots are reserved once per engine, so a fresh
 /// instance (the first call, or the call after a failure) costs a slot reuse and
 /// a copy-on-write memory image instead of fresh mappings.
@@ -63,7 +69,8 @@ fn pool(limits: &SandboxLimits) -> PoolingAllocationConfig {
         .total_core_instances(POOLED_INSTANCES * 4)
         .total_memories(POOLED_INSTANCES * 2)
         .total_tables(POOLED_INSTANCES * 4)
-        .max_memory_size(limits.memory_bytes);
+        .max_memory_size(limits.memory_bytes)
+        .linear_memory_keep_resident(KEEP_RESIDENT);
     pool
 }
 

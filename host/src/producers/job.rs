@@ -11,13 +11,28 @@
 //! - `job-<generation>.exit`: the wrapper's standard output, to which it
 //!   prints the command's exit status when the command ends (the command's own
 //!   output goes to `job-<generation>.out`, so it cannot write here);
-//! - `job-<generation>.killed`: written after a kill tore the group down.
+//! - `job-<generation>.killed`: written (durably) before a kill signals the
+//!   group.
 //!
-//! Its lifecycle is read from those facts alone, in any process: an exit line
-//! means EXITED; a kill marker means KILLED; the leader alive (same PID and
-//! start token, not a zombie) means RUNNING; otherwise LOST (it died without a
-//! word, e.g. killed from outside or lost to a crash). Nothing here needs the
-//! process that launched the job to be alive.
+//! **The gate.** The wrapper waits for one line on its standard input before
+//! it runs the command. The launcher writes it only once the launch's RUNNING
+//! outcome is durable ([`Gate::open`]); if the launcher dies first, or its
+//! outcome is refused (another process recovered the claim as INTERRUPTED),
+//! the pipe closes unopened and the command never runs. So a command runs only
+//! under a RUNNING launch the ledger can settle, never behind a claim that is
+//! already settled.
+//!
+//! **Lifecycle**, read from those facts alone, in any process: while the
+//! leader is alive (same PID and start token, not a zombie) or any process of
+//! its group is, the job is RUNNING, whatever its files say (a command can
+//! write into them; a child can outlive the wrapper). Once the whole group is
+//! gone: an exit line means EXITED; a kill marker means KILLED; neither means
+//! LOST (it died without a word, e.g. killed from outside or by a crash).
+//! Nothing here needs the process that launched the job to be alive.
+//!
+//! The exit and output files are not fsynced: after a machine crash a job
+//! reads as LOST (and its launch INTERRUPTED), never as finished. Output is
+//! capped at [`OUTPUT_CAP`] bytes; the rest is drained and dropped.
 
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
@@ -35,9 +50,28 @@ use crate::model::{JobLifecycle, ProducerFacts};
 use super::Produced;
 use super::process::{ProcessRequest, alive, live_members, signal_group, start_token};
 
-/// Prints the command's exit status on its own standard output once the
-/// command (`"$@"`, whose output goes to standard error) has ended.
-const WRAPPER: &str = r#""$@" </dev/null 1>&2; printf '%s\n' "$?""#;
+/// Most bytes of a job's output kept in its output file.
+pub const OUTPUT_CAP: u64 = 1 << 20;
+
+/// Waits for the gate line, runs the command (`"$@"`) with its output capped
+/// into standard error, and prints the command's exit status on its own
+/// standard output. Without the gate line it exits without running anything.
+const WRAPPER: &str = r#"IFS= read -r gate && [ "$gate" = go ] || exit 125
+"$@" </dev/null 2>&1 | { head -c "$EFFECTS_JOB_OUTPUT_CAP"; cat >/dev/null; } >&2
+printf '%s\n' "${PIPESTATUS[0]}""#;
+
+/// The launcher's end of a job's gate: [`Gate::open`] lets the command run;
+/// dropping it unopened means it never will.
+#[derive(Debug)]
+pub struct Gate(std::process::ChildStdin);
+
+impl Gate {
+    /// Lets the command run. Call only once its RUNNING outcome is durable.
+    pub fn open(mut self) -> std::io::Result<()> {
+        use std::io::Write;
+        self.0.write_all(b"go\n")
+    }
+}
 
 /// Who a job is (written once, when it has started).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -148,17 +182,18 @@ impl Jobs {
         Ok(file.into_std())
     }
 
-    /// Starts `request` as background job `generation` of the launch claimed
-    /// at `launch_claim`. The result is the job record; `Err` when the command
-    /// could not be started (nothing ran) or its record could not be written
-    /// (the job is torn down again, and the facts say whether that worked).
+    /// Starts the wrapper of `request` as background job `generation` of the
+    /// launch claimed at `launch_claim`, held at its gate. The result is the
+    /// job record and the gate; `Err` when the wrapper could not be started or
+    /// its record could not be written (then it is torn down again and the
+    /// command never ran).
     pub fn launch(
         &self,
         root: &SealedRoot,
         request: &ProcessRequest,
         generation: u64,
         launch: (Position, &str, &str, &str),
-    ) -> Produced<JobRecord> {
+    ) -> Produced<(JobRecord, Gate)> {
         let (launch_claim, run_id, lineage, request_id) = launch;
         let (program, flag) = match request.tool.as_str() {
             "bash" => ("bash", "-c"),
@@ -177,8 +212,9 @@ impl Jobs {
         let spawned = Command::new("bash")
             .args(["-c", WRAPPER, "effects-job", program, flag, &request.script])
             .current_dir(cwd)
+            .env("EFFECTS_JOB_OUTPUT_CAP", OUTPUT_CAP.to_string())
             .process_group(0)
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::from(exit))
             .stderr(Stdio::from(out))
             .spawn();
@@ -187,6 +223,7 @@ impl Jobs {
             Err(error) => return Produced::not_run(format!("cannot start {program}: {error}")),
         };
         let pid = child.id();
+        let gate = Gate(child.stdin.take().expect("piped"));
         let record = JobRecord {
             job_id: id.clone(),
             generation,
@@ -206,6 +243,7 @@ impl Jobs {
         let mut bytes = serde_json::to_vec(&record).expect("a job record serializes");
         bytes.push(b'\n');
         if let Err(error) = durable::replace(&self.dir, &self.display, &format!("{id}.json"), &bytes) {
+            drop(gate); // the command never runs
             let gone = signal_group(pid, Signal::KILL, Duration::from_secs(2));
             let facts = ProducerFacts {
                 executed: true,
@@ -219,7 +257,7 @@ impl Jobs {
             };
         }
         let facts = ProducerFacts { executed: true, background_job_id: Some(id), ..ProducerFacts::default() };
-        Produced { facts, result: Ok(record) }
+        Produced { facts, result: Ok((record, gate)) }
     }
 
     /// The record of `job_id`; `Ok(None)` when there is no such job.
@@ -242,47 +280,49 @@ impl Jobs {
         self.dir.exists(format!("{}.killed", job.job_id))
     }
 
-    /// The job's lifecycle, read from its record and `/proc`.
+    /// The job's lifecycle, read from its record and `/proc` (see the module
+    /// doc: RUNNING while anything of its group lives).
     pub fn status(&self, job: &JobRecord) -> Result<JobStatus, LogError> {
-        let group_gone = || group(job).is_empty();
-        if let Some(code) = self.exit_code(job)? {
-            return Ok(JobStatus {
-                state: JobLifecycle::Exited,
-                exit_code: Some(code),
-                group_gone: group_gone(),
-            });
-        }
-        if self.killed(job) {
-            return Ok(JobStatus { state: JobLifecycle::Killed, exit_code: None, group_gone: group_gone() });
-        }
-        if alive(job.pid, job.start_token) {
+        if alive(job.pid, job.start_token) || !group(job).is_empty() {
             return Ok(JobStatus { state: JobLifecycle::Running, exit_code: None, group_gone: false });
         }
-        // It may have printed its status between the first look and now.
-        let exit_code = self.exit_code(job)?;
-        let state = if exit_code.is_some() { JobLifecycle::Exited } else { JobLifecycle::Lost };
-        Ok(JobStatus { state, exit_code, group_gone: group_gone() })
+        let (state, exit_code) = match self.exit_code(job)? {
+            Some(code) => (JobLifecycle::Exited, Some(code)),
+            None if self.killed(job) => (JobLifecycle::Killed, None),
+            None => (JobLifecycle::Lost, None),
+        };
+        Ok(JobStatus { state, exit_code, group_gone: true })
     }
 
-    /// Kills the job's whole group (SIGTERM, `grace`, SIGKILL) if anything of
-    /// it is alive, marks it killed when it was still running, and returns
-    /// its lifecycle afterwards. A job that already ended keeps its own end.
+    /// Kills the job's whole group if anything of it is alive: the kill
+    /// marker is written durably first (so a reader that finds the group gone
+    /// mid-kill reads KILLED, not LOST), then SIGTERM, `grace`, SIGKILL.
+    /// Returns its lifecycle afterwards; a job that already ended keeps its
+    /// own end (the launch then settles by how it really ended).
     pub fn kill(&self, job: &JobRecord, grace: Duration) -> Result<JobStatus, LogError> {
-        let before = self.status(job)?;
         if !group(job).is_empty() {
-            let _gone = signal_group(job.pid, Signal::TERM, grace)
-                || signal_group(job.pid, Signal::KILL, Duration::from_secs(2));
-            if before.state == JobLifecycle::Running && self.exit_code(job)?.is_none() {
+            if self.exit_code(job)?.is_none() {
                 durable::replace(&self.dir, &self.display, &format!("{}.killed", job.job_id), b"killed\n")?;
             }
+            let _gone = signal_group(job.pid, Signal::TERM, grace)
+                || signal_group(job.pid, Signal::KILL, Duration::from_secs(2));
         }
         self.status(job)
     }
 
-    /// The job's captured output so far (at most `cap` bytes of its end).
-    pub fn output(&self, job: &JobRecord, cap: usize) -> String {
-        let bytes = self.dir.read(format!("{}.out", job.job_id)).unwrap_or_default();
-        let tail = &bytes[bytes.len().saturating_sub(cap)..];
-        String::from_utf8_lossy(tail).into_owned()
+    /// The last `cap` bytes of the job's output so far (read from there: the
+    /// file itself is capped at [`OUTPUT_CAP`]).
+    pub fn output(&self, job: &JobRecord, cap: u64) -> String {
+        use std::io::{Read, Seek, SeekFrom};
+        let Ok(mut file) = self.dir.open(format!("{}.out", job.job_id)) else { return String::new() };
+        let length = file.metadata().map_or(0, |m| m.len());
+        let mut tail = Vec::new();
+        let read = file
+            .seek(SeekFrom::Start(length.saturating_sub(cap)))
+            .and_then(|_| file.take(cap).read_to_end(&mut tail));
+        if read.is_err() {
+            return String::new();
+        }
+        String::from_utf8_lossy(&tail).into_owned()
     }
 }

@@ -20,7 +20,7 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use effect_ledger::ledger::Verified;
-use effect_ledger::ledger::{Dispatch, Dispatched, Ledger, Recorded, Run};
+use effect_ledger::ledger::{Dispatch, Dispatched, LaunchLink, Ledger, Recorded, Run};
 use effect_ledger::model::{JobLifecycle, ProducerFacts};
 use effect_ledger::producers::Produced;
 use effect_ledger::producers::fs;
@@ -104,15 +104,21 @@ fn describe_job(ledger: &Ledger, dispatched: &Dispatched, status: &JobStatus) ->
 
 /// Runs the reference producer for a dispatched step.
 fn produce(
-    ledger: &Ledger,
+    ledger: &mut Ledger,
     run: &Run,
     tool: &str,
     input: &Value,
     dispatched: &Dispatched,
 ) -> (ProducerFacts, Result<String, String>) {
+    let text = |key: &str| input.get(key).and_then(Value::as_str).unwrap_or_default();
+    if let Some(LaunchLink::Launch { .. }) = dispatched.link() {
+        let request = ProcessRequest::new(tool, text("command"), Duration::MAX);
+        let produced = ledger.launch_job(run, dispatched, &request);
+        return (produced.facts, produced.result.map(|job| format!("started background job {job}")));
+    }
+    let ledger: &Ledger = ledger;
     let root = ledger.root().dir();
     let path = dispatched.bound.paths.first().map(String::as_str).unwrap_or(".");
-    let text = |key: &str| input.get(key).and_then(Value::as_str).unwrap_or_default();
     let lines = |produced: Produced<fs::Found>| Produced {
         facts: produced.facts,
         result: produced.result.map(|found| {
@@ -147,12 +153,6 @@ fn produce(
             let limit = input.get("limit").and_then(Value::as_u64).map(|l| l as usize);
             let produced = fs::read_file(root, path, offset, limit, 16 << 20);
             Produced { facts: produced.facts, result: produced.result.map(|read| read.text) }
-        }
-        "bash" | "python" if dispatched.link.is_some() => {
-            let request = ProcessRequest::new(tool, text("command"), Duration::MAX);
-            let produced = ledger.launch_job(run, dispatched, &request);
-            let result = produced.result.map(|job| format!("started background job {job}"));
-            Produced { facts: produced.facts, result }
         }
         "bash" | "python" => {
             let timeout =
@@ -255,6 +255,9 @@ fn describe_step(report: &Value) -> String {
             if let Some(position) = report["launch_settled"].as_u64() {
                 line.push_str(&format!("; settled its launch (#{position})"));
             }
+            if let Some(error) = report["record_error"].as_str() {
+                line.push_str(&format!("; NOT RECORDED: {error}"));
+            }
             if !result.is_empty() {
                 line.push_str(&format!("\n      {result}"));
             }
@@ -271,6 +274,7 @@ fn verifier_json(verified: &Verified) -> Value {
     };
     json!({
         "status": "ran",
+        "claim": verified.record.claim,
         "position": verified.position,
         "passed": verified.record.passed,
         "exit_code": verified.record.exit_code,
@@ -290,11 +294,7 @@ fn describe_verifier(report: &Value) -> String {
         (_, Some(true)) => "FAILED (timed out)".to_owned(),
         _ => format!("FAILED (exit {})", report["exit_code"]),
     };
-    let recorded = match report["position"].as_u64() {
-        Some(position) => format!(" (#{position})"),
-        None => " (kept until the run's first claim creates its log)".to_owned(),
-    };
-    format!("{head}: {verdict}{recorded}")
+    format!("{head}: claim #{} -> {verdict} (#{})", report["claim"], report["position"])
 }
 
 /// The facts a reported step's runtime gave (TRU-1: acknowledgement only from
