@@ -67,7 +67,10 @@ fn a_running_job_leaves_the_run_unverified_and_a_later_process_settles_its_launc
     let s = session();
     let first = run(
         &s,
-        &[&launch("while [ ! -e go ]; do sleep 0.02; done; echo ran > out.txt"), &complete(&[])],
+        &[
+            &launch("for _ in $(seq 1000); do [ -e go ] && break; sleep 0.02; done; echo ran > out.txt"),
+            &complete(&[]),
+        ],
         &[],
     );
     let launched = &first[0];
