@@ -54,6 +54,19 @@ fn launch(ledger: &mut Ledger, run: &Run, command: &str) -> (String, u64) {
     (produced.result.unwrap(), d.claim.unwrap())
 }
 
+/// The outcomes the lineage's log holds for the claim at `claim`, with
+/// their positions, in log order.
+fn outcomes(ledger: &mut Ledger, run: &Run, claim: u64) -> Vec<(u64, effect_ledger::log::OutcomeRecord)> {
+    let history = ledger.history(&run.lineage).unwrap();
+    history
+        .into_iter()
+        .filter_map(|f| match f.record {
+            effect_ledger::log::Record::Outcome(o) if o.claim == claim => Some((f.position, o)),
+            _ => None,
+        })
+        .collect()
+}
+
 fn wait_until(mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !done() {
@@ -83,14 +96,8 @@ fn two_handles_reading_a_finished_job_settle_its_launch_once() {
     let second = b.record(&run, &db, &fb).unwrap();
     assert!(first.launch_settled.is_some(), "the first reader settles the launch");
     assert_eq!(second.launch_settled, None, "the second finds it settled and writes nothing");
-    let history = b.history(&run.lineage).unwrap();
-    let settlements: Vec<_> = history
-        .iter()
-        .filter_map(|f| match &f.record {
-            effect_ledger::log::Record::Outcome(o) if o.claim == claim => Some(o.outcome.execution),
-            _ => None,
-        })
-        .collect();
+    let settlements: Vec<_> =
+        outcomes(&mut b, &run, claim).into_iter().map(|(_, o)| o.outcome.execution).collect();
     assert_eq!(settlements, vec![Execution::Running, Execution::Failed], "exit 3 is a failed launch");
     // Both reads were observed (JOB_STATE), whoever settled.
     assert_eq!(second.observations.len(), 1);
@@ -116,14 +123,8 @@ fn a_job_killed_from_outside_is_lost_and_its_launch_interrupted() {
     wait_until(|| live_members(pgid as u32).is_empty());
     let settled = ledger.monitor(&run).unwrap();
     assert_eq!(settled.len(), 1, "the monitor settles the lost job's launch");
-    let history = ledger.history(&run.lineage).unwrap();
-    let outcome = history
-        .iter()
-        .find_map(|f| match &f.record {
-            effect_ledger::log::Record::Outcome(o) if o.claim == claim && f.position == settled[0] => Some(o),
-            _ => None,
-        })
-        .unwrap();
+    let (_, outcome) =
+        outcomes(&mut ledger, &run, claim).into_iter().find(|(p, _)| *p == settled[0]).unwrap();
     assert_eq!(outcome.outcome.execution, Execution::Interrupted);
     assert_eq!(outcome.facts.job_state, Some(JobLifecycle::Lost));
     assert_eq!(ledger.monitor(&run).unwrap(), Vec::<u64>::new(), "idempotent");
@@ -189,10 +190,8 @@ fn a_launcher_that_dies_before_its_running_outcome_never_lets_the_command_run() 
     assert!(!place.base.path().join("root/ran.txt").exists(), "the command never ran");
     // The next open recovers the claim (LOG-7).
     let mut later = place.ledger();
-    let history = later.history(&run.lineage).unwrap();
-    let recovered = history.iter().any(|f| {
-        matches!(&f.record, effect_ledger::log::Record::Outcome(o) if o.claim == 0 && o.outcome.execution == Execution::Interrupted)
-    });
+    let recovered =
+        outcomes(&mut later, &run, 0).iter().any(|(_, o)| o.outcome.execution == Execution::Interrupted);
     assert!(recovered, "the unsettled launch was recovered as INTERRUPTED");
 }
 
@@ -254,7 +253,7 @@ fn a_job_record_pointing_at_another_launch_settles_nothing() {
     let mut ledger = place.ledger();
     let run = ledger.begin_run(None);
     let (first, _) = launch(&mut ledger, &run, "true");
-    let (_, other_claim) = launch(&mut ledger, &run, "sleep 60");
+    let (second, other_claim) = launch(&mut ledger, &run, "sleep 60");
     // Both plain files rewritten (a command can): the first job now claims
     // to be the second launch.
     let mut record = job_record(&place, &first);
@@ -275,27 +274,9 @@ fn a_job_record_pointing_at_another_launch_settles_nothing() {
         None,
         "the log says it is not that launch"
     );
-    let history = ledger.history(&run.lineage).unwrap();
-    let other = history
-        .iter()
-        .filter(|f| matches!(&f.record, effect_ledger::log::Record::Outcome(o) if o.claim == other_claim))
-        .count();
+    let other = outcomes(&mut ledger, &run, other_claim).len();
     assert_eq!(other, 1, "the second launch is still only RUNNING");
     // Stop the second job.
-    let second = format!(
-        "job-{}",
-        history
-            .iter()
-            .find_map(|f| match &f.record {
-                effect_ledger::log::Record::Claim(c) if f.position == other_claim =>
-                    c.dependencies.iter().find_map(|r| match r.location() {
-                        effect_ledger::model::Location::ProcessLaunch(g) => Some(*g),
-                        _ => None,
-                    }),
-                _ => None,
-            })
-            .unwrap()
-    );
     let kill = dispatched(&mut ledger, &run, "bg_job", json!({ "job": second, "action": "kill" }));
     ledger.job_action(&kill);
 }

@@ -78,26 +78,12 @@ fn a_failing_command_is_claimed_and_settled_failed() {
 
 #[test]
 fn a_session_killed_during_a_command_leaves_it_interrupted_and_completion_blocked() {
-    use std::time::{Duration, Instant};
     let s = session();
-    // The command records its process group, then runs long.
+    // The command records its process group, then runs long; the session is
+    // SIGKILLed mid-command, so no outcome is ever written.
     let long = bash("echo $$ > pgid; sleep 60", 120_000);
-    let mut child = s.spawn(&format!("{WRITE}\n{READ}\n{long}\n"), &[]);
-    let pgid_file = s.root.join("pgid");
-    let started = Instant::now();
-    while !pgid_file.exists() {
-        assert!(started.elapsed() < Duration::from_secs(30), "the command never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // SIGKILL the session process mid-command: no outcome is ever written.
-    child.kill().unwrap();
-    let out = child.wait_with_output().unwrap();
+    let (run_id, out) = s.kill_mid_step(&format!("{WRITE}\n{READ}\n{long}\n"), "pgid");
     assert_eq!(reports(&out).len(), 2, "the write and the read reported; the command never finished");
-    // The run's log is named after it (LOG-1).
-    let run_id = s.logs()[0].file_stem().unwrap().to_str().unwrap().to_owned();
-    // Do not leave the orphaned command running.
-    let pgid: i32 = std::fs::read_to_string(&pgid_file).unwrap().trim().parse().unwrap();
-    let _ = std::process::Command::new("kill").args(["-KILL", "--", &format!("-{pgid}")]).status();
     // A second session on the run recovers the claim eagerly and completes.
     let out = s.run(&format!("{}\n", complete()), &["--run", &run_id]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

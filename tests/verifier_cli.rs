@@ -110,22 +110,10 @@ fn a_check_is_claimed_before_it_runs_and_its_changes_stale_earlier_reads() {
 
 #[test]
 fn a_session_killed_during_a_check_leaves_no_verdict_of_it_and_completion_blocked() {
-    use std::time::{Duration, Instant};
     let s = session();
     let long =
         json!({ "verify": { "command": "echo $$ > pgid; sleep 60", "timeout_ms": 120_000 } }).to_string();
-    let mut child = s.spawn(&format!("{WRITE}\n{READ}\n{long}\n"), &[]);
-    let pgid_file = s.root.join("pgid");
-    let started = Instant::now();
-    while !pgid_file.exists() {
-        assert!(started.elapsed() < Duration::from_secs(30), "the check never started");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let pgid: i32 = std::fs::read_to_string(&pgid_file).unwrap().trim().parse().unwrap();
-    let _ = std::process::Command::new("kill").args(["-KILL", "--", &format!("-{pgid}")]).status();
-    let run_id = s.logs()[0].file_stem().unwrap().to_str().unwrap().to_owned();
+    let (run_id, _) = s.kill_mid_step(&format!("{WRITE}\n{READ}\n{long}\n"), "pgid");
     let out = s.run(&format!("{}\n", complete(&["a.txt"])), &["--run", &run_id]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let decided = reports(&out).pop().unwrap();

@@ -55,6 +55,27 @@ impl Session {
         child
     }
 
+    /// Runs `script`, waits until its long step has written its process
+    /// group id to the root file `marker`, SIGKILLs the session there (so no
+    /// outcome is ever written), tears the orphaned group down, and returns
+    /// the run id (its log's name, LOG-1) and what the session printed.
+    pub fn kill_mid_step(&self, script: &str, marker: &str) -> (String, Output) {
+        use std::time::{Duration, Instant};
+        let mut child = self.spawn(script, &[]);
+        let marker = self.root.join(marker);
+        let started = Instant::now();
+        while !marker.exists() {
+            assert!(started.elapsed() < Duration::from_secs(30), "the long step never started");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        child.kill().unwrap();
+        let out = child.wait_with_output().unwrap();
+        let pgid: i32 = std::fs::read_to_string(&marker).unwrap().trim().parse().unwrap();
+        let _ = Command::new("kill").args(["-KILL", "--", &format!("-{pgid}")]).status();
+        let run_id = self.logs()[0].file_stem().unwrap().to_str().unwrap().to_owned();
+        (run_id, out)
+    }
+
     /// The effect logs in the data dir.
     pub fn logs(&self) -> Vec<PathBuf> {
         match std::fs::read_dir(self.data.join("effects")) {

@@ -38,9 +38,9 @@ impl Resources {
 }
 
 /// The ledger of a lineage's `history`, deciding about `required` with the
-/// agent's `answer`. `unrecorded` records (observations and verifier runs of
-/// a run that has no log, so nothing was written: CMP-9) follow the history
-/// at the next positions.
+/// agent's `answer`. `unrecorded` records (the completion's own observations
+/// for a run that has no log, so nothing was written: CMP-9) follow the
+/// history at the next positions.
 pub fn assemble(
     history: &[Framed],
     unrecorded: &[Record],

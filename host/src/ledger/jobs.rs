@@ -21,8 +21,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::log::{
-    ClaimState, LaunchIndex, LogError, OpenMode, Position, Record, open_effects_dir, read_launch_index,
-    reserve_launch, write_launch_index,
+    ClaimState, LaunchIndex, LogError, OpenMode, Position, Record, read_launch_index, reserve_launch,
+    write_launch_index,
 };
 use crate::model::{
     Binding, Execution, JobLifecycle, JobLocation, Location, ProcessLocation, ResourceRef, ResourceRole,
@@ -65,10 +65,8 @@ fn pid_namespace() -> String {
 
 impl Ledger {
     fn jobs(&self) -> Result<Jobs, LogError> {
-        let effects =
-            open_effects_dir(&self.config.data_dir, &self.config.data_display, OpenMode::ReadWrite)?
-                .expect("read-write opens create");
-        Jobs::open(&effects, &format!("{}/effects", self.config.data_display))
+        let (effects, display) = self.writable_effects()?;
+        Jobs::open(&effects, &display)
     }
 
     /// Reserves a launch for a background command, or binds the job a
@@ -95,15 +93,9 @@ impl Ledger {
     /// A launch generation, reserved (LOG-8) and bound as the launch's
     /// `process_launch` dependency.
     fn reserve(&mut self, run: &Run, bound: &mut Bound) -> Result<LaunchLink, Dispatch> {
-        let display = format!("{}/effects", self.config.data_display);
-        let reserved = open_effects_dir(
-            &self.config.data_dir,
-            &self.config.data_display,
-            OpenMode::ReadWrite,
-        )
-        .and_then(|effects| {
-            reserve_launch(&effects.expect("read-write opens create"), &display, &run.id, &run.lineage)
-        });
+        let reserved = self
+            .writable_effects()
+            .and_then(|(effects, display)| reserve_launch(&effects, &display, &run.id, &run.lineage));
         let generation =
             reserved.map_err(|e| Dispatch::Blocked(format!("the launch could not be reserved: {e}")))?;
         bound.operation.bindings.push(Binding { name: "launch".into(), resource: launch_ref(generation) });
@@ -126,16 +118,22 @@ impl Ledger {
             .and_then(|jobs| jobs.find(named))
             .map_err(|e| refused(format!("bg_job: job {named} cannot be read: {e}")))?
             .ok_or_else(|| refused(format!("bg_job: no job {named} in this data dir")))?;
-        if job.lineage != run.lineage || job.generation != generation {
+        if job.generation != generation {
+            return Err(refused(format!(
+                "bg_job: the record of job {named} names generation {}",
+                job.generation
+            )));
+        }
+        if job.lineage != run.lineage {
             return Err(refused(format!(
                 "bg_job: job {named} belongs to another run lineage ({})",
                 job.lineage
             )));
         }
-        let display = format!("{}/effects", self.config.data_display);
-        let index = open_effects_dir(&self.config.data_dir, &self.config.data_display, OpenMode::ReadOnly)
+        let index = self
+            .effects(OpenMode::ReadOnly)
             .and_then(|effects| match effects {
-                Some(effects) => read_launch_index(&effects, &display, generation),
+                Some((effects, display)) => read_launch_index(&effects, &display, generation),
                 None => Ok(None),
             })
             .map_err(|e| refused(format!("bg_job: launch index of {named} cannot be read: {e}")))?;
@@ -175,16 +173,14 @@ impl Ledger {
     /// LOG-8: once a launch's claim is durable, the index maps its
     /// generation to the claim.
     pub(super) fn index_launch(&self, run: &Run, generation: u64, claim: Position) -> Result<(), LogError> {
-        let effects =
-            open_effects_dir(&self.config.data_dir, &self.config.data_display, OpenMode::ReadWrite)?
-                .expect("read-write opens create");
+        let (effects, display) = self.writable_effects()?;
         let index = LaunchIndex {
             generation,
             claim: Some(claim),
             run_id: run.id.clone(),
             lineage: run.lineage.clone(),
         };
-        write_launch_index(&effects, &format!("{}/effects", self.config.data_display), &index)
+        write_launch_index(&effects, &display, &index)
     }
 
     /// Starts a dispatched background launch as a job. The facts name the job

@@ -206,14 +206,24 @@ impl Ledger {
     }
 
     /// The lineage's log: created when `create`, else only if it exists.
+    /// The effects directory and how to name it; `None` only when opening
+    /// read-only and it does not exist yet (nothing was ever claimed).
+    fn effects(&self, mode: OpenMode) -> Result<Option<(Dir, String)>, LogError> {
+        let dir = open_effects_dir(&self.config.data_dir, &self.config.data_display, mode)?;
+        Ok(dir.map(|dir| (dir, format!("{}/effects", self.config.data_display))))
+    }
+
+    /// The effects directory, created if missing.
+    fn writable_effects(&self) -> Result<(Dir, String), LogError> {
+        self.effects(OpenMode::ReadWrite).map(|opened| opened.expect("read-write opens create"))
+    }
+
     fn log(&mut self, lineage: &str, create: bool) -> Result<Option<&mut DiskLog>, LogError> {
         if !self.logs.contains_key(lineage) {
             let mode = if create { OpenMode::ReadWrite } else { OpenMode::ReadOnly };
-            let Some(effects) = open_effects_dir(&self.config.data_dir, &self.config.data_display, mode)?
-            else {
+            let Some((effects, display)) = self.effects(mode)? else {
                 return Ok(None);
             };
-            let display = format!("{}/effects", self.config.data_display);
             let exists = effects.exists(format!("{lineage}.log"));
             if !create && !exists {
                 return Ok(None);
@@ -410,12 +420,12 @@ impl Ledger {
             let resource = &operation.bindings[request.binding as usize].resource;
             let cap = self.config.read_cap;
             let observation = match resource.location() {
-                Location::BackgroundJob(_) => Some(readback::job_state(
-                    resource,
-                    facts.job_state,
-                    &dispatched.action_id,
-                    dispatched.claim,
-                )),
+                // A job's state as the read or kill found it (VER-3: it
+                // verifies nothing).
+                Location::BackgroundJob(_) => Some(ObservationRecord {
+                    job_state: facts.job_state,
+                    ..readback::reported(resource, &request, true, &dispatched.action_id, dispatched.claim)
+                }),
                 Location::Filesystem(_) => readback::perform(
                     &self.config.root,
                     path,

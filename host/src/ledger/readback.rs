@@ -7,7 +7,7 @@
 use crate::digest::Sha256Digest;
 use crate::identity::SealedRoot;
 use crate::log::{ObservationRecord, Position};
-use crate::model::{Coverage, JobLifecycle, Mechanism, ReadbackRequest, ResourceRef, ResourceRole};
+use crate::model::{Coverage, Mechanism, ReadbackRequest, ResourceRef, ResourceRole};
 use crate::producers::fs::read_capped;
 
 /// Performs one readback of `path`; `None` for mechanisms this host cannot
@@ -70,25 +70,5 @@ pub fn reported(
         exists: succeeded,
         content_sha256: None,
         job_state: None,
-    }
-}
-
-/// The observation a job read or kill takes of its job (VER-3: JOB_STATE
-/// never verifies anything): the job as bound, PARTIAL, with its lifecycle.
-pub fn job_state(
-    resource: &ResourceRef,
-    state: Option<JobLifecycle>,
-    source_action: &str,
-    source_claim: Option<Position>,
-) -> ObservationRecord {
-    ObservationRecord {
-        resource: resource.clone(),
-        mechanism: Mechanism::JobState,
-        coverage: Coverage::Partial,
-        source_action: source_action.to_owned(),
-        source_claim,
-        exists: true,
-        content_sha256: None,
-        job_state: state,
     }
 }

@@ -103,19 +103,41 @@ fn capture(mut pipe: impl Read + Send + 'static, cap: usize, done: mpsc::Sender<
     shared
 }
 
-/// The start token of `pid`: field 22 of `/proc/PID/stat`, read after the
-/// command name (which may contain spaces and parentheses).
+/// The fields of one `/proc/PID/stat` line this module reads. They follow the
+/// command name, which may itself contain spaces and parentheses.
+struct Stat {
+    /// Field 3: `R`, `S`, ..., `Z` for a zombie.
+    zombie: bool,
+    /// Field 5: the process group id.
+    group: u32,
+    /// Field 22: start time in clock ticks since boot.
+    start_token: u64,
+}
+
+fn parse_stat(stat: &str) -> Option<Stat> {
+    let (_, after_name) = stat.rsplit_once(')')?;
+    // Fields after the name start at field 3 (state).
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    Some(Stat {
+        zombie: *fields.first()? == "Z",
+        group: fields.get(2)?.parse().ok()?,
+        start_token: fields.get(19)?.parse().ok()?,
+    })
+}
+
 #[allow(clippy::disallowed_methods)] // `/proc` is the kernel's view of processes, not a file under a root
+fn stat_of(pid: u32) -> Option<Stat> {
+    parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+}
+
+/// The start token of `pid` (`/proc/PID/stat` field 22).
 pub fn start_token(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_start_token(&stat)
+    stat_of(pid).map(|stat| stat.start_token)
 }
 
 /// Field 22 of a `/proc/PID/stat` line.
 pub fn parse_start_token(stat: &str) -> Option<u64> {
-    let (_, after_name) = stat.rsplit_once(')')?;
-    // Fields after the name start at field 3 (state); field 22 is the 20th.
-    after_name.split_whitespace().nth(19)?.parse().ok()
+    parse_stat(stat).map(|stat| stat.start_token)
 }
 
 /// Live (not zombie) processes whose process group is `pgid`.
@@ -124,24 +146,14 @@ pub fn live_members(pgid: u32) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
     entries
         .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| {
-            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
-            let Some((_, rest)) = stat.rsplit_once(')') else { return false };
-            let mut fields = rest.split_whitespace();
-            let state = fields.next();
-            let group = fields.nth(1).and_then(|g| g.parse::<u32>().ok());
-            group == Some(pgid) && state != Some("Z")
-        })
+        .filter(|&pid| stat_of(pid).is_some_and(|stat| stat.group == pgid && !stat.zombie))
         .collect()
 }
 
 /// Whether the process `pid` with start token `token` is alive (not a
 /// zombie): the same PID with another start token is another process.
-#[allow(clippy::disallowed_methods)] // `/proc` is the kernel's view of processes, not a file under a root
 pub fn alive(pid: u32, token: u64) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
-    let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.split_whitespace().next());
-    state != Some("Z") && parse_start_token(&stat) == Some(token)
+    stat_of(pid).is_some_and(|stat| !stat.zombie && stat.start_token == token)
 }
 
 /// Signals the whole group, then waits up to `within` for it to be gone.
