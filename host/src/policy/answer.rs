@@ -126,14 +126,21 @@ pub(crate) fn check_decision(ledger: &EvidenceLedger, answer: &Decision) -> Resu
             }
         }
     }
-    let positions: HashSet<u64> = ledger.records.iter().map(EvidenceRecord::position).collect();
+    // A ledger's positions increase (HIS-1), so a binary search finds them
+    // without building a set; a ledger that breaks that gets the set.
+    let positions: Vec<u64> = ledger.records.iter().map(EvidenceRecord::position).collect();
+    let set: Option<HashSet<u64>> = (!positions.is_sorted()).then(|| positions.iter().copied().collect());
+    let recorded = |position: u64| match &set {
+        Some(set) => set.contains(&position),
+        None => positions.binary_search(&position).is_ok(),
+    };
     let cited = answer
         .reasons
         .iter()
         .flat_map(|r| r.evidence.iter().copied())
         .chain(answer.assessments.iter().flat_map(|a| std::iter::once(a.claim).chain(a.observation)));
     for position in cited {
-        if !positions.contains(&position) {
+        if !recorded(position) {
             return Err(format!("it cites position {position}, which is not in the ledger"));
         }
     }

@@ -255,27 +255,131 @@ macro_rules! conversions {
         record!(from ReadbackRequest { binding, mechanism, coverage });
         record!(to ReadbackContext { operation, outcome });
 
-        // The evidence ledger: host -> guest.
-        record!(to ObligationEvidence { target, postcondition });
-        record!(to ClaimEvidence {
-            position, run_id, action_id, tool, scope, dependencies, obligations, external, no_op,
-        });
+        // The evidence ledger: host -> guest, as the WIT's flat tables.
         record!(to OutcomeEvidence { position, claim, outcome, recovery, mutation_attempted });
-        record!(to ObservationEvidence {
-            position, resource, mechanism, coverage, source_action, source_claim, exists,
-            content_sha256, job_state,
-        });
-        record!(to VerifierEvidence { position, command, passed });
-        record!(to EvidenceLedger { resources, required, records, answer });
 
-        impl ToGuest<wit::EvidenceRecord> for model::EvidenceRecord {
-            fn to_guest(&self) -> wit::EvidenceRecord {
+        impl ToGuest<wit::EvidenceLedger> for model::EvidenceLedger {
+            fn to_guest(&self) -> wit::EvidenceLedger {
+                let mut tables = Tables::new(self);
+                for resource in &self.resources {
+                    let resource = tables.resource(resource);
+                    tables.ledger.resources.push(resource);
+                }
+                for record in &self.records {
+                    let record = tables.record(record);
+                    tables.ledger.records.push(record);
+                }
+                tables.ledger
+            }
+        }
+
+        /// The evidence ledger being laid out: strings appended to its `text`,
+        /// nested lists to its tables, roots kept once each.
+        struct Tables<'m> {
+            ledger: wit::EvidenceLedger,
+            roots: Vec<&'m model::FilesystemRoot>,
+        }
+
+        impl<'m> Tables<'m> {
+            fn new(model: &model::EvidenceLedger) -> Self {
+                let ledger = wit::EvidenceLedger {
+                    text: String::with_capacity(64 * (model.resources.len() + model.records.len())),
+                    roots: Vec::new(),
+                    resources: Vec::with_capacity(model.resources.len()),
+                    indices: Vec::new(),
+                    obligations: Vec::new(),
+                    required: model.required.clone(),
+                    records: Vec::with_capacity(model.records.len()),
+                    answer: model.answer.clone(),
+                };
+                Tables { ledger, roots: Vec::new() }
+            }
+
+            fn span(&mut self, text: &str) -> wit::Span {
+                let start = wire_u32(self.ledger.text.len());
+                self.ledger.text.push_str(text);
+                wit::Span { start, len: wire_u32(text.len()) }
+            }
+
+            fn indices(&mut self, indices: &[model::ResourceIndex]) -> wit::Range {
+                let start = wire_u32(self.ledger.indices.len());
+                self.ledger.indices.extend_from_slice(indices);
+                wit::Range { start, len: wire_u32(indices.len()) }
+            }
+
+            /// The root's index, adding it on first sight (a ledger has a
+            /// handful of roots, so a scan is the cheapest lookup).
+            fn root(&mut self, root: &'m model::FilesystemRoot) -> u32 {
+                if let Some(at) = self.roots.iter().rposition(|&r| r == root) {
+                    return wire_u32(at);
+                }
+                self.roots.push(root);
+                self.ledger.roots.push(root.to_guest());
+                wire_u32(self.roots.len() - 1)
+            }
+
+            fn resource(&mut self, resource: &'m ResourceRef) -> wit::EvidenceResource {
+                let location = match resource.location() {
+                    model::Location::Filesystem(file) => {
+                        let root = self.root(&file.root);
+                        wit::EvidenceLocation::Filesystem(wit::EvidencePath { root, path: self.span(&file.path) })
+                    }
+                    other => wit::EvidenceLocation::Other(other.to_guest()),
+                };
+                wit::EvidenceResource {
+                    role: resource.role().to_guest(),
+                    location,
+                    incarnation: self.span(resource.incarnation()),
+                    snapshot_sha256: resource.snapshot_sha256().map(|digest| self.span(digest)),
+                }
+            }
+
+            fn record(&mut self, record: &model::EvidenceRecord) -> wit::EvidenceRecord {
                 use model::EvidenceRecord as M;
-                match self {
-                    M::Claim(r) => wit::EvidenceRecord::Claim(r.to_guest()),
-                    M::Outcome(r) => wit::EvidenceRecord::Outcome(r.to_guest()),
-                    M::Observation(r) => wit::EvidenceRecord::Observation(r.to_guest()),
-                    M::Verifier(r) => wit::EvidenceRecord::Verifier(r.to_guest()),
+                match record {
+                    M::Claim(claim) => wit::EvidenceRecord::Claim(self.claim(claim)),
+                    M::Outcome(outcome) => wit::EvidenceRecord::Outcome(outcome.to_guest()),
+                    M::Observation(o) => wit::EvidenceRecord::Observation(wit::ObservationEvidence {
+                        position: o.position,
+                        resource: o.resource,
+                        mechanism: o.mechanism.to_guest(),
+                        coverage: o.coverage.to_guest(),
+                        source_action: self.span(&o.source_action),
+                        source_claim: o.source_claim,
+                        exists: o.exists,
+                        content_sha256: o.content_sha256.as_deref().map(|digest| self.span(digest)),
+                        job_state: o.job_state.to_guest(),
+                    }),
+                    M::Verifier(v) => wit::EvidenceRecord::Verifier(wit::VerifierEvidence {
+                        position: v.position,
+                        command: self.span(&v.command),
+                        passed: v.passed,
+                    }),
+                }
+            }
+
+            fn claim(&mut self, claim: &model::ClaimEvidence) -> wit::ClaimEvidence {
+                let start = wire_u32(self.ledger.obligations.len());
+                for obligation in &claim.obligations {
+                    let postcondition = match &obligation.postcondition {
+                        model::Postcondition::ContentSha256(digest) => {
+                            wit::EvidencePostcondition::ContentSha256(self.span(digest))
+                        }
+                        model::Postcondition::Absent => wit::EvidencePostcondition::Absent,
+                        model::Postcondition::Exists => wit::EvidencePostcondition::Exists,
+                    };
+                    self.ledger.obligations.push(wit::ObligationEvidence { target: obligation.target, postcondition });
+                }
+                wit::ClaimEvidence {
+                    position: claim.position,
+                    run_id: self.span(&claim.run_id),
+                    action_id: self.span(&claim.action_id),
+                    tool: self.span(&claim.tool),
+                    scope: claim.scope.as_deref().map(|scope| self.indices(scope)),
+                    dependencies: self.indices(&claim.dependencies),
+                    obligations: wit::Range { start, len: wire_u32(claim.obligations.len()) },
+                    external: claim.external,
+                    no_op: claim.no_op,
                 }
             }
         }
@@ -303,10 +407,17 @@ macro_rules! conversions {
     };
 }
 
+/// A length or offset in the evidence ledger's tables. Saturates rather than
+/// wraps: a ledger past 4 GiB gets spans the evaluator refuses (a policy
+/// failure, BLOCKED), never spans that point at the wrong bytes.
+fn wire_u32(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
 /// Conversions for the wasmtime bindings every component call goes through.
 mod component {
     use super::classifier::exports::effects::policy::types as wit;
-    use super::{IntoModel, ToGuest};
+    use super::{IntoModel, ToGuest, wire_u32};
     use crate::model::{self, ResourceRef};
 
     conversions!();
@@ -315,7 +426,7 @@ mod component {
 /// Conversions for the guest types of the shipped evaluator compiled natively
 /// (`NativeEvaluator`), the same code as its component.
 mod native {
-    use super::{IntoModel, ToGuest};
+    use super::{IntoModel, ToGuest, wire_u32};
     use crate::model::{self, ResourceRef};
     use effects_evaluate::types as wit;
 

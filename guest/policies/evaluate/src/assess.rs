@@ -8,11 +8,9 @@
 //! Job state, process ownership, browser sessions and receipts never verify
 //! (VER-3): they are not verifying mechanisms of any kind.
 
-use effects_evaluator_sdk::types::{
-    Assessment, Coverage, EffectAssessment, Execution, ObservationEvidence, Postcondition,
-};
+use effects_evaluator_sdk::types::{Assessment, Coverage, EffectAssessment, Execution, ObservationEvidence};
 
-use crate::history::{Freshness, History, Observation, State, verifying_mechanism};
+use crate::history::{Freshness, History, Observation, Postcondition, State, verifying_mechanism};
 use crate::locations::{FixedMap, LocId};
 
 /// One obligation's (or one obligation-less claim's) assessment.
@@ -26,24 +24,27 @@ pub struct Assessed {
     pub observation: Option<u64>,
 }
 
-/// Assessments of every claim, parallel to `History::claims`.
+/// Assessments of every claim, claim by claim in log order.
 pub struct Assessments {
-    /// Per claim, one per obligation (or one with no target).
-    pub per_claim: Vec<Vec<Assessed>>,
+    /// Every assessment: per claim, one per obligation (or one with no target).
+    pub all: Vec<Assessed>,
+    /// Per claim, where its assessments start in `all`; then the end.
+    starts: Vec<usize>,
     /// (claim, target) -> index of the claim's **last** obligation on that
-    /// target: what the claim says will finally hold there (a patch that
-    /// deletes and re-adds a file ends with the content).
+    /// target, for claims with more obligations than a scan should read.
     last_on: FixedMap<(usize, LocId), usize>,
 }
 
+/// Claims with at most this many obligations are scanned, not indexed.
+const SCANNED: usize = 8;
+
 /// Does the observed state satisfy the postcondition (CL-2)?
-fn holds(postcondition: &Postcondition, observed: &ObservationEvidence) -> bool {
+fn holds(postcondition: Postcondition<'_>, observed: &Observation<'_>) -> bool {
+    let exists = observed.evidence.exists;
     match postcondition {
-        Postcondition::ContentSha256(digest) => {
-            observed.exists && observed.content_sha256.as_deref() == Some(digest.as_str())
-        }
-        Postcondition::Absent => !observed.exists,
-        Postcondition::Exists => observed.exists,
+        Postcondition::ContentSha256(digest) => exists && observed.content_sha256 == Some(digest),
+        Postcondition::Absent => !exists,
+        Postcondition::Exists => exists,
     }
 }
 
@@ -57,63 +58,60 @@ pub fn assess(history: &History<'_>) -> Assessments {
             newest[observation.loc as usize] = Some(observation);
         }
     }
-    let per_claim: Vec<Vec<Assessed>> = history
-        .claims
-        .iter()
-        .map(|claim| {
-            let without_check = |target: Option<LocId>| Assessed {
-                target,
-                assessment: match claim.state {
-                    State::Attempted | State::Running(_) => Assessment::Pending,
-                    State::Settled(s) if matches!(s.execution, Execution::Failed) => Assessment::Failed,
-                    State::Settled(_) => Assessment::Unverified,
-                },
-                observation: None,
+    let mut all = Vec::with_capacity(history.claims.len());
+    let mut starts = Vec::with_capacity(history.claims.len() + 1);
+    for claim in &history.claims {
+        starts.push(all.len());
+        let without_check = |target: Option<LocId>| Assessed {
+            target,
+            assessment: match claim.state {
+                State::Attempted | State::Running(_) => Assessment::Pending,
+                State::Settled(s) if matches!(s.execution, Execution::Failed) => Assessment::Failed,
+                State::Settled(_) => Assessment::Unverified,
+            },
+            observation: None,
+        };
+        if claim.obligations.is_empty() {
+            all.push(without_check(None));
+            continue;
+        }
+        all.extend(claim.obligations.iter().map(|obligation| {
+            let target = obligation.target;
+            let State::Settled(settled) = claim.state else {
+                return without_check(Some(target));
             };
-            if claim.evidence.obligations.is_empty() {
-                return vec![without_check(None)];
+            if matches!(settled.execution, Execution::Failed | Execution::NotExecuted) {
+                return without_check(Some(target));
             }
-            claim
-                .evidence
-                .obligations
-                .iter()
-                .zip(&claim.obligation_targets)
-                .map(|(obligation, &target)| {
-                    let State::Settled(settled) = claim.state else {
-                        return without_check(Some(target));
-                    };
-                    if matches!(settled.execution, Execution::Failed | Execution::NotExecuted) {
-                        return without_check(Some(target));
-                    }
-                    let Some(check) =
-                        newest[target as usize].filter(|o| o.evidence.position > settled.position)
-                    else {
-                        return without_check(Some(target));
-                    };
-                    let decidable = check.freshness == Freshness::Fresh
-                        && matches!(check.evidence.coverage, Coverage::Complete);
-                    let assessment = match (decidable, holds(&obligation.postcondition, check.evidence)) {
-                        (false, _) => Assessment::Unverified,
-                        (true, false) => Assessment::Contradicted,
-                        (true, true) => match settled.execution {
-                            Execution::ReportedSuccess => Assessment::Verified,
-                            _ => Assessment::StateObserved,
-                        },
-                    };
-                    Assessed { target: Some(target), assessment, observation: Some(check.evidence.position) }
-                })
-                .collect()
-        })
-        .collect();
+            let Some(check) = newest[target as usize].filter(|o| o.evidence.position > settled.position)
+            else {
+                return without_check(Some(target));
+            };
+            let decidable =
+                check.freshness == Freshness::Fresh && matches!(check.evidence.coverage, Coverage::Complete);
+            let assessment = match (decidable, holds(obligation.postcondition, check)) {
+                (false, _) => Assessment::Unverified,
+                (true, false) => Assessment::Contradicted,
+                (true, true) => match settled.execution {
+                    Execution::ReportedSuccess => Assessment::Verified,
+                    _ => Assessment::StateObserved,
+                },
+            };
+            Assessed { target: Some(target), assessment, observation: Some(check.evidence.position) }
+        }));
+    }
+    starts.push(all.len());
     let mut last_on = FixedMap::default();
-    for (claim, assessed) in per_claim.iter().enumerate() {
-        for (index, a) in assessed.iter().enumerate() {
-            if let Some(target) = a.target {
-                last_on.insert((claim, target), index);
+    for (claim, bounds) in starts.windows(2).enumerate() {
+        if bounds[1] - bounds[0] > SCANNED {
+            for (index, a) in all[bounds[0]..bounds[1]].iter().enumerate() {
+                if let Some(target) = a.target {
+                    last_on.insert((claim, target), index);
+                }
             }
         }
     }
-    Assessments { per_claim, last_on }
+    Assessments { all, starts, last_on }
 }
 
 fn same_mechanism(
@@ -133,12 +131,21 @@ impl Assessments {
     /// The assessment of claim `index`'s last obligation on exactly `loc`, if
     /// it has one.
     pub fn on(&self, index: usize, loc: LocId) -> Option<&Assessed> {
-        self.last_obligation(index, loc).map(|i| &self.per_claim[index][i])
+        self.last_obligation(index, loc).map(|i| &self.of(index)[i])
+    }
+
+    /// Claim `index`'s assessments.
+    pub fn of(&self, index: usize) -> &[Assessed] {
+        &self.all[self.starts[index]..self.starts[index + 1]]
     }
 
     /// The index of claim `index`'s last obligation on exactly `loc`.
     pub fn last_obligation(&self, index: usize, loc: LocId) -> Option<usize> {
-        self.last_on.get(&(index, loc)).copied()
+        let assessed = self.of(index);
+        if assessed.len() > SCANNED {
+            return self.last_on.get(&(index, loc)).copied();
+        }
+        assessed.iter().rposition(|a| a.target == Some(loc))
     }
 
     /// CMP-11: the list every decision carries.
@@ -146,9 +153,10 @@ impl Assessments {
         history
             .claims
             .iter()
-            .zip(&self.per_claim)
-            .flat_map(|(claim, assessed)| {
-                let obligation_less = claim.evidence.obligations.is_empty();
+            .enumerate()
+            .flat_map(|(index, claim)| {
+                let assessed = self.of(index);
+                let obligation_less = claim.obligations.is_empty();
                 assessed.iter().enumerate().map(move |(i, a)| EffectAssessment {
                     claim: claim.position(),
                     obligation: (!obligation_less).then_some(i as u32),

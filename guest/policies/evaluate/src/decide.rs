@@ -14,7 +14,7 @@
 use effects_evaluator_sdk::types::{Assessment, Execution, Reason, ReasonCode, Verdict};
 
 use crate::assess::Assessments;
-use crate::history::{Freshness, History, Observation, State};
+use crate::history::{Freshness, History, Observation, Postcondition, State};
 use crate::locations::{Kind, LocId};
 
 /// The latest of something per location: for the location itself, and for
@@ -158,7 +158,7 @@ impl<'h, 'a> Index<'h, 'a> {
             if unresolved {
                 keep_latest(&mut index.unresolved_any, end);
             }
-            match &claim.targets {
+            match claim.targets {
                 None => {
                     keep_latest(&mut index.unknown_end, end);
                     keep_latest(&mut index.unknown_start, start);
@@ -202,7 +202,7 @@ impl<'h, 'a> Index<'h, 'a> {
     /// (STATE_OBSERVED: crash-honest settlement, SPEC section 9).
     fn resolved_by_observation(&self, claim: usize) -> bool {
         let c = &self.history.claims[claim];
-        let Some(targets) = &c.targets else { return false };
+        let Some(targets) = c.targets else { return false };
         !targets.is_empty()
             && targets.iter().all(|&t| {
                 self.assessments
@@ -246,7 +246,7 @@ impl<'h, 'a> Index<'h, 'a> {
     }
 
     fn tool(&self, claim: usize) -> &str {
-        &self.history.claims[claim].evidence.tool
+        self.history.claims[claim].tool
     }
 
     /// A passing latest verifier after `after` with no claim touching `loc`
@@ -299,12 +299,10 @@ impl<'h, 'a> Index<'h, 'a> {
         // no content) finds nothing there, and nothing meant to delete it.
         let gone =
             self.newest_sighting(loc).filter(|o| o.freshness == Freshness::Fresh && !o.evidence.exists);
-        let meant_absent = self.assessments.last_obligation(latest, loc).is_some_and(|i| {
-            matches!(
-                claim.evidence.obligations[i].postcondition,
-                effects_evaluator_sdk::types::Postcondition::Absent
-            )
-        });
+        let meant_absent = self
+            .assessments
+            .last_obligation(latest, loc)
+            .is_some_and(|i| matches!(claim.obligations[i].postcondition, Postcondition::Absent));
         if let Some(o) = gone.filter(|_| !meant_absent) {
             reasons.push(reason(
                 ReasonCode::MissingArtifact,
@@ -474,9 +472,12 @@ impl<'h, 'a> Index<'h, 'a> {
             if !claim.evidence.external || claim.no_op() {
                 continue;
             }
-            let target =
-                claim.targets.iter().flatten().find(|&&t| self.history.locations.kind(t) == Kind::External);
-            let name = target.map_or(&*claim.evidence.tool, |&t| self.history.locations.name(t));
+            let target = claim
+                .targets
+                .unwrap_or_default()
+                .iter()
+                .find(|&&t| self.history.locations.kind(t) == Kind::External);
+            let name = target.map_or(claim.tool, |&t| self.history.locations.name(t));
             let fact = match claim.state.settled().map(|s| s.execution) {
                 Some(Execution::ReportedSuccess) => {
                     "reported success; any external change it made was not independently verified"
@@ -505,17 +506,17 @@ impl<'h, 'a> Index<'h, 'a> {
             let position = claim.position();
             let (message, disclosure) = match claim.state {
                 State::Running(_) => (
-                    format!("{} at position {position} is still running", claim.evidence.tool),
+                    format!("{} at position {position} is still running", claim.tool),
                     format!(
                         "{} (position {position}) was still running; its effects are not known yet.",
-                        claim.evidence.tool
+                        claim.tool
                     ),
                 ),
                 State::Attempted => (
-                    format!("{} at position {position} has no outcome", claim.evidence.tool),
+                    format!("{} at position {position} has no outcome", claim.tool),
                     format!(
                         "{} (position {position}) has no settled outcome; its effects are not known.",
-                        claim.evidence.tool
+                        claim.tool
                     ),
                 ),
                 State::Settled(_) => continue,

@@ -10,10 +10,11 @@
 
 use effects_evaluator_sdk::types::{
     ClaimEvidence, CleanupState, EvidenceLedger, EvidenceRecord, Execution, Mechanism, ObservationEvidence,
-    VerifierEvidence,
 };
 
 use crate::locations::{FixedMap, LocId, Locations};
+use crate::tables::Tables;
+pub use crate::tables::{Obligation, Postcondition};
 
 /// A settled outcome (not RUNNING).
 #[derive(Clone, Copy)]
@@ -43,12 +44,24 @@ pub enum State {
 pub struct Claim<'a> {
     /// The claim as recorded.
     pub evidence: &'a ClaimEvidence,
+    /// Its tool.
+    pub tool: &'a str,
     /// Its exact scope, or `None` for unknown scope.
-    pub targets: Option<Vec<LocId>>,
-    /// Obligation targets, parallel to `evidence.obligations`.
-    pub obligation_targets: Vec<LocId>,
+    pub targets: Option<&'a [LocId]>,
+    /// Its obligations, in order.
+    pub obligations: &'a [Obligation<'a>],
     /// Its state at the end of the ledger.
     pub state: State,
+}
+
+/// A verifier run.
+pub struct Verifier<'a> {
+    /// Its log position.
+    pub position: u64,
+    /// The command as run.
+    pub command: &'a str,
+    /// True when it passed.
+    pub passed: bool,
 }
 
 /// INV-2.
@@ -70,6 +83,8 @@ pub struct Observation<'a> {
     pub loc: LocId,
     /// The incarnation it saw there.
     pub incarnation: &'a str,
+    /// Digest of the complete content, when COMPLETE and a file.
+    pub content_sha256: Option<&'a str>,
     /// INV-2.
     pub freshness: Freshness,
 }
@@ -77,13 +92,13 @@ pub struct Observation<'a> {
 /// The history of one ledger.
 pub struct History<'a> {
     /// Interned locations.
-    pub locations: Locations<'a>,
+    pub locations: &'a Locations<'a>,
     /// Claims in log order.
     pub claims: Vec<Claim<'a>>,
     /// Observations in log order.
     pub observations: Vec<Observation<'a>>,
     /// Verifier runs in log order.
-    pub verifiers: Vec<&'a VerifierEvidence>,
+    pub verifiers: Vec<Verifier<'a>>,
     /// Required artifacts' locations, in the ledger's order, without repeats.
     pub required: Vec<LocId>,
 }
@@ -164,18 +179,8 @@ enum Later<'a> {
 impl<'a> History<'a> {
     /// Builds the history, refusing a ledger that breaks HIS-1 or VER-1's
     /// "equal positions are rejected", or that points outside itself.
-    pub fn build(ledger: &'a EvidenceLedger) -> Result<Self, String> {
-        let mut locations = Locations::default();
-        let resource_loc: Vec<LocId> =
-            ledger.resources.iter().map(|r| locations.intern(&r.location)).collect();
-        let loc = |index: u32| -> Result<LocId, String> {
-            resource_loc
-                .get(index as usize)
-                .copied()
-                .ok_or_else(|| format!("resource index {index} is out of range"))
-        };
+    pub fn build(ledger: &'a EvidenceLedger, tables: &'a Tables<'a>) -> Result<Self, String> {
         let mut claims: Vec<Claim<'a>> = Vec::new();
-        let mut claim_index: FixedMap<u64, usize> = FixedMap::default();
         let mut observations = Vec::new();
         let mut verifiers = Vec::new();
         let mut last: Option<u64> = None;
@@ -190,32 +195,25 @@ impl<'a> History<'a> {
             last = Some(position);
             match record {
                 EvidenceRecord::Claim(claim) => {
-                    let targets = match &claim.scope {
-                        None => None,
-                        Some(scope) => Some(scope.iter().map(|&i| loc(i)).collect::<Result<Vec<_>, _>>()?),
-                    };
-                    let obligation_targets =
-                        claim.obligations.iter().map(|o| loc(o.target)).collect::<Result<Vec<_>, _>>()?;
-                    let in_scope: FixedMap<LocId, ()> = targets.iter().flatten().map(|&t| (t, ())).collect();
-                    if let Some(stray) = obligation_targets.iter().find(|t| !in_scope.contains_key(t)) {
+                    let targets = claim.scope.map(|scope| tables.locs(scope)).transpose()?;
+                    let obligations = tables.obligations(claim.obligations)?;
+                    if let Some(stray) = outside_scope(targets.unwrap_or_default(), obligations) {
                         return Err(format!(
                             "claim {position}: obligation on {} is outside its scope (CL-1)",
-                            locations.name(*stray)
+                            tables.locations.name(stray.target)
                         ));
                     }
-                    for &dependency in &claim.dependencies {
-                        loc(dependency)?;
-                    }
-                    claim_index.insert(position, claims.len());
+                    tables.locs(claim.dependencies)?;
                     claims.push(Claim {
                         evidence: claim,
+                        tool: tables.text.get(claim.tool)?,
                         targets,
-                        obligation_targets,
+                        obligations,
                         state: State::Attempted,
                     });
                 }
                 EvidenceRecord::Outcome(outcome) => {
-                    let &index = claim_index.get(&outcome.claim).ok_or_else(|| {
+                    let index = claim_at(&claims, outcome.claim).ok_or_else(|| {
                         format!("outcome {position} settles {}, which is no earlier claim", outcome.claim)
                     })?;
                     let claim = &mut claims[index];
@@ -242,34 +240,42 @@ impl<'a> History<'a> {
                     };
                 }
                 EvidenceRecord::Observation(observation) => {
-                    let resource = loc(observation.resource)?;
+                    let resource = tables.loc(observation.resource)?;
                     observations.push(Observation {
                         evidence: observation,
                         loc: resource,
-                        incarnation: &ledger.resources[observation.resource as usize].incarnation,
+                        incarnation: tables
+                            .text
+                            .get(ledger.resources[observation.resource as usize].incarnation)?,
+                        content_sha256: observation.content_sha256.map(|d| tables.text.get(d)).transpose()?,
                         freshness: Freshness::Fresh,
                     });
                 }
-                EvidenceRecord::Verifier(verifier) => verifiers.push(verifier),
+                EvidenceRecord::Verifier(verifier) => verifiers.push(Verifier {
+                    position: verifier.position,
+                    command: tables.text.get(verifier.command)?,
+                    passed: verifier.passed,
+                }),
             }
         }
+        let locations = &tables.locations;
         let mut required = Vec::new();
         let mut seen = vec![false; locations.len()];
         for &index in &ledger.required {
-            let id = loc(index)?;
+            let id = tables.loc(index)?;
             if !std::mem::replace(&mut seen[id as usize], true) {
                 required.push(id);
             }
         }
         let mut history = History { locations, claims, observations, verifiers, required };
-        history.mark_unsettled(&ledger.records, &claim_index);
+        history.mark_unsettled(&ledger.records);
         history.mark_stale(&ledger.records);
         Ok(history)
     }
 
     /// INV-2, UNSETTLED: an earlier overlapping effect was attempted or running
     /// when the observation was taken (forward pass over open claims).
-    fn mark_unsettled(&mut self, records: &[EvidenceRecord], claim_at: &FixedMap<u64, usize>) {
+    fn mark_unsettled(&mut self, records: &[EvidenceRecord]) {
         let n = self.locations.len();
         let (mut open_self, mut open_below) = (vec![0u32; n], vec![0u32; n]);
         let mut open_unknown = 0u32;
@@ -282,26 +288,15 @@ impl<'a> History<'a> {
                     if claim.no_op() {
                         continue;
                     }
-                    self.open(
-                        claim.targets.as_deref(),
-                        1,
-                        &mut open_self,
-                        &mut open_below,
-                        &mut open_unknown,
-                    );
+                    self.open(claim.targets, 1, &mut open_self, &mut open_below, &mut open_unknown);
                 }
                 EvidenceRecord::Outcome(outcome) => {
-                    let index = claim_at[&outcome.claim];
+                    let index =
+                        claim_at(&self.claims, outcome.claim).expect("build checked every outcome's claim");
                     let claim = &self.claims[index];
                     let closes = matches!(claim.state.settled(), Some(s) if s.position == outcome.position);
                     if closes && !claim.no_op() {
-                        self.open(
-                            claim.targets.as_deref(),
-                            -1,
-                            &mut open_self,
-                            &mut open_below,
-                            &mut open_unknown,
-                        );
+                        self.open(claim.targets, -1, &mut open_self, &mut open_below, &mut open_unknown);
                     }
                 }
                 EvidenceRecord::Observation(_) => {
@@ -360,7 +355,7 @@ impl<'a> History<'a> {
                         continue;
                     }
                     let position = claim.position();
-                    match &claim.targets {
+                    match claim.targets {
                         None => nearer(&mut later_unknown, position),
                         Some(targets) => {
                             for &t in targets {
@@ -408,6 +403,22 @@ impl<'a> History<'a> {
             }
         }
     }
+}
+
+/// The index of the claim at `position`: claims are in log order, so their
+/// positions increase and a binary search finds it.
+fn claim_at(claims: &[Claim<'_>], position: u64) -> Option<usize> {
+    claims.binary_search_by_key(&position, Claim::position).ok()
+}
+
+/// CL-1: the first obligation whose target is not in `scope`, if any (a scan
+/// for the usual handful of targets, a set beyond that).
+fn outside_scope<'o, 'a>(scope: &[LocId], obligations: &'o [Obligation<'a>]) -> Option<&'o Obligation<'a>> {
+    if scope.len() <= 8 {
+        return obligations.iter().find(|o| !scope.contains(&o.target));
+    }
+    let scope: FixedMap<LocId, ()> = scope.iter().map(|&t| (t, ())).collect();
+    obligations.iter().find(|o| !scope.contains_key(&o.target))
 }
 
 /// The position of any record.

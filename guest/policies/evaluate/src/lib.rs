@@ -12,6 +12,7 @@ mod decide;
 mod history;
 mod locations;
 mod prose;
+mod tables;
 
 use effects_evaluator_sdk::evaluator::Guest;
 use effects_evaluator_sdk::types::{Decision, EvidenceLedger};
@@ -23,7 +24,8 @@ pub use prose::present;
 /// inconsistent (positions not increasing, indices out of range, HIS-1), which
 /// the host turns into BLOCKED `POLICY_FAILURE` (POL-4).
 pub fn evaluate(ledger: &EvidenceLedger) -> Result<Decision, String> {
-    let history = history::History::build(ledger)?;
+    let tables = tables::Tables::new(ledger)?;
+    let history = history::History::build(ledger, &tables)?;
     let assessments = assess::assess(&history);
     let index = decide::Index::new(&history, &assessments);
     let mut reasons = Vec::new();

@@ -16,7 +16,9 @@
 
 use std::borrow::Cow;
 
-use effects_evaluator_sdk::types::Location;
+use effects_evaluator_sdk::types::{EvidenceLocation, FilesystemRoot, Location};
+
+use crate::tables::Text;
 
 /// A hash map with fixed hashing: deterministic, no randomness needed.
 pub type FixedMap<K, V> = rustc_hash::FxHashMap<K, V>;
@@ -74,12 +76,33 @@ fn key_of(prefix: &str, fields: &[&str]) -> String {
 }
 
 impl<'a> Locations<'a> {
+    /// The id of a ledger resource's location, interning it (and its
+    /// ancestors) on first sight.
+    pub fn intern_evidence(
+        &mut self,
+        location: &'a EvidenceLocation,
+        text: Text<'a>,
+    ) -> Result<LocId, String> {
+        match location {
+            EvidenceLocation::Filesystem(fs) => {
+                let root = self.root(text.root(fs.root)?);
+                Ok(self.intern_path(root, text.get(fs.path)?))
+            }
+            EvidenceLocation::Other(location) => Ok(self.intern(location)),
+        }
+    }
+
+    /// The root identity's number: a root is its device and inode (ID-3).
+    fn root(&mut self, root: &FilesystemRoot) -> u32 {
+        let next = self.roots.len() as u32;
+        *self.roots.entry((root.device, root.inode)).or_insert(next)
+    }
+
     /// The id of `location`, interning it (and its ancestors) on first sight.
     pub fn intern(&mut self, location: &'a Location) -> LocId {
         match location {
             Location::Filesystem(fs) => {
-                let next = self.roots.len() as u32;
-                let root = *self.roots.entry((fs.root.device, fs.root.inode)).or_insert(next);
+                let root = self.root(&fs.root);
                 self.intern_path(root, &fs.path)
             }
             Location::Owned(owned) => {

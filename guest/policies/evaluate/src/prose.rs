@@ -163,9 +163,9 @@ impl<'i, 'h, 'a> Support<'i, 'h, 'a> {
                 }
             }
         }
-        let per_claim = &index.assessments.per_claim;
-        let all_verified = !per_claim.is_empty()
-            && per_claim.iter().flatten().all(|a| matches!(a.assessment, Assessment::Verified));
+        let all = &index.assessments.all;
+        let all_verified =
+            !all.is_empty() && all.iter().all(|a| matches!(a.assessment, Assessment::Verified));
         Support { index, names, verdict, all_verified, verified: RefCell::default() }
     }
 
