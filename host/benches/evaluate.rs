@@ -19,9 +19,11 @@
 //! would be quadratic). When the hostile fixtures are built (`cargo xtask
 //! fixtures`), the bench also times the `hostile-evaluator` fixture in its
 //! well-behaved mode, which answers at once, over the 10k/10k ledger: the cost
-//! of the boundary alone (copying the ledger into the generated types,
-//! lowering it into the guest, the guest lifting and freeing it), without any
-//! rule. It also times a plain clone and drop of the model ledger. `cargo bench --bench evaluate`
+//! of the boundary alone (laying the ledger out as the WIT's flat tables,
+//! lowering them into a fresh instance, the guest lifting them, the host's
+//! answer checks), without any rule, and the fuel the guest spends lifting. It
+//! also times a plain clone and drop of the model ledger, as a yardstick for
+//! touching every string once. `cargo bench --bench evaluate`
 //! (`EFFECTS_BENCH_SCALE=0.2` for a quick run).
 
 #![allow(clippy::disallowed_methods)] // the bench reads a fixture file
@@ -176,11 +178,13 @@ fn boundary(ledger: &EvidenceLedger) {
     };
     let ledger = EvidenceLedger { answer: "fine".into(), ..ledger.clone() }; // the fixture's answer-at-once mode
     let (mut call, mut copy, mut free) = (Vec::new(), Vec::new(), Vec::new());
+    let mut fuel = 0;
     for _ in 0..rounds() {
         let start = Instant::now();
         let decided = Evaluator::Component(&mut noop).decide(&ledger);
         call.push(start.elapsed());
         assert!(decided.policy_failure.is_none(), "{:?}", decided.policy_failure);
+        fuel = decided.evaluator.and_then(|e| e.fuel_used).unwrap_or(0);
         let start = Instant::now();
         let cloned = std::hint::black_box(ledger.clone());
         copy.push(start.elapsed());
@@ -189,7 +193,7 @@ fn boundary(ledger: &EvidenceLedger) {
         free.push(start.elapsed());
     }
     println!(
-        "  boundary alone at 10,000 effects on 10,000 files: {:.3} ms (a no-op evaluator); \
+        "  boundary alone at 10,000 effects on 10,000 files: {:.3} ms (a no-op evaluator, fuel {fuel}); \
          a clone of the model ledger {:.3} ms, dropping it {:.3} ms",
         ms(median(&mut call)),
         ms(median(&mut copy)),
