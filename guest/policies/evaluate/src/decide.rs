@@ -49,6 +49,58 @@ impl PerLocation {
     }
 }
 
+/// Per location, the claims (by index, in log order, each once) with a
+/// target exactly there, no no-ops: one table sliced per location, so a
+/// ledger of many changed files allocates once, not once per file.
+pub struct Changes {
+    /// Per location, where its claims start in `claims`; then the end.
+    starts: Vec<usize>,
+    claims: Vec<usize>,
+    /// Locations in the order of their first change.
+    pub changed: Vec<LocId>,
+}
+
+/// Calls `f(target, claim)` for each exact target of each claim that is not a
+/// no-op, once per claim even when the claim lists a target twice.
+fn each_change(history: &History<'_>, mut f: impl FnMut(LocId, usize)) {
+    let mut last = vec![usize::MAX; history.locations.len()];
+    for (i, claim) in history.claims.iter().enumerate().filter(|(_, c)| !c.no_op()) {
+        for &t in claim.targets.unwrap_or_default() {
+            if std::mem::replace(&mut last[t as usize], i) != i {
+                f(t, i);
+            }
+        }
+    }
+}
+
+impl Changes {
+    fn new(history: &History<'_>) -> Self {
+        let n = history.locations.len();
+        let mut starts = vec![0usize; n + 1];
+        each_change(history, |t, _| starts[t as usize + 1] += 1);
+        for loc in 0..n {
+            starts[loc + 1] += starts[loc];
+        }
+        let mut next = starts.clone();
+        let mut claims = vec![0; starts[n]];
+        let mut changed = Vec::new();
+        each_change(history, |t, i| {
+            let at = &mut next[t as usize];
+            if *at == starts[t as usize] {
+                changed.push(t);
+            }
+            claims[*at] = i;
+            *at += 1;
+        });
+        Changes { starts, claims, changed }
+    }
+
+    /// The claims changing exactly `loc`.
+    pub fn of(&self, loc: LocId) -> &[usize] {
+        &self.claims[self.starts[loc as usize]..self.starts[loc as usize + 1]]
+    }
+}
+
 /// Per-location facts every rule reads.
 pub struct Index<'h, 'a> {
     /// The history.
@@ -56,9 +108,7 @@ pub struct Index<'h, 'a> {
     /// The assessments.
     pub assessments: &'h Assessments,
     /// Per location: claims (by index) with a target exactly there, no no-ops.
-    pub changes: Vec<Vec<usize>>,
-    /// Locations in the order of their first change.
-    pub changed: Vec<LocId>,
+    pub changes: Changes,
     /// Unresolved exact claims (CMP-2) by (end, claim), per location; and the
     /// latest unresolved unknown-scope claim, and the latest of any scope.
     unresolved: PerLocation,
@@ -137,8 +187,7 @@ impl<'h, 'a> Index<'h, 'a> {
         let mut index = Index {
             history,
             assessments,
-            changes: vec![Vec::new(); n],
-            changed: Vec::new(),
+            changes: Changes::new(history),
             unresolved: PerLocation::new(n),
             unresolved_unknown: None,
             unresolved_any: None,
@@ -168,12 +217,6 @@ impl<'h, 'a> Index<'h, 'a> {
                 }
                 Some(targets) => {
                     for &t in targets {
-                        if index.changes[t as usize].last() != Some(&i) {
-                            if index.changes[t as usize].is_empty() {
-                                index.changed.push(t);
-                            }
-                            index.changes[t as usize].push(i);
-                        }
                         index.touched_end.note(history, t, end);
                         index.touched_start.note(history, t, start);
                         if unresolved {
@@ -263,7 +306,7 @@ impl<'h, 'a> Index<'h, 'a> {
     /// its latest change is verified or covered, or it exists untouched).
     pub fn artifact(&self, loc: LocId, reasons: &mut Vec<Reason>) {
         let name = self.history.locations.name(loc);
-        let changes = &self.changes[loc as usize];
+        let changes = self.changes.of(loc);
         let last_success = changes
             .iter()
             .rev()
@@ -414,11 +457,11 @@ impl<'h, 'a> Index<'h, 'a> {
         for &loc in &self.history.required {
             required[loc as usize] = true;
         }
-        for &loc in &self.changed {
+        for &loc in &self.changes.changed {
             if required[loc as usize] {
                 continue;
             }
-            let latest = *self.changes[loc as usize].last().expect("changed locations have changes");
+            let latest = *self.changes.of(loc).last().expect("changed locations have changes");
             let Some(assessed) = self.assessments.on(latest, loc) else { continue };
             let superseded = self.last_touch(loc) != Some(latest);
             if matches!(assessed.assessment, Assessment::Contradicted) && !superseded {

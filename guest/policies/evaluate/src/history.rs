@@ -181,6 +181,11 @@ impl<'a> History<'a> {
     /// "equal positions are rejected", or that points outside itself.
     pub fn build(ledger: &'a EvidenceLedger, tables: &'a Tables<'a>) -> Result<Self, String> {
         let mut claims: Vec<Claim<'a>> = Vec::new();
+        // Claim positions, dense, for the binary search that finds the claim an
+        // outcome settles (they increase, as every position does); and per
+        // outcome in log order, the claim it settles.
+        let mut claim_positions: Vec<u64> = Vec::new();
+        let mut settles: Vec<usize> = Vec::new();
         let mut observations = Vec::new();
         let mut verifiers = Vec::new();
         let mut last: Option<u64> = None;
@@ -204,6 +209,7 @@ impl<'a> History<'a> {
                         ));
                     }
                     tables.locs(claim.dependencies)?;
+                    claim_positions.push(position);
                     claims.push(Claim {
                         evidence: claim,
                         tool: tables.text.get(claim.tool)?,
@@ -213,9 +219,10 @@ impl<'a> History<'a> {
                     });
                 }
                 EvidenceRecord::Outcome(outcome) => {
-                    let index = claim_at(&claims, outcome.claim).ok_or_else(|| {
+                    let index = claim_positions.binary_search(&outcome.claim).map_err(|_| {
                         format!("outcome {position} settles {}, which is no earlier claim", outcome.claim)
                     })?;
+                    settles.push(index);
                     let claim = &mut claims[index];
                     claim.state = match (claim.state, outcome.outcome.execution) {
                         (State::Settled(_), _) => {
@@ -268,18 +275,18 @@ impl<'a> History<'a> {
             }
         }
         let mut history = History { locations, claims, observations, verifiers, required };
-        history.mark_unsettled(&ledger.records);
+        history.mark_unsettled(&ledger.records, &settles);
         history.mark_stale(&ledger.records);
         Ok(history)
     }
 
     /// INV-2, UNSETTLED: an earlier overlapping effect was attempted or running
     /// when the observation was taken (forward pass over open claims).
-    fn mark_unsettled(&mut self, records: &[EvidenceRecord]) {
+    fn mark_unsettled(&mut self, records: &[EvidenceRecord], settles: &[usize]) {
         let n = self.locations.len();
         let (mut open_self, mut open_below) = (vec![0u32; n], vec![0u32; n]);
         let mut open_unknown = 0u32;
-        let (mut next_claim, mut next_observation) = (0, 0);
+        let (mut next_claim, mut next_outcome, mut next_observation) = (0, 0, 0);
         for record in records {
             match record {
                 EvidenceRecord::Claim(_) => {
@@ -291,9 +298,8 @@ impl<'a> History<'a> {
                     self.open(claim.targets, 1, &mut open_self, &mut open_below, &mut open_unknown);
                 }
                 EvidenceRecord::Outcome(outcome) => {
-                    let index =
-                        claim_at(&self.claims, outcome.claim).expect("build checked every outcome's claim");
-                    let claim = &self.claims[index];
+                    let claim = &self.claims[settles[next_outcome]];
+                    next_outcome += 1;
                     let closes = matches!(claim.state.settled(), Some(s) if s.position == outcome.position);
                     if closes && !claim.no_op() {
                         self.open(claim.targets, -1, &mut open_self, &mut open_below, &mut open_unknown);
@@ -403,12 +409,6 @@ impl<'a> History<'a> {
             }
         }
     }
-}
-
-/// The index of the claim at `position`: claims are in log order, so their
-/// positions increase and a binary search finds it.
-fn claim_at(claims: &[Claim<'_>], position: u64) -> Option<usize> {
-    claims.binary_search_by_key(&position, Claim::position).ok()
 }
 
 /// CL-1: the first obligation whose target is not in `scope`, if any (a scan

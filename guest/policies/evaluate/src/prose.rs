@@ -151,7 +151,7 @@ impl<'i, 'h, 'a> Support<'i, 'h, 'a> {
         let mentioned: FixedMap<&str, ()> = tokens(answer).map(|t| (t, ())).collect();
         let mut names: BTreeMap<&'h str, Vec<LocId>> = BTreeMap::new();
         if !mentioned.is_empty() {
-            for &loc in index.changed.iter().chain(&index.history.required) {
+            for &loc in index.changes.changed.iter().chain(&index.history.required) {
                 if locations.kind(loc) != Kind::Filesystem {
                     continue;
                 }
@@ -205,7 +205,7 @@ impl Support<'_, '_, '_> {
         *self.verified.borrow_mut().entry(loc).or_insert_with(|| {
             let mut reasons = Vec::new();
             self.index.artifact(loc, &mut reasons);
-            reasons.is_empty() && !self.index.changes[loc as usize].is_empty()
+            reasons.is_empty() && !self.index.changes.of(loc).is_empty()
         })
     }
 }
