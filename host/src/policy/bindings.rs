@@ -5,7 +5,8 @@
 //! added to one and not the other fails to compile here).
 //!
 //! Directions follow the contract: the host sends operations, facts, contexts
-//! and ledgers (which carry [`ResourceRef`]s) to guests; guests send back plans,
+//! (which carry [`ResourceRef`]s) and evidence ledgers (which carry the same
+//! resources laid out as flat tables) to guests; guests send back plans,
 //! outcomes, readback requests and decisions, which carry only indices. There is
 //! deliberately no conversion from a guest value into a `ResourceRef` (ID-1).
 
@@ -260,27 +261,27 @@ macro_rules! conversions {
 
         impl ToGuest<wit::EvidenceLedger> for model::EvidenceLedger {
             fn to_guest(&self) -> wit::EvidenceLedger {
-                let mut tables = Tables::new(self);
+                let mut layout = Layout::new(self);
                 for resource in &self.resources {
-                    let resource = tables.resource(resource);
-                    tables.ledger.resources.push(resource);
+                    let resource = layout.resource(resource);
+                    layout.ledger.resources.push(resource);
                 }
                 for record in &self.records {
-                    let record = tables.record(record);
-                    tables.ledger.records.push(record);
+                    let record = layout.record(record);
+                    layout.ledger.records.push(record);
                 }
-                tables.ledger
+                layout.ledger
             }
         }
 
-        /// The evidence ledger being laid out: strings appended to its `text`,
-        /// nested lists to its tables, roots kept once each.
-        struct Tables<'m> {
+        /// The evidence ledger being laid out as the WIT's flat tables: strings
+        /// appended to its `text`, nested lists to its tables, roots once each.
+        struct Layout<'m> {
             ledger: wit::EvidenceLedger,
             roots: Vec<&'m model::FilesystemRoot>,
         }
 
-        impl<'m> Tables<'m> {
+        impl<'m> Layout<'m> {
             fn new(model: &model::EvidenceLedger) -> Self {
                 let ledger = wit::EvidenceLedger {
                     text: String::with_capacity(64 * (model.resources.len() + model.records.len())),
@@ -292,7 +293,7 @@ macro_rules! conversions {
                     records: Vec::with_capacity(model.records.len()),
                     answer: model.answer.clone(),
                 };
-                Tables { ledger, roots: Vec::new() }
+                Layout { ledger, roots: Vec::new() }
             }
 
             fn span(&mut self, text: &str) -> wit::Span {
@@ -407,9 +408,10 @@ macro_rules! conversions {
     };
 }
 
-/// A length or offset in the evidence ledger's tables. Saturates rather than
-/// wraps: a ledger past 4 GiB gets spans the evaluator refuses (a policy
-/// failure, BLOCKED), never spans that point at the wrong bytes.
+/// A length or offset in the evidence ledger's tables, saturating rather than
+/// wrapping. Only a text past 4 GiB could saturate, and such a ledger never
+/// reaches an evaluator: a component's memory limit refuses it while it is
+/// lowered, and `evaluate_natively` refuses it before the call.
 fn wire_u32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
@@ -437,5 +439,11 @@ mod native {
 /// conversions as its component (`native::NativeEvaluator` is the public face).
 pub(crate) fn evaluate_natively(ledger: &model::EvidenceLedger) -> Result<model::Decision, String> {
     let argument: effects_evaluate::types::EvidenceLedger = ledger.to_guest();
+    if u32::try_from(argument.text.len()).is_err() {
+        return Err(format!(
+            "the ledger's text is {} bytes, past the 4 GiB its spans can address",
+            argument.text.len()
+        ));
+    }
     Ok(effects_evaluate::evaluate(&argument)?.into_model())
 }

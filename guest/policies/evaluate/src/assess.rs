@@ -10,8 +10,9 @@
 
 use effects_evaluator_sdk::types::{Assessment, Coverage, EffectAssessment, Execution, ObservationEvidence};
 
-use crate::history::{Freshness, History, Observation, Postcondition, State, verifying_mechanism};
-use crate::locations::{FixedMap, LocId};
+use crate::history::{Freshness, History, Observation, State, verifying_mechanism};
+use crate::locations::{FixedMap, LocId, SCAN_LIMIT};
+use crate::tables::Postcondition;
 
 /// One obligation's (or one obligation-less claim's) assessment.
 #[derive(Clone, Copy)]
@@ -34,9 +35,6 @@ pub struct Assessments {
     /// target, for claims with more obligations than a scan should read.
     last_on: FixedMap<(usize, LocId), usize>,
 }
-
-/// Claims with at most this many obligations are scanned, not indexed.
-const SCANNED: usize = 8;
 
 /// Does the observed state satisfy the postcondition (CL-2)?
 fn holds(postcondition: Postcondition<'_>, observed: &Observation<'_>) -> bool {
@@ -103,7 +101,7 @@ pub fn assess(history: &History<'_>) -> Assessments {
     starts.push(all.len());
     let mut last_on = FixedMap::default();
     for (claim, bounds) in starts.windows(2).enumerate() {
-        if bounds[1] - bounds[0] > SCANNED {
+        if bounds[1] - bounds[0] > SCAN_LIMIT {
             for (index, a) in all[bounds[0]..bounds[1]].iter().enumerate() {
                 if let Some(target) = a.target {
                     last_on.insert((claim, target), index);
@@ -142,7 +140,7 @@ impl Assessments {
     /// The index of claim `index`'s last obligation on exactly `loc`.
     pub fn last_obligation(&self, index: usize, loc: LocId) -> Option<usize> {
         let assessed = self.of(index);
-        if assessed.len() > SCANNED {
+        if assessed.len() > SCAN_LIMIT {
             return self.last_on.get(&(index, loc)).copied();
         }
         assessed.iter().rposition(|a| a.target == Some(loc))

@@ -14,8 +14,9 @@
 use effects_evaluator_sdk::types::{Assessment, Execution, Reason, ReasonCode, Verdict};
 
 use crate::assess::Assessments;
-use crate::history::{Freshness, History, Observation, Postcondition, State};
+use crate::history::{Freshness, History, Observation, State};
 use crate::locations::{Kind, LocId};
+use crate::tables::Postcondition;
 
 /// The latest of something per location: for the location itself, and for
 /// it or anything beneath it (so ancestor-or-self overlap is a walk up one
@@ -512,7 +513,7 @@ impl<'h, 'a> Index<'h, 'a> {
         for (i, claim) in self.history.claims.iter().enumerate() {
             // Always, whatever its obligations say: nothing remote is
             // independently verified (section 10), and CMP-6 is structural.
-            if !claim.evidence.external || claim.no_op() {
+            if !claim.external || claim.no_op() {
                 continue;
             }
             let target = claim

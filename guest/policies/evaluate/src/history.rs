@@ -8,13 +8,10 @@
 //! records, so a ledger of n effects is evaluated in O(n log n) (the log is the
 //! interning map).
 
-use effects_evaluator_sdk::types::{
-    ClaimEvidence, CleanupState, EvidenceLedger, EvidenceRecord, Execution, Mechanism, ObservationEvidence,
-};
+use effects_evaluator_sdk::types::{CleanupState, EvidenceRecord, Execution, Mechanism, ObservationEvidence};
 
-use crate::locations::{FixedMap, LocId, Locations};
-use crate::tables::Tables;
-pub use crate::tables::{Obligation, Postcondition};
+use crate::locations::{FixedMap, LocId, Locations, SCAN_LIMIT};
+use crate::tables::{Obligation, Tables};
 
 /// A settled outcome (not RUNNING).
 #[derive(Clone, Copy)]
@@ -42,8 +39,12 @@ pub enum State {
 
 /// A claim with its resolved locations and state.
 pub struct Claim<'a> {
-    /// The claim as recorded.
-    pub evidence: &'a ClaimEvidence,
+    /// Its log position.
+    pub position: u64,
+    /// An external effect.
+    pub external: bool,
+    /// Recorded as refused (a no-op); see [`Claim::no_op`] for when it is believed.
+    pub refused: bool,
     /// Its tool.
     pub tool: &'a str,
     /// Its exact scope, or `None` for unknown scope.
@@ -116,7 +117,7 @@ impl State {
 impl Claim<'_> {
     /// The claim's log position.
     pub fn position(&self) -> u64 {
-        self.evidence.position
+        self.position
     }
 
     /// INV-1: a refused no-op (or an effect that never reached its backend)
@@ -125,7 +126,7 @@ impl Claim<'_> {
     pub fn no_op(&self) -> bool {
         match self.state {
             State::Settled(Settled { execution: Execution::NotExecuted, .. }) => true,
-            State::Attempted => self.evidence.no_op,
+            State::Attempted => self.refused,
             State::Running(_) | State::Settled(_) => false,
         }
     }
@@ -177,9 +178,11 @@ enum Later<'a> {
 }
 
 impl<'a> History<'a> {
-    /// Builds the history, refusing a ledger that breaks HIS-1 or VER-1's
-    /// "equal positions are rejected", or that points outside itself.
-    pub fn build(ledger: &'a EvidenceLedger, tables: &'a Tables<'a>) -> Result<Self, String> {
+    /// Builds the history of the ledger `tables` resolved, refusing a ledger
+    /// that breaks HIS-1 or VER-1's "equal positions are rejected", settles
+    /// what is no earlier claim, or names a span outside its text.
+    pub fn build(tables: &'a Tables<'a>) -> Result<Self, String> {
+        let ledger = tables.ledger();
         let mut claims: Vec<Claim<'a>> = Vec::new();
         // Claim positions, dense, for the binary search that finds the claim an
         // outcome settles (they increase, as every position does); and per
@@ -210,9 +213,15 @@ impl<'a> History<'a> {
                     }
                     tables.locs(claim.dependencies)?;
                     claim_positions.push(position);
+                    // Read once so a span outside the text is refused even
+                    // where no rule looks.
+                    tables.wire.get(claim.run_id)?;
+                    tables.wire.get(claim.action_id)?;
                     claims.push(Claim {
-                        evidence: claim,
-                        tool: tables.text.get(claim.tool)?,
+                        position,
+                        external: claim.external,
+                        refused: claim.no_op,
+                        tool: tables.wire.get(claim.tool)?,
                         targets,
                         obligations,
                         state: State::Attempted,
@@ -248,19 +257,20 @@ impl<'a> History<'a> {
                 }
                 EvidenceRecord::Observation(observation) => {
                     let resource = tables.loc(observation.resource)?;
+                    tables.wire.get(observation.source_action)?;
                     observations.push(Observation {
                         evidence: observation,
                         loc: resource,
                         incarnation: tables
-                            .text
+                            .wire
                             .get(ledger.resources[observation.resource as usize].incarnation)?,
-                        content_sha256: observation.content_sha256.map(|d| tables.text.get(d)).transpose()?,
+                        content_sha256: observation.content_sha256.map(|d| tables.wire.get(d)).transpose()?,
                         freshness: Freshness::Fresh,
                     });
                 }
                 EvidenceRecord::Verifier(verifier) => verifiers.push(Verifier {
                     position: verifier.position,
-                    command: tables.text.get(verifier.command)?,
+                    command: tables.wire.get(verifier.command)?,
                     passed: verifier.passed,
                 }),
             }
@@ -414,7 +424,7 @@ impl<'a> History<'a> {
 /// CL-1: the first obligation whose target is not in `scope`, if any (a scan
 /// for the usual handful of targets, a set beyond that).
 fn outside_scope<'o, 'a>(scope: &[LocId], obligations: &'o [Obligation<'a>]) -> Option<&'o Obligation<'a>> {
-    if scope.len() <= 8 {
+    if scope.len() <= SCAN_LIMIT {
         return obligations.iter().find(|o| !scope.contains(&o.target));
     }
     let scope: FixedMap<LocId, ()> = scope.iter().map(|&t| (t, ())).collect();

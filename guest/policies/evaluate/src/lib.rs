@@ -21,11 +21,12 @@ pub use effects_evaluator_sdk::types;
 pub use prose::present;
 
 /// Decides completion over `ledger`; `Err` when the ledger itself is
-/// inconsistent (positions not increasing, indices out of range, HIS-1), which
-/// the host turns into BLOCKED `POLICY_FAILURE` (POL-4).
+/// inconsistent (a span, range or index outside its table, positions not
+/// increasing, HIS-1), which the host turns into BLOCKED `POLICY_FAILURE`
+/// (POL-4).
 pub fn evaluate(ledger: &EvidenceLedger) -> Result<Decision, String> {
     let tables = tables::Tables::new(ledger)?;
-    let history = history::History::build(ledger, &tables)?;
+    let history = history::History::build(&tables)?;
     let assessments = assess::assess(&history);
     let index = decide::Index::new(&history, &assessments);
     let mut reasons = Vec::new();

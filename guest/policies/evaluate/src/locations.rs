@@ -16,12 +16,13 @@
 
 use std::borrow::Cow;
 
-use effects_evaluator_sdk::types::{EvidenceLocation, FilesystemRoot, Location};
-
-use crate::tables::Text;
+use effects_evaluator_sdk::types::{FilesystemRoot, Location};
 
 /// A hash map with fixed hashing: deterministic, no randomness needed.
 pub type FixedMap<K, V> = rustc_hash::FxHashMap<K, V>;
+
+/// Up to this many entries, a linear scan beats building a set.
+pub const SCAN_LIMIT: usize = 8;
 
 /// An interned location.
 pub type LocId = u32;
@@ -76,24 +77,8 @@ fn key_of(prefix: &str, fields: &[&str]) -> String {
 }
 
 impl<'a> Locations<'a> {
-    /// The id of a ledger resource's location, interning it (and its
-    /// ancestors) on first sight.
-    pub fn intern_evidence(
-        &mut self,
-        location: &'a EvidenceLocation,
-        text: Text<'a>,
-    ) -> Result<LocId, String> {
-        match location {
-            EvidenceLocation::Filesystem(fs) => {
-                let root = self.root(text.root(fs.root)?);
-                Ok(self.intern_path(root, text.get(fs.path)?))
-            }
-            EvidenceLocation::Other(location) => Ok(self.intern(location)),
-        }
-    }
-
     /// The root identity's number: a root is its device and inode (ID-3).
-    fn root(&mut self, root: &FilesystemRoot) -> u32 {
+    pub fn root(&mut self, root: &FilesystemRoot) -> u32 {
         let next = self.roots.len() as u32;
         *self.roots.entry((root.device, root.inode)).or_insert(next)
     }
@@ -159,7 +144,7 @@ impl<'a> Locations<'a> {
 
     /// A filesystem path beneath `root`, with every directory up to the root
     /// (iteratively: a deep path must not exhaust the guest's stack).
-    fn intern_path(&mut self, root: u32, path: &'a str) -> LocId {
+    pub fn intern_path(&mut self, root: u32, path: &'a str) -> LocId {
         // Walk up to the deepest ancestor already known, then intern downwards.
         let mut missing = Vec::new();
         let mut at = path;

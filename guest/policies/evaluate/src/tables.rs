@@ -6,7 +6,9 @@
 //! allocated per claim. Every lookup is checked, so a span, range or index
 //! outside its table refuses the ledger instead of reading the wrong thing.
 
-use effects_evaluator_sdk::types::{EvidenceLedger, EvidencePostcondition, FilesystemRoot, Range, Span};
+use effects_evaluator_sdk::types::{
+    EvidenceLedger, EvidenceLocation, EvidencePostcondition, FilesystemRoot, Range, Span,
+};
 
 use crate::locations::{LocId, Locations};
 
@@ -30,16 +32,16 @@ pub struct Obligation<'a> {
     pub postcondition: Postcondition<'a>,
 }
 
-/// The ledger's strings and roots, as spans and indices name them.
+/// The ledger as it crossed the boundary: strings by span, roots by index.
 #[derive(Clone, Copy)]
-pub struct Text<'a> {
+pub struct Wire<'a> {
     ledger: &'a EvidenceLedger,
 }
 
 /// The resolved tables of one ledger.
 pub struct Tables<'a> {
-    /// The ledger's strings.
-    pub text: Text<'a>,
+    /// The ledger's strings and roots.
+    pub wire: Wire<'a>,
     /// Every location the resources name, interned.
     pub locations: Locations<'a>,
     /// Per resource, its location.
@@ -58,7 +60,7 @@ fn run<'t, T>(items: &'t [T], range: Range, table: &str) -> Result<&'t [T], Stri
     })
 }
 
-impl<'a> Text<'a> {
+impl<'a> Wire<'a> {
     /// The string `span` names.
     pub fn get(&self, span: Span) -> Result<&'a str, String> {
         let (start, len) = (span.start as usize, span.len as usize);
@@ -82,13 +84,22 @@ impl<'a> Text<'a> {
 impl<'a> Tables<'a> {
     /// Resolves every table of `ledger`.
     pub fn new(ledger: &'a EvidenceLedger) -> Result<Self, String> {
-        let text = Text { ledger };
+        let wire = Wire { ledger };
         let mut locations = Locations::default();
-        let resource_loc = ledger
-            .resources
-            .iter()
-            .map(|r| locations.intern_evidence(&r.location, text))
-            .collect::<Result<Vec<LocId>, String>>()?;
+        let mut resource_loc = Vec::with_capacity(ledger.resources.len());
+        for resource in &ledger.resources {
+            resource_loc.push(match &resource.location {
+                EvidenceLocation::Filesystem(file) => {
+                    let root = locations.root(wire.root(file.root)?);
+                    locations.intern_path(root, wire.get(file.path)?)
+                }
+                EvidenceLocation::Other(location) => locations.intern(location),
+            });
+            // Read once so a span outside the text is refused even where no
+            // rule looks.
+            wire.get(resource.incarnation)?;
+            resource.snapshot_sha256.map(|digest| wire.get(digest)).transpose()?;
+        }
         let loc = |index: u32| -> Result<LocId, String> {
             resource_loc.get(index as usize).copied().ok_or_else(|| {
                 format!("resource index {index} is out of range ({} resources)", resource_loc.len())
@@ -101,7 +112,7 @@ impl<'a> Tables<'a> {
             .map(|o| {
                 let postcondition = match o.postcondition {
                     EvidencePostcondition::ContentSha256(digest) => {
-                        Postcondition::ContentSha256(text.get(digest)?)
+                        Postcondition::ContentSha256(wire.get(digest)?)
                     }
                     EvidencePostcondition::Absent => Postcondition::Absent,
                     EvidencePostcondition::Exists => Postcondition::Exists,
@@ -109,7 +120,12 @@ impl<'a> Tables<'a> {
                 Ok(Obligation { target: loc(o.target)?, postcondition })
             })
             .collect::<Result<Vec<_>, String>>()?;
-        Ok(Tables { text, locations, resource_loc, index_loc, obligations })
+        Ok(Tables { wire, locations, resource_loc, index_loc, obligations })
+    }
+
+    /// The ledger these tables resolve.
+    pub fn ledger(&self) -> &'a EvidenceLedger {
+        self.wire.ledger
     }
 
     /// The location of resource `index`.
@@ -155,6 +171,30 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_claim_whose_unread_run_id_is_outside_the_text_is_refused() {
+        use effects_evaluator_sdk::types::{ClaimEvidence, EvidenceRecord};
+        let mut ledger = ledger("d/a.txt", Span { start: 0, len: 7 });
+        let claim = |run_id: Span| {
+            EvidenceRecord::Claim(ClaimEvidence {
+                position: 1,
+                run_id,
+                action_id: Span { start: 0, len: 1 },
+                tool: Span { start: 0, len: 1 },
+                scope: Some(Range { start: 0, len: 1 }),
+                dependencies: Range { start: 0, len: 0 },
+                obligations: Range { start: 0, len: 0 },
+                external: false,
+                no_op: false,
+            })
+        };
+        ledger.records = vec![claim(Span { start: 0, len: 1 })];
+        assert!(crate::evaluate(&ledger).is_ok());
+        ledger.records = vec![claim(Span { start: 99, len: 5 })];
+        let error = crate::evaluate(&ledger).expect_err("refused");
+        assert!(error.contains("outside the ledger's text"), "{error}");
+    }
+
     fn refusal(ledger: &EvidenceLedger) -> String {
         Tables::new(ledger).err().expect("the ledger is refused")
     }
@@ -186,6 +226,12 @@ mod tests {
         let error = tables.locs(Range { start: 1, len: 1 }).unwrap_err();
         assert!(error.contains("outside the ledger's indices"), "{error}");
         assert!(tables.obligations(Range { start: 0, len: 1 }).is_err());
+        let mut bad_incarnation = ledger.clone();
+        bad_incarnation.resources[0].incarnation = Span { start: 50, len: 1 };
+        assert!(
+            refusal(&bad_incarnation).contains("outside the ledger's text"),
+            "no rule reads it, still refused"
+        );
         let mut bad_root = ledger.clone();
         bad_root.resources[0].location =
             EvidenceLocation::Filesystem(EvidencePath { root: 3, path: Span { start: 0, len: 1 } });
