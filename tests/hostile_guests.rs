@@ -117,6 +117,24 @@ fn a_component_that_imports_is_refused_at_load_naming_the_import() {
 }
 
 #[test]
+fn a_component_built_against_another_shape_of_the_contract_is_refused_at_load() {
+    // The evaluator world's names, other types: without the load-time probe it
+    // would load and fail every decision as a trap.
+    let error = load_unpinned(
+        "stale-contract",
+        World::Evaluator,
+        &fixture("stale-contract"),
+        &options(SandboxLimits::default()),
+    )
+    .err()
+    .expect("a component of another contract shape is refused at load");
+    assert_eq!(error.kind(), "contract_mismatch", "{error}");
+    assert!(!error.is_call_failure(), "a load refusal, not a call failure");
+    let message = error.to_string();
+    assert!(message.contains("type mismatch") && message.contains("Rebuild it"), "{message}");
+}
+
+#[test]
 fn a_component_built_for_the_wrong_world_is_refused() {
     // Run directly as a classifier...
     let error = load_unpinned(

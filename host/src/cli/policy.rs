@@ -49,7 +49,10 @@ pub enum PolicyCommand {
     /// The input is the call's argument as JSON: a bound operation for
     /// `classify`, a settle request for `settle`, a readback context for
     /// `readbacks`, an evidence ledger for `evaluate` (field names as in
-    /// wit/policy.wit, with `_` for `-`). Use `-` to read standard input.
+    /// wit/policy.wit, with `_` for `-`; a ledger is written nested, each
+    /// resource with its location and each record with its strings, and the
+    /// host lays it out as the WIT's flat tables). Use `-` to read standard
+    /// input.
     Run {
         /// The component file (no manifest pin is needed).
         file: PathBuf,

@@ -161,6 +161,20 @@ impl<P: WorldPre> Sandboxed<P> {
             exports: shape.exports.clone(),
             detail: Some(format!("{error:#}")),
         })?;
+        // Wasmtime checks a typed export's signature against the contract only
+        // when an instance is made, so one is made now and dropped: a
+        // component built against another shape of the contract (same names,
+        // other types) is refused here, naming the mismatch, instead of
+        // failing every call. A probe that traps or hits a limit is left for
+        // the calls to report, as they report any other trap.
+        let mut probe = sandbox::store(engine, &limits);
+        probe.set_fuel(limits.fuel).expect("fuel is enabled on every policy engine");
+        if let Err(error) = pre.instantiate(&mut probe)
+            && error.downcast_ref::<wasmtime::Trap>().is_none()
+            && probe.data().refused_memory().is_none()
+        {
+            return Err(PolicyError::ContractMismatch { component, world, detail: format!("{error:#}") });
+        }
         Ok(Self { name: component, sha256, engine: engine.clone(), limits, reuse, pre, warm: None })
     }
 

@@ -103,6 +103,21 @@ pub enum PolicyError {
         /// Type-check detail from the runtime, when the names matched but the types did not.
         detail: Option<String>,
     },
+    /// It exports the world's names, but its functions' types are not this
+    /// host's contract: it was built against another shape of `wit/`.
+    #[error(
+        "component {component}: refused: it exports the {world} world's names, but its types are not this host's \
+         contract (effects:policy@1.0.0 in wit/policy.wit): {detail}. Rebuild it against this wit/ \
+         (`cargo xtask policies` for the shipped ones)"
+    )]
+    ContractMismatch {
+        /// Component name.
+        component: String,
+        /// The world whose names it exports.
+        world: World,
+        /// Wasmtime's type-check message.
+        detail: String,
+    },
     /// Wasmtime could not compile or link it.
     #[error("component {component}: compilation failed: {message}")]
     Compile {
@@ -214,6 +229,7 @@ impl PolicyError {
             PolicyError::Malformed { .. } => "malformed_component",
             PolicyError::Imports { .. } => "imports",
             PolicyError::WrongWorld { .. } => "wrong_world",
+            PolicyError::ContractMismatch { .. } => "contract_mismatch",
             PolicyError::Compile { .. } => "compile",
             PolicyError::OutOfFuel { .. } => "out_of_fuel",
             PolicyError::MemoryLimit { .. } => "memory_limit",

@@ -79,6 +79,13 @@ pub(crate) struct StoreState {
     limiter: Limiter,
 }
 
+impl StoreState {
+    /// The memory request the limiter refused, if it refused one.
+    pub(crate) fn refused_memory(&self) -> Option<usize> {
+        self.limiter.refused_memory
+    }
+}
+
 /// [`StoreLimits`] plus a record of the memory request it refused, so a memory
 /// bomb is reported as one rather than as the guest's own abort.
 struct Limiter {
@@ -148,7 +155,7 @@ pub(crate) fn classify_failure(
     limits: &SandboxLimits,
 ) -> PolicyError {
     let component = component.to_owned();
-    if let Some(requested) = store.data().limiter.refused_memory {
+    if let Some(requested) = store.data().refused_memory() {
         return PolicyError::MemoryLimit { component, call, limit: limits.memory_bytes, requested };
     }
     match error.downcast_ref::<Trap>() {
