@@ -101,14 +101,7 @@ fn oversized_and_malformed_answers_are_refused() {
 
 #[test]
 fn a_component_that_imports_is_refused_at_load_naming_the_import() {
-    let error = load_unpinned(
-        "imports-host",
-        World::Classifier,
-        &fixture("imports-host"),
-        &options(SandboxLimits::default()),
-    )
-    .err()
-    .expect("a component with imports must be refused");
+    let error = refusal("imports-host", World::Classifier, "a component with imports must be refused");
     match &error {
         PolicyError::Imports { imports, .. } => assert_eq!(imports, &["poke".to_owned()]),
         other => panic!("expected an imports refusal, got {other:?}"),
@@ -116,18 +109,17 @@ fn a_component_that_imports_is_refused_at_load_naming_the_import() {
     assert!(error.to_string().contains("import"), "{error}");
 }
 
+/// The error loading fixture `name` as `world` gives; `why` says why it must.
+fn refusal(name: &str, world: World, why: &str) -> PolicyError {
+    load_unpinned(name, world, &fixture(name), &options(SandboxLimits::default())).err().expect(why)
+}
+
 #[test]
 fn a_component_built_against_another_shape_of_the_contract_is_refused_at_load() {
     // The evaluator world's names, other types: without the load-time probe it
     // would load and fail every decision as a trap.
-    let error = load_unpinned(
-        "stale-contract",
-        World::Evaluator,
-        &fixture("stale-contract"),
-        &options(SandboxLimits::default()),
-    )
-    .err()
-    .expect("a component of another contract shape is refused at load");
+    let why = "a component of another contract shape is refused at load";
+    let error = refusal("stale-contract", World::Evaluator, why);
     assert_eq!(error.kind(), "contract_mismatch", "{error}");
     assert!(!error.is_call_failure(), "a load refusal, not a call failure");
     let message = error.to_string();
@@ -137,14 +129,7 @@ fn a_component_built_against_another_shape_of_the_contract_is_refused_at_load() 
 #[test]
 fn a_component_built_for_the_wrong_world_is_refused() {
     // Run directly as a classifier...
-    let error = load_unpinned(
-        "wrong-world",
-        World::Classifier,
-        &fixture("wrong-world"),
-        &options(SandboxLimits::default()),
-    )
-    .err()
-    .expect("an evaluator is not a classifier");
+    let error = refusal("wrong-world", World::Classifier, "an evaluator is not a classifier");
     assert_eq!(error.kind(), "wrong_world", "{error}");
     assert!(error.to_string().contains("effects:policy/evaluate@1.0.0"), "{error}");
     // ...and shipped under a classifier's name with a correct pin.
@@ -252,7 +237,8 @@ fn every_guest_fixture_is_used_by_a_test() {
     assert!(fixtures.len() >= 6, "found only {fixtures:?}");
     for name in fixtures {
         let used = source.contains(&format!("fixture(\"{name}\")"))
-            || source.contains(&format!("classifier(\"{name}\""));
+            || source.contains(&format!("classifier(\"{name}\""))
+            || source.contains(&format!("refusal(\"{name}\""));
         assert!(used, "guest/fixtures/{name} has no test in tests/hostile_guests.rs");
     }
 }
