@@ -67,6 +67,16 @@ fn outcomes(ledger: &mut Ledger, run: &Run, claim: u64) -> Vec<(u64, effect_ledg
         .collect()
 }
 
+/// A file of job `job` (`json`, `exit`, `out`, `killed`).
+fn job_file(place: &Place, job: &str, suffix: &str) -> std::path::PathBuf {
+    place.base.path().join(format!("data/effects/jobs/{job}.{suffix}"))
+}
+
+/// The record of job `job`, as JSON.
+fn job_record(place: &Place, job: &str) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(job_file(place, job, "json")).unwrap()).unwrap()
+}
+
 fn wait_until(mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !done() {
@@ -109,10 +119,7 @@ fn a_job_killed_from_outside_is_lost_and_its_launch_interrupted() {
     let mut ledger = place.ledger();
     let run = ledger.begin_run(None);
     let (job, claim) = launch(&mut ledger, &run, "sleep 60");
-    let record: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(place.base.path().join(format!("data/effects/jobs/{job}.json"))).unwrap(),
-    )
-    .unwrap();
+    let record = job_record(&place, &job);
     let pgid = record["pid"].as_u64().unwrap() as i32;
     // Not through bg_job: the whole group is SIGKILLed, so nothing reports.
     rustix::process::kill_process_group(
@@ -136,8 +143,8 @@ fn a_job_record_whose_start_token_is_not_the_live_process_is_not_running() {
     let mut ledger = place.ledger();
     let run = ledger.begin_run(None);
     let (job, _) = launch(&mut ledger, &run, "sleep 60");
-    let path = place.base.path().join(format!("data/effects/jobs/{job}.json"));
-    let mut record: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let path = job_file(&place, &job, "json");
+    let mut record = job_record(&place, &job);
     let pid = record["pid"].as_u64().unwrap() as u32;
     // The same PID with another start token is another process (ID-2).
     record["start_token"] = json!(record["start_token"].as_u64().unwrap() + 1);
@@ -153,14 +160,6 @@ fn a_job_record_whose_start_token_is_not_the_live_process_is_not_running() {
     let group = rustix::process::Pid::from_raw(pid as i32).unwrap();
     rustix::process::kill_process_group(group, rustix::process::Signal::KILL).unwrap();
     wait_until(|| live_members(pid).is_empty());
-}
-
-fn job_file(place: &Place, job: &str, suffix: &str) -> std::path::PathBuf {
-    place.base.path().join(format!("data/effects/jobs/{job}.{suffix}"))
-}
-
-fn job_record(place: &Place, job: &str) -> serde_json::Value {
-    serde_json::from_slice(&std::fs::read(job_file(place, job, "json")).unwrap()).unwrap()
 }
 
 #[test]
@@ -223,7 +222,7 @@ fn a_job_whose_child_outlives_it_is_running_until_the_whole_group_is_gone() {
     let place = Place::new();
     let mut ledger = place.ledger();
     let run = ledger.begin_run(None);
-    let (job, claim) = launch(
+    let (job, _) = launch(
         &mut ledger,
         &run,
         "(for _ in $(seq 1000); do [ -e go ] && break; sleep 0.02; done; echo late > late.txt) >/dev/null 2>&1 &",
@@ -244,7 +243,6 @@ fn a_job_whose_child_outlives_it_is_running_until_the_whole_group_is_gone() {
     assert_eq!((facts.job_state, facts.exit_code), (Some(JobLifecycle::Exited), Some(0)));
     assert!(ledger.record(&run, &d, &facts).unwrap().launch_settled.is_some());
     assert!(place.base.path().join("root/late.txt").exists());
-    let _ = claim;
 }
 
 #[test]

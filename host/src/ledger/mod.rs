@@ -205,7 +205,6 @@ impl Ledger {
         Ok(Run { id: id.to_owned(), lineage: id.to_owned(), parent: None })
     }
 
-    /// The lineage's log: created when `create`, else only if it exists.
     /// The effects directory and how to name it; `None` only when opening
     /// read-only and it does not exist yet (nothing was ever claimed).
     fn effects(&self, mode: OpenMode) -> Result<Option<(Dir, String)>, LogError> {
@@ -218,6 +217,7 @@ impl Ledger {
         self.effects(OpenMode::ReadWrite).map(|opened| opened.expect("read-write opens create"))
     }
 
+    /// The lineage's log: created when `create`, else only if it exists.
     fn log(&mut self, lineage: &str, create: bool) -> Result<Option<&mut DiskLog>, LogError> {
         if !self.logs.contains_key(lineage) {
             let mode = if create { OpenMode::ReadWrite } else { OpenMode::ReadOnly };

@@ -39,8 +39,8 @@ pub enum State {
 
 /// A claim with its resolved locations and state.
 pub struct Claim<'a> {
-    /// Its log position.
-    pub position: u64,
+    /// Its log position (read with [`Claim::position`]).
+    position: u64,
     /// An external effect.
     pub external: bool,
     /// Recorded as refused (a no-op); see [`Claim::no_op`] for when it is believed.

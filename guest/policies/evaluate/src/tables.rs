@@ -60,6 +60,14 @@ fn run<'t, T>(items: &'t [T], range: Range, table: &str) -> Result<&'t [T], Stri
     })
 }
 
+/// The location of resource `index`, given every resource's location.
+fn loc_in(resource_loc: &[LocId], index: u32) -> Result<LocId, String> {
+    resource_loc
+        .get(index as usize)
+        .copied()
+        .ok_or_else(|| format!("resource index {index} is out of range ({} resources)", resource_loc.len()))
+}
+
 impl<'a> Wire<'a> {
     /// The string `span` names.
     pub fn get(&self, span: Span) -> Result<&'a str, String> {
@@ -100,11 +108,7 @@ impl<'a> Tables<'a> {
             wire.get(resource.incarnation)?;
             resource.snapshot_sha256.map(|digest| wire.get(digest)).transpose()?;
         }
-        let loc = |index: u32| -> Result<LocId, String> {
-            resource_loc.get(index as usize).copied().ok_or_else(|| {
-                format!("resource index {index} is out of range ({} resources)", resource_loc.len())
-            })
-        };
+        let loc = |index: u32| loc_in(&resource_loc, index);
         let index_loc = ledger.indices.iter().map(|&i| loc(i)).collect::<Result<Vec<_>, _>>()?;
         let obligations = ledger
             .obligations
@@ -130,9 +134,7 @@ impl<'a> Tables<'a> {
 
     /// The location of resource `index`.
     pub fn loc(&self, index: u32) -> Result<LocId, String> {
-        self.resource_loc.get(index as usize).copied().ok_or_else(|| {
-            format!("resource index {index} is out of range ({} resources)", self.resource_loc.len())
-        })
+        loc_in(&self.resource_loc, index)
     }
 
     /// The locations of the resources `range` of `indices` names.
