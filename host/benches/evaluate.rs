@@ -19,7 +19,7 @@
 //! would be quadratic). When the hostile fixtures are built (`cargo xtask
 //! fixtures`), the bench also times the `hostile-evaluator` fixture in its
 //! well-behaved mode, which answers at once, over the 10k/10k ledger: the cost
-//! of the boundary alone (laying the ledger out as the WIT's flat tables,
+//! of the boundary alone (laying the ledger out as the WIT's columns,
 //! lowering them into a fresh instance, the guest lifting them, the host's
 //! answer checks), without any rule, and the fuel the guest spends lifting. It
 //! also times a plain clone and drop of the model ledger, as a yardstick for

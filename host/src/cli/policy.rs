@@ -51,7 +51,7 @@ pub enum PolicyCommand {
     /// `readbacks`, an evidence ledger for `evaluate` (field names as in
     /// wit/policy.wit, with `_` for `-`; a ledger is written nested, each
     /// resource with its location and each record with its strings, and the
-    /// host lays it out as the WIT's flat tables). Use `-` to read standard
+    /// host lays it out as the WIT's columns). Use `-` to read standard
     /// input.
     Run {
         /// The component file (no manifest pin is needed).

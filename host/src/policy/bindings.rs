@@ -6,7 +6,7 @@
 //!
 //! Directions follow the contract: the host sends operations, facts, contexts
 //! (which carry [`ResourceRef`]s) and evidence ledgers (which carry the same
-//! resources laid out as flat tables) to guests; guests send back plans,
+//! resources laid out as columns) to guests; guests send back plans,
 //! outcomes, readback requests and decisions, which carry only indices. There is
 //! deliberately no conversion from a guest value into a `ResourceRef` (ID-1).
 
@@ -256,26 +256,23 @@ macro_rules! conversions {
         record!(from ReadbackRequest { binding, mechanism, coverage });
         record!(to ReadbackContext { operation, outcome });
 
-        // The evidence ledger: host -> guest, as the WIT's flat tables.
-        record!(to OutcomeEvidence { position, claim, outcome, recovery, mutation_attempted });
-
+        // The evidence ledger: host -> guest, as the WIT's columns.
         impl ToGuest<wit::EvidenceLedger> for model::EvidenceLedger {
             fn to_guest(&self) -> wit::EvidenceLedger {
                 let mut layout = Layout::new(self);
                 for resource in &self.resources {
-                    let resource = layout.resource(resource);
-                    layout.ledger.resources.push(resource);
+                    layout.resource(resource);
                 }
                 for record in &self.records {
-                    let record = layout.record(record);
-                    layout.ledger.records.push(record);
+                    layout.record(record);
                 }
                 layout.ledger
             }
         }
 
-        /// The evidence ledger being laid out as the WIT's flat tables: strings
-        /// appended to its `text`, nested lists to its tables, roots once each.
+        /// The evidence ledger being laid out as the WIT's columns: strings
+        /// appended to its string table, each record to its kind's table, roots
+        /// once each.
         struct Layout<'m> {
             ledger: wit::EvidenceLedger,
             roots: Vec<&'m model::FilesystemRoot>,
@@ -283,29 +280,80 @@ macro_rules! conversions {
 
         impl<'m> Layout<'m> {
             fn new(model: &model::EvidenceLedger) -> Self {
+                use model::EvidenceRecord as M;
+                let resources = model.resources.len();
+                let count = |kind: fn(&M) -> bool| model.records.iter().filter(|r| kind(r)).count();
+                let claims = count(|r| matches!(r, M::Claim(_)));
+                let outcomes = count(|r| matches!(r, M::Outcome(_)));
+                let observations = count(|r| matches!(r, M::Observation(_)));
+                let verifiers = model.records.len() - claims - outcomes - observations;
+                let strings = 3 * resources + 3 * claims + 2 * observations + verifiers;
                 let ledger = wit::EvidenceLedger {
-                    text: String::with_capacity(64 * (model.resources.len() + model.records.len())),
+                    strings: wit::StringTable {
+                        text: String::with_capacity(48 * strings),
+                        ends: Vec::with_capacity(strings),
+                    },
                     roots: Vec::new(),
-                    resources: Vec::with_capacity(model.resources.len()),
-                    indices: Vec::new(),
-                    obligations: Vec::new(),
+                    resources: wit::ResourceTable {
+                        role: Vec::with_capacity(resources),
+                        location: Vec::with_capacity(resources),
+                        path: Vec::with_capacity(resources),
+                        incarnation: Vec::with_capacity(resources),
+                        snapshot_sha256: Vec::with_capacity(resources),
+                        flags: Vec::with_capacity(resources),
+                        others: Vec::new(),
+                    },
                     required: model.required.clone(),
-                    records: Vec::with_capacity(model.records.len()),
+                    claims: wit::ClaimTable {
+                        position: Vec::with_capacity(claims),
+                        run_id: Vec::with_capacity(claims),
+                        action_id: Vec::with_capacity(claims),
+                        tool: Vec::with_capacity(claims),
+                        scope: Vec::with_capacity(claims),
+                        scope_ends: Vec::with_capacity(claims),
+                        dependencies: Vec::new(),
+                        dependency_ends: Vec::with_capacity(claims),
+                        obligations: wit::ObligationTable {
+                            target: Vec::with_capacity(claims),
+                            kind: Vec::with_capacity(claims),
+                            digest: Vec::with_capacity(claims),
+                        },
+                        obligation_ends: Vec::with_capacity(claims),
+                        flags: Vec::with_capacity(claims),
+                    },
+                    outcomes: wit::OutcomeTable {
+                        position: Vec::with_capacity(outcomes),
+                        claim: Vec::with_capacity(outcomes),
+                        outcome: Vec::with_capacity(outcomes),
+                        flags: Vec::with_capacity(outcomes),
+                    },
+                    observations: wit::ObservationTable {
+                        position: Vec::with_capacity(observations),
+                        resource: Vec::with_capacity(observations),
+                        mechanism: Vec::with_capacity(observations),
+                        coverage: Vec::with_capacity(observations),
+                        source_action: Vec::with_capacity(observations),
+                        source_claim: Vec::with_capacity(observations),
+                        content_sha256: Vec::with_capacity(observations),
+                        job_state: Vec::with_capacity(observations),
+                        flags: Vec::with_capacity(observations),
+                    },
+                    verifiers: wit::VerifierTable {
+                        position: Vec::with_capacity(verifiers),
+                        command: Vec::with_capacity(verifiers),
+                        passed: Vec::with_capacity(verifiers),
+                    },
                     answer: model.answer.clone(),
                 };
                 Layout { ledger, roots: Vec::new() }
             }
 
-            fn span(&mut self, text: &str) -> wit::Span {
-                let start = wire_u32(self.ledger.text.len());
-                self.ledger.text.push_str(text);
-                wit::Span { start, len: wire_u32(text.len()) }
-            }
-
-            fn indices(&mut self, indices: &[model::ResourceIndex]) -> wit::Range {
-                let start = wire_u32(self.ledger.indices.len());
-                self.ledger.indices.extend_from_slice(indices);
-                wit::Range { start, len: wire_u32(indices.len()) }
+            /// Appends `text` to the string table; its index.
+            fn string(&mut self, text: &str) -> u32 {
+                let strings = &mut self.ledger.strings;
+                strings.text.push_str(text);
+                strings.ends.push(wire_u32(strings.text.len()));
+                wire_u32(strings.ends.len() - 1)
             }
 
             /// The root's index, adding it on first sight (a ledger has a
@@ -319,69 +367,119 @@ macro_rules! conversions {
                 wire_u32(self.roots.len() - 1)
             }
 
-            fn resource(&mut self, resource: &'m ResourceRef) -> wit::EvidenceResource {
-                let location = match resource.location() {
-                    model::Location::Filesystem(file) => {
-                        let root = self.root(&file.root);
-                        wit::EvidenceLocation::Filesystem(wit::EvidencePath { root, path: self.span(&file.path) })
+            fn resource(&mut self, resource: &'m ResourceRef) {
+                let mut flags = wit::ResourceFlags::empty();
+                let (location, path) = match resource.location() {
+                    model::Location::Filesystem(file) => (self.root(&file.root), self.string(&file.path)),
+                    other => {
+                        flags |= wit::ResourceFlags::OTHER;
+                        self.ledger.resources.others.push(other.to_guest());
+                        (wire_u32(self.ledger.resources.others.len() - 1), 0)
                     }
-                    other => wit::EvidenceLocation::Other(other.to_guest()),
                 };
-                wit::EvidenceResource {
-                    role: resource.role().to_guest(),
-                    location,
-                    incarnation: self.span(resource.incarnation()),
-                    snapshot_sha256: resource.snapshot_sha256().map(|digest| self.span(digest)),
-                }
+                let incarnation = self.string(resource.incarnation());
+                let snapshot = resource.snapshot_sha256().map_or(0, |digest| {
+                    flags |= wit::ResourceFlags::SNAPSHOT;
+                    self.string(digest)
+                });
+                let table = &mut self.ledger.resources;
+                table.role.push(resource.role().to_guest());
+                table.location.push(location);
+                table.path.push(path);
+                table.incarnation.push(incarnation);
+                table.snapshot_sha256.push(snapshot);
+                table.flags.push(flags);
             }
 
-            fn record(&mut self, record: &model::EvidenceRecord) -> wit::EvidenceRecord {
+            fn record(&mut self, record: &model::EvidenceRecord) {
                 use model::EvidenceRecord as M;
                 match record {
-                    M::Claim(claim) => wit::EvidenceRecord::Claim(self.claim(claim)),
-                    M::Outcome(outcome) => wit::EvidenceRecord::Outcome(outcome.to_guest()),
-                    M::Observation(o) => wit::EvidenceRecord::Observation(wit::ObservationEvidence {
-                        position: o.position,
-                        resource: o.resource,
-                        mechanism: o.mechanism.to_guest(),
-                        coverage: o.coverage.to_guest(),
-                        source_action: self.span(&o.source_action),
-                        source_claim: o.source_claim,
-                        exists: o.exists,
-                        content_sha256: o.content_sha256.as_deref().map(|digest| self.span(digest)),
-                        job_state: o.job_state.to_guest(),
-                    }),
-                    M::Verifier(v) => wit::EvidenceRecord::Verifier(wit::VerifierEvidence {
-                        position: v.position,
-                        command: self.span(&v.command),
-                        passed: v.passed,
-                    }),
+                    M::Claim(claim) => self.claim(claim),
+                    M::Outcome(outcome) => {
+                        let mut flags = wit::OutcomeFlags::empty();
+                        if outcome.recovery {
+                            flags |= wit::OutcomeFlags::RECOVERY;
+                        }
+                        if outcome.mutation_attempted {
+                            flags |= wit::OutcomeFlags::MUTATION_ATTEMPTED;
+                        }
+                        let table = &mut self.ledger.outcomes;
+                        table.position.push(outcome.position);
+                        table.claim.push(outcome.claim);
+                        table.outcome.push(outcome.outcome.to_guest());
+                        table.flags.push(flags);
+                    }
+                    M::Observation(o) => {
+                        let mut flags = wit::ObservationFlags::empty();
+                        if o.exists {
+                            flags |= wit::ObservationFlags::EXISTS;
+                        }
+                        if o.source_claim.is_some() {
+                            flags |= wit::ObservationFlags::SOURCE_CLAIM;
+                        }
+                        let source_action = self.string(&o.source_action);
+                        let digest = o.content_sha256.as_deref().map_or(0, |digest| {
+                            flags |= wit::ObservationFlags::CONTENT_SHA256;
+                            self.string(digest)
+                        });
+                        let table = &mut self.ledger.observations;
+                        table.position.push(o.position);
+                        table.resource.push(o.resource);
+                        table.mechanism.push(o.mechanism.to_guest());
+                        table.coverage.push(o.coverage.to_guest());
+                        table.source_action.push(source_action);
+                        table.source_claim.push(o.source_claim.unwrap_or(0));
+                        table.content_sha256.push(digest);
+                        table.job_state.push(o.job_state.to_guest());
+                        table.flags.push(flags);
+                    }
+                    M::Verifier(v) => {
+                        let command = self.string(&v.command);
+                        let table = &mut self.ledger.verifiers;
+                        table.position.push(v.position);
+                        table.command.push(command);
+                        table.passed.push(v.passed);
+                    }
                 }
             }
 
-            fn claim(&mut self, claim: &model::ClaimEvidence) -> wit::ClaimEvidence {
-                let start = wire_u32(self.ledger.obligations.len());
+            fn claim(&mut self, claim: &model::ClaimEvidence) {
+                let mut flags = wit::ClaimFlags::empty();
+                if claim.external {
+                    flags |= wit::ClaimFlags::EXTERNAL;
+                }
+                if claim.no_op {
+                    flags |= wit::ClaimFlags::NO_OP;
+                }
+                if claim.scope.is_none() {
+                    flags |= wit::ClaimFlags::UNKNOWN_SCOPE;
+                }
+                let (run_id, action_id, tool) =
+                    (self.string(&claim.run_id), self.string(&claim.action_id), self.string(&claim.tool));
                 for obligation in &claim.obligations {
-                    let postcondition = match &obligation.postcondition {
+                    let (kind, digest) = match &obligation.postcondition {
                         model::Postcondition::ContentSha256(digest) => {
-                            wit::EvidencePostcondition::ContentSha256(self.span(digest))
+                            (wit::PostconditionKind::ContentSha256, self.string(digest))
                         }
-                        model::Postcondition::Absent => wit::EvidencePostcondition::Absent,
-                        model::Postcondition::Exists => wit::EvidencePostcondition::Exists,
+                        model::Postcondition::Absent => (wit::PostconditionKind::Absent, 0),
+                        model::Postcondition::Exists => (wit::PostconditionKind::Exists, 0),
                     };
-                    self.ledger.obligations.push(wit::ObligationEvidence { target: obligation.target, postcondition });
+                    let obligations = &mut self.ledger.claims.obligations;
+                    obligations.target.push(obligation.target);
+                    obligations.kind.push(kind);
+                    obligations.digest.push(digest);
                 }
-                wit::ClaimEvidence {
-                    position: claim.position,
-                    run_id: self.span(&claim.run_id),
-                    action_id: self.span(&claim.action_id),
-                    tool: self.span(&claim.tool),
-                    scope: claim.scope.as_deref().map(|scope| self.indices(scope)),
-                    dependencies: self.indices(&claim.dependencies),
-                    obligations: wit::Range { start, len: wire_u32(claim.obligations.len()) },
-                    external: claim.external,
-                    no_op: claim.no_op,
-                }
+                let table = &mut self.ledger.claims;
+                table.position.push(claim.position);
+                table.run_id.push(run_id);
+                table.action_id.push(action_id);
+                table.tool.push(tool);
+                table.scope.extend_from_slice(claim.scope.as_deref().unwrap_or_default());
+                table.scope_ends.push(wire_u32(table.scope.len()));
+                table.dependencies.extend_from_slice(&claim.dependencies);
+                table.dependency_ends.push(wire_u32(table.dependencies.len()));
+                table.obligation_ends.push(wire_u32(table.obligations.target.len()));
+                table.flags.push(flags);
             }
         }
 
@@ -439,10 +537,10 @@ mod native {
 /// conversions as its component (`native::NativeEvaluator` is the public face).
 pub(crate) fn evaluate_natively(ledger: &model::EvidenceLedger) -> Result<model::Decision, String> {
     let argument: effects_evaluate::types::EvidenceLedger = ledger.to_guest();
-    if u32::try_from(argument.text.len()).is_err() {
+    if u32::try_from(argument.strings.text.len()).is_err() {
         return Err(format!(
-            "the ledger's text is {} bytes, past the 4 GiB its spans can address",
-            argument.text.len()
+            "the ledger's text is {} bytes, past the 4 GiB its string ends can address",
+            argument.strings.text.len()
         ));
     }
     Ok(effects_evaluate::evaluate(&argument)?.into_model())

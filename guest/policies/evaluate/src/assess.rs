@@ -8,7 +8,7 @@
 //! Job state, process ownership, browser sessions and receipts never verify
 //! (VER-3): they are not verifying mechanisms of any kind.
 
-use effects_evaluator_sdk::types::{Assessment, Coverage, EffectAssessment, Execution, ObservationEvidence};
+use effects_evaluator_sdk::types::{Assessment, Coverage, EffectAssessment, Execution};
 
 use crate::history::{Freshness, History, Observation, State, verifying_mechanism};
 use crate::locations::{FixedMap, LocId, SCAN_LIMIT};
@@ -38,7 +38,7 @@ pub struct Assessments {
 
 /// Does the observed state satisfy the postcondition (CL-2)?
 fn holds(postcondition: Postcondition<'_>, observed: &Observation<'_>) -> bool {
-    let exists = observed.evidence.exists;
+    let exists = observed.exists;
     match postcondition {
         Postcondition::ContentSha256(digest) => exists && observed.content_sha256 == Some(digest),
         Postcondition::Absent => !exists,
@@ -52,7 +52,7 @@ pub fn assess(history: &History<'_>) -> Assessments {
     let mut newest: Vec<Option<&Observation<'_>>> = vec![None; history.locations.len()];
     for observation in &history.observations {
         let kind = history.locations.kind(observation.loc);
-        if verifying_mechanism(kind).is_some_and(|m| same_mechanism(m, observation.evidence)) {
+        if verifying_mechanism(kind).is_some_and(|m| same_mechanism(m, observation.mechanism)) {
             newest[observation.loc as usize] = Some(observation);
         }
     }
@@ -81,12 +81,11 @@ pub fn assess(history: &History<'_>) -> Assessments {
             if matches!(settled.execution, Execution::Failed | Execution::NotExecuted) {
                 return without_check(Some(target));
             }
-            let Some(check) = newest[target as usize].filter(|o| o.evidence.position > settled.position)
-            else {
+            let Some(check) = newest[target as usize].filter(|o| o.position > settled.position) else {
                 return without_check(Some(target));
             };
             let decidable =
-                check.freshness == Freshness::Fresh && matches!(check.evidence.coverage, Coverage::Complete);
+                check.freshness == Freshness::Fresh && matches!(check.coverage, Coverage::Complete);
             let assessment = match (decidable, holds(obligation.postcondition, check)) {
                 (false, _) => Assessment::Unverified,
                 (true, false) => Assessment::Contradicted,
@@ -95,7 +94,7 @@ pub fn assess(history: &History<'_>) -> Assessments {
                     _ => Assessment::StateObserved,
                 },
             };
-            Assessed { target: Some(target), assessment, observation: Some(check.evidence.position) }
+            Assessed { target: Some(target), assessment, observation: Some(check.position) }
         }));
     }
     starts.push(all.len());
@@ -114,11 +113,11 @@ pub fn assess(history: &History<'_>) -> Assessments {
 
 fn same_mechanism(
     mechanism: effects_evaluator_sdk::types::Mechanism,
-    observation: &ObservationEvidence,
+    observed: effects_evaluator_sdk::types::Mechanism,
 ) -> bool {
     use effects_evaluator_sdk::types::Mechanism as M;
     matches!(
-        (mechanism, observation.mechanism),
+        (mechanism, observed),
         (M::FilesystemRead, M::FilesystemRead)
             | (M::OwnedRead, M::OwnedRead)
             | (M::RemoteReadback, M::RemoteReadback)

@@ -231,7 +231,7 @@ impl<'h, 'a> Index<'h, 'a> {
         for (i, observation) in history.observations.iter().enumerate() {
             let loc = observation.loc as usize;
             if seen[loc].is_some_and(|before| before != observation.incarnation) {
-                index.replaced[loc] = Some(observation.evidence.position);
+                index.replaced[loc] = Some(observation.position);
             }
             seen[loc] = Some(observation.incarnation);
             if history.locations.kind(observation.loc) == Kind::Filesystem {
@@ -341,8 +341,7 @@ impl<'h, 'a> Index<'h, 'a> {
         let assessed = self.assessments.on(latest, loc);
         // Produced, but a fresh observation (of any mechanism: existence needs
         // no content) finds nothing there, and nothing meant to delete it.
-        let gone =
-            self.newest_sighting(loc).filter(|o| o.freshness == Freshness::Fresh && !o.evidence.exists);
+        let gone = self.newest_sighting(loc).filter(|o| o.freshness == Freshness::Fresh && !o.exists);
         let meant_absent = self
             .assessments
             .last_obligation(latest, loc)
@@ -355,7 +354,7 @@ impl<'h, 'a> Index<'h, 'a> {
                     "{name}: changed by {}, but a fresh observation finds nothing there",
                     self.tool(latest)
                 ),
-                vec![claim.position(), o.evidence.position],
+                vec![claim.position(), o.position],
                 Some(format!("{name} was required but no longer exists.")),
             ));
             return;
@@ -415,13 +414,13 @@ impl<'h, 'a> Index<'h, 'a> {
         let name = self.history.locations.name(loc);
         let newest = self.newest_sighting(loc);
         let fresh = newest.filter(|o| o.freshness == Freshness::Fresh);
-        let seen: Vec<u64> = newest.map(|o| o.evidence.position).into_iter().collect();
-        if let Some(o) = fresh.filter(|o| !o.evidence.exists) {
+        let seen: Vec<u64> = newest.map(|o| o.position).into_iter().collect();
+        if let Some(o) = fresh.filter(|o| !o.exists) {
             reasons.push(reason(
                 ReasonCode::MissingArtifact,
                 Verdict::Failed,
                 format!("{name}: required, and a fresh observation found nothing there"),
-                vec![o.evidence.position],
+                vec![o.position],
                 Some(format!("{name} was required but does not exist.")),
             ));
             return;

@@ -8,10 +8,12 @@
 //! records, so a ledger of n effects is evaluated in O(n log n) (the log is the
 //! interning map).
 
-use effects_evaluator_sdk::types::{CleanupState, EvidenceRecord, Execution, Mechanism, ObservationEvidence};
+use effects_evaluator_sdk::types::{
+    ClaimFlags, CleanupState, Coverage, Execution, Mechanism, ObservationFlags, OutcomeFlags,
+};
 
 use crate::locations::{FixedMap, LocId, Locations, SCAN_LIMIT};
-use crate::tables::{Obligation, Tables};
+use crate::tables::{Obligation, Record, Tables};
 
 /// A settled outcome (not RUNNING).
 #[derive(Clone, Copy)]
@@ -78,8 +80,14 @@ pub enum Freshness {
 
 /// An observation with its location and freshness.
 pub struct Observation<'a> {
-    /// The observation as recorded.
-    pub evidence: &'a ObservationEvidence,
+    /// Its log position.
+    pub position: u64,
+    /// How it was taken.
+    pub mechanism: Mechanism,
+    /// How much it covers.
+    pub coverage: Coverage,
+    /// Whether anything existed there.
+    pub exists: bool,
     /// Its location.
     pub loc: LocId,
     /// The incarnation it saw there.
@@ -179,127 +187,120 @@ enum Later<'a> {
 
 impl<'a> History<'a> {
     /// Builds the history of the ledger `tables` resolved, refusing a ledger
-    /// that breaks HIS-1 or VER-1's "equal positions are rejected", settles
-    /// what is no earlier claim, or names a span outside its text.
+    /// that settles what is no earlier claim, settles a claim twice, or has
+    /// an obligation outside its claim's scope (CL-1). `tables` has checked
+    /// every index, string and position already.
     pub fn build(tables: &'a Tables<'a>) -> Result<Self, String> {
-        let ledger = tables.ledger();
-        let mut claims: Vec<Claim<'a>> = Vec::new();
-        // Claim positions, dense, for the binary search that finds the claim an
-        // outcome settles (they increase, as every position does); and per
-        // outcome in log order, the claim it settles.
-        let mut claim_positions: Vec<u64> = Vec::new();
-        let mut settles: Vec<usize> = Vec::new();
-        let mut observations = Vec::new();
-        let mut verifiers = Vec::new();
-        let mut last: Option<u64> = None;
-        for record in &ledger.records {
-            let position = position_of(record);
-            if last.is_some_and(|last| position <= last) {
+        let ledger = tables.ledger;
+        let claim_table = &ledger.claims;
+        let mut claims: Vec<Claim<'a>> = Vec::with_capacity(claim_table.position.len());
+        for (i, (&position, flags)) in claim_table.position.iter().zip(&claim_table.flags).enumerate() {
+            let targets = tables.scope(i);
+            let obligations = tables.obligations(i);
+            if let Some(stray) = outside_scope(targets.unwrap_or_default(), obligations) {
                 return Err(format!(
-                    "position {position} is not after {} (positions must increase)",
-                    last.unwrap_or(0)
+                    "claim {position}: obligation on {} is outside its scope (CL-1)",
+                    tables.locations.name(stray.target)
                 ));
             }
-            last = Some(position);
-            match record {
-                EvidenceRecord::Claim(claim) => {
-                    let targets = claim.scope.map(|scope| tables.locs(scope)).transpose()?;
-                    let obligations = tables.obligations(claim.obligations)?;
-                    if let Some(stray) = outside_scope(targets.unwrap_or_default(), obligations) {
-                        return Err(format!(
-                            "claim {position}: obligation on {} is outside its scope (CL-1)",
-                            tables.locations.name(stray.target)
-                        ));
-                    }
-                    tables.locs(claim.dependencies)?;
-                    claim_positions.push(position);
-                    // Read once so a span outside the text is refused even
-                    // where no rule looks.
-                    tables.wire.get(claim.run_id)?;
-                    tables.wire.get(claim.action_id)?;
-                    claims.push(Claim {
-                        position,
-                        external: claim.external,
-                        refused: claim.no_op,
-                        tool: tables.wire.get(claim.tool)?,
-                        targets,
-                        obligations,
-                        state: State::Attempted,
-                    });
-                }
-                EvidenceRecord::Outcome(outcome) => {
-                    let index = claim_positions.binary_search(&outcome.claim).map_err(|_| {
-                        format!("outcome {position} settles {}, which is no earlier claim", outcome.claim)
-                    })?;
-                    settles.push(index);
-                    let claim = &mut claims[index];
-                    claim.state = match (claim.state, outcome.outcome.execution) {
-                        (State::Settled(_), _) => {
-                            return Err(format!(
-                                "outcome {position} replaces the settled outcome of claim {}",
-                                outcome.claim
-                            ));
-                        }
-                        (State::Running(_), Execution::Running) => {
-                            return Err(format!(
-                                "outcome {position}: claim {} is already RUNNING",
-                                outcome.claim
-                            ));
-                        }
-                        (State::Attempted, Execution::Running) => State::Running(position),
-                        (_, execution) => State::Settled(Settled {
-                            position,
-                            execution,
-                            cleanup: outcome.outcome.cleanup,
-                            mutation_attempted: outcome.mutation_attempted,
-                        }),
-                    };
-                }
-                EvidenceRecord::Observation(observation) => {
-                    let resource = tables.loc(observation.resource)?;
-                    tables.wire.get(observation.source_action)?;
-                    observations.push(Observation {
-                        evidence: observation,
-                        loc: resource,
-                        incarnation: tables
-                            .wire
-                            .get(ledger.resources[observation.resource as usize].incarnation)?,
-                        content_sha256: observation.content_sha256.map(|d| tables.wire.get(d)).transpose()?,
-                        freshness: Freshness::Fresh,
-                    });
-                }
-                EvidenceRecord::Verifier(verifier) => verifiers.push(Verifier {
-                    position: verifier.position,
-                    command: tables.wire.get(verifier.command)?,
-                    passed: verifier.passed,
-                }),
-            }
+            claims.push(Claim {
+                position,
+                external: flags.contains(ClaimFlags::EXTERNAL),
+                refused: flags.contains(ClaimFlags::NO_OP),
+                tool: tables.strings.get(claim_table.tool[i])?,
+                targets,
+                obligations,
+                state: State::Attempted,
+            });
         }
+        // Per outcome, the claim it settles, found by binary search over the
+        // claims' positions (they increase, as every position does), and
+        // settled in log order.
+        let outcome_table = &ledger.outcomes;
+        let mut settles: Vec<usize> = Vec::with_capacity(outcome_table.position.len());
+        for (i, (&position, &settled)) in outcome_table.position.iter().zip(&outcome_table.claim).enumerate()
+        {
+            let index = claim_table
+                .position
+                .binary_search(&settled)
+                .ok()
+                .filter(|&index| claim_table.position[index] < position)
+                .ok_or_else(|| format!("outcome {position} settles {settled}, which is no earlier claim"))?;
+            settles.push(index);
+            let outcome = &outcome_table.outcome[i];
+            let claim = &mut claims[index];
+            claim.state = match (claim.state, outcome.execution) {
+                (State::Settled(_), _) => {
+                    return Err(format!(
+                        "outcome {position} replaces the settled outcome of claim {settled}"
+                    ));
+                }
+                (State::Running(_), Execution::Running) => {
+                    return Err(format!("outcome {position}: claim {settled} is already RUNNING"));
+                }
+                (State::Attempted, Execution::Running) => State::Running(position),
+                (_, execution) => State::Settled(Settled {
+                    position,
+                    execution,
+                    cleanup: outcome.cleanup,
+                    mutation_attempted: outcome_table.flags[i].contains(OutcomeFlags::MUTATION_ATTEMPTED),
+                }),
+            };
+        }
+        let seen = &ledger.observations;
+        let observations = (0..seen.position.len())
+            .map(|i| {
+                let flags = seen.flags[i];
+                Ok(Observation {
+                    position: seen.position[i],
+                    mechanism: seen.mechanism[i],
+                    coverage: seen.coverage[i],
+                    exists: flags.contains(ObservationFlags::EXISTS),
+                    loc: tables.loc(seen.resource[i]),
+                    incarnation: tables.incarnation(seen.resource[i]),
+                    content_sha256: match flags.contains(ObservationFlags::CONTENT_SHA256) {
+                        true => Some(tables.strings.get(seen.content_sha256[i])?),
+                        false => None,
+                    },
+                    freshness: Freshness::Fresh,
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let run = &ledger.verifiers;
+        let verifiers = (0..run.position.len())
+            .map(|i| {
+                Ok(Verifier {
+                    position: run.position[i],
+                    command: tables.strings.get(run.command[i])?,
+                    passed: run.passed[i],
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
         let locations = &tables.locations;
         let mut required = Vec::new();
         let mut seen = vec![false; locations.len()];
         for &index in &ledger.required {
-            let id = tables.loc(index)?;
+            let id = tables.loc(index);
             if !std::mem::replace(&mut seen[id as usize], true) {
                 required.push(id);
             }
         }
         let mut history = History { locations, claims, observations, verifiers, required };
-        history.mark_unsettled(&ledger.records, &settles);
-        history.mark_stale(&ledger.records);
+        history.mark_unsettled(tables, &settles);
+        history.mark_stale(&tables.order);
         Ok(history)
     }
 
     /// INV-2, UNSETTLED: an earlier overlapping effect was attempted or running
     /// when the observation was taken (forward pass over open claims).
-    fn mark_unsettled(&mut self, records: &[EvidenceRecord], settles: &[usize]) {
+    fn mark_unsettled(&mut self, tables: &Tables<'_>, settles: &[usize]) {
         let n = self.locations.len();
         let (mut open_self, mut open_below) = (vec![0u32; n], vec![0u32; n]);
         let mut open_unknown = 0u32;
         let (mut next_claim, mut next_outcome, mut next_observation) = (0, 0, 0);
-        for record in records {
+        for record in &tables.order {
             match record {
-                EvidenceRecord::Claim(_) => {
+                Record::Claim => {
                     let claim = &self.claims[next_claim];
                     next_claim += 1;
                     if claim.no_op() {
@@ -307,26 +308,27 @@ impl<'a> History<'a> {
                     }
                     self.open(claim.targets, 1, &mut open_self, &mut open_below, &mut open_unknown);
                 }
-                EvidenceRecord::Outcome(outcome) => {
+                Record::Outcome => {
+                    let position = tables.ledger.outcomes.position[next_outcome];
                     let claim = &self.claims[settles[next_outcome]];
                     next_outcome += 1;
-                    let closes = matches!(claim.state.settled(), Some(s) if s.position == outcome.position);
+                    let closes = matches!(claim.state.settled(), Some(s) if s.position == position);
                     if closes && !claim.no_op() {
                         self.open(claim.targets, -1, &mut open_self, &mut open_below, &mut open_unknown);
                     }
                 }
-                EvidenceRecord::Observation(_) => {
+                Record::Observation => {
                     let observation = &mut self.observations[next_observation];
                     next_observation += 1;
                     let loc = observation.loc;
                     let in_flight = open_unknown > 0
                         || open_below[loc as usize] > 0
                         || self.locations.ancestors_or_self(loc).any(|a| open_self[a as usize] > 0);
-                    if in_flight && !matches!(observation.evidence.mechanism, Mechanism::Receipt) {
+                    if in_flight && !matches!(observation.mechanism, Mechanism::Receipt) {
                         observation.freshness = Freshness::Unsettled;
                     }
                 }
-                EvidenceRecord::Verifier(_) => {}
+                Record::Verifier => {}
             }
         }
     }
@@ -356,15 +358,15 @@ impl<'a> History<'a> {
     /// INV-1: later claims that may touch it, or a later observation of the
     /// same location with a different incarnation, make it STALE; receipts are
     /// never invalidated (INV-3). Reverse pass.
-    fn mark_stale(&mut self, records: &[EvidenceRecord]) {
+    fn mark_stale(&mut self, order: &[Record]) {
         let n = self.locations.len();
         let (mut later_self, mut later_below) = (vec![None; n], vec![None; n]);
         let mut later_unknown: Option<u64> = None;
         let mut later_seen = vec![Later::None; n];
         let (mut next_claim, mut next_observation) = (self.claims.len(), self.observations.len());
-        for record in records.iter().rev() {
+        for record in order.iter().rev() {
             match record {
-                EvidenceRecord::Claim(_) => {
+                Record::Claim => {
                     next_claim -= 1;
                     let claim = &self.claims[next_claim];
                     if claim.no_op() {
@@ -383,12 +385,12 @@ impl<'a> History<'a> {
                         }
                     }
                 }
-                EvidenceRecord::Observation(_) => {
+                Record::Observation => {
                     next_observation -= 1;
                     let observation = &mut self.observations[next_observation];
                     // INV-3: a receipt is never invalidated, but a receipt of
                     // another incarnation still shows a replacement (VER-3).
-                    let receipt = matches!(observation.evidence.mechanism, Mechanism::Receipt);
+                    let receipt = matches!(observation.mechanism, Mechanism::Receipt);
                     let loc = observation.loc as usize;
                     let incarnation = observation.incarnation;
                     let mut by = later_unknown;
@@ -408,14 +410,14 @@ impl<'a> History<'a> {
                     if let Some(by) = by.filter(|_| !receipt) {
                         observation.freshness = Freshness::Stale(by);
                     }
-                    let position = observation.evidence.position;
+                    let position = observation.position;
                     later_seen[loc] = match later_seen[loc] {
                         Later::None => Later::One(incarnation, position),
                         Later::One(other, _) if other == incarnation => Later::One(incarnation, position),
                         _ => Later::Several(position),
                     };
                 }
-                EvidenceRecord::Outcome(_) | EvidenceRecord::Verifier(_) => {}
+                Record::Outcome | Record::Verifier => {}
             }
         }
     }
@@ -429,14 +431,4 @@ fn outside_scope<'o, 'a>(scope: &[LocId], obligations: &'o [Obligation<'a>]) -> 
     }
     let scope: FixedMap<LocId, ()> = scope.iter().map(|&t| (t, ())).collect();
     obligations.iter().find(|o| !scope.contains_key(&o.target))
-}
-
-/// The position of any record.
-pub fn position_of(record: &EvidenceRecord) -> u64 {
-    match record {
-        EvidenceRecord::Claim(r) => r.position,
-        EvidenceRecord::Outcome(r) => r.position,
-        EvidenceRecord::Observation(r) => r.position,
-        EvidenceRecord::Verifier(r) => r.position,
-    }
 }

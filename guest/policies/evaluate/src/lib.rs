@@ -21,9 +21,9 @@ pub use effects_evaluator_sdk::types;
 pub use prose::present;
 
 /// Decides completion over `ledger`; `Err` when the ledger itself is
-/// inconsistent (a span, range or index outside its table, positions not
-/// increasing, HIS-1), which the host turns into BLOCKED `POLICY_FAILURE`
-/// (POL-4).
+/// inconsistent (a column of the wrong length, an index or run outside its
+/// table, positions not increasing, HIS-1), which the host turns into
+/// BLOCKED `POLICY_FAILURE` (POL-4).
 pub fn evaluate(ledger: &EvidenceLedger) -> Result<Decision, String> {
     let tables = tables::Tables::new(ledger)?;
     let history = history::History::build(&tables)?;

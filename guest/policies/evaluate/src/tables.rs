@@ -1,13 +1,19 @@
-//! The evidence ledger's flat tables, read back and resolved once (see the
-//! WIT's `evidence-ledger`): a `span` is a string of its `text`, a `range` a
-//! run of its `indices` or `obligations`. Every resource is interned to its
-//! location up front, and so is every entry of `indices` and `obligations`,
-//! so a claim's scope and obligations are slices of these tables: nothing is
-//! allocated per claim. Every lookup is checked, so a span, range or index
-//! outside its table refuses the ledger instead of reading the wrong thing.
+//! The evidence ledger's columns, read back and resolved once (see the WIT's
+//! `evidence-ledger`): a `string-index` is a string of its string table, a
+//! claim's scope and obligations consecutive runs of one table each, and the
+//! log is the four record tables merged by position. Every resource is
+//! interned to its location up front, and so is every scope entry and
+//! obligation, so a claim's scope and obligations are slices of these tables:
+//! nothing is allocated per claim.
+//!
+//! Everything is checked here, once, including what no rule reads (run ids,
+//! incarnations, dependencies): a column of the wrong length, an index outside
+//! its table, a string end out of order or inside a character refuses the
+//! ledger instead of reading the wrong thing. After that, the accessors below
+//! cannot fail.
 
 use effects_evaluator_sdk::types::{
-    EvidenceLedger, EvidenceLocation, EvidencePostcondition, FilesystemRoot, Range, Span,
+    ClaimFlags, EvidenceLedger, ObservationFlags, PostconditionKind, ResourceFlags, StringTable,
 };
 
 use crate::locations::{LocId, Locations};
@@ -32,32 +38,122 @@ pub struct Obligation<'a> {
     pub postcondition: Postcondition<'a>,
 }
 
-/// The ledger as it crossed the boundary: strings by span, roots by index.
+/// Which table a record of the log is in.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Record {
+    /// `claims`.
+    Claim,
+    /// `outcomes`.
+    Outcome,
+    /// `observations`.
+    Observation,
+    /// `verifiers`.
+    Verifier,
+}
+
+/// The ledger's string table, its ends checked.
 #[derive(Clone, Copy)]
-pub struct Wire<'a> {
-    ledger: &'a EvidenceLedger,
+pub struct Strings<'a> {
+    text: &'a str,
+    ends: &'a [u32],
 }
 
 /// The resolved tables of one ledger.
 pub struct Tables<'a> {
-    /// The ledger's strings and roots.
-    pub wire: Wire<'a>,
+    /// The ledger's columns, as they crossed the boundary.
+    pub ledger: &'a EvidenceLedger,
+    /// Its strings.
+    pub strings: Strings<'a>,
     /// Every location the resources name, interned.
     pub locations: Locations<'a>,
+    /// The log: which table each record is in, in position order.
+    pub order: Vec<Record>,
     /// Per resource, its location.
     resource_loc: Vec<LocId>,
-    /// Per entry of `indices`, its resource's location.
-    index_loc: Vec<LocId>,
-    /// Per entry of `obligations`, resolved.
+    /// Per entry of the claims' `scope`, its resource's location.
+    scope_loc: Vec<LocId>,
+    /// Per entry of the claims' `obligations`, resolved.
     obligations: Vec<Obligation<'a>>,
 }
 
-/// `items[range]`, or an error naming the table.
-fn run<'t, T>(items: &'t [T], range: Range, table: &str) -> Result<&'t [T], String> {
-    let (start, len) = (range.start as usize, range.len as usize);
-    start.checked_add(len).and_then(|end| items.get(start..end)).ok_or_else(|| {
-        format!("range {start}+{len} is outside the ledger's {table} ({} entries)", items.len())
-    })
+impl<'a> Strings<'a> {
+    /// Checks that every end is in order, inside the text and on a character
+    /// boundary, so every string can be read.
+    fn new(table: &'a StringTable) -> Result<Self, String> {
+        let text = table.text.as_str();
+        let mut previous = 0u32;
+        for (i, &end) in table.ends.iter().enumerate() {
+            if end < previous || !text.is_char_boundary(end as usize) {
+                return Err(format!(
+                    "string {i} ends at byte {end}, before its start ({previous}), outside the ledger's \
+                     text ({} bytes) or inside a character",
+                    text.len()
+                ));
+            }
+            previous = end;
+        }
+        Ok(Strings { text, ends: &table.ends })
+    }
+
+    /// String `index`.
+    pub fn get(&self, index: u32) -> Result<&'a str, String> {
+        let i = index as usize;
+        let end = *self
+            .ends
+            .get(i)
+            .ok_or_else(|| format!("string index {index} is out of range ({} strings)", self.ends.len()))?;
+        let start = i.checked_sub(1).map_or(0, |p| self.ends[p]);
+        Ok(&self.text[start as usize..end as usize])
+    }
+
+    /// Checks that every index of `column` names a string.
+    fn check(&self, column: &[u32], what: &str) -> Result<(), String> {
+        match column.iter().find(|&&i| i as usize >= self.ends.len()) {
+            Some(bad) => {
+                Err(format!("{what}: string index {bad} is out of range ({} strings)", self.ends.len()))
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+/// The number of rows of a table whose columns are `columns`, or an error
+/// naming the first column of another length.
+fn rows(table: &str, columns: &[(&str, usize)]) -> Result<usize, String> {
+    let rows = columns.first().map_or(0, |&(_, len)| len);
+    match columns.iter().find(|&&(_, len)| len != rows) {
+        Some((column, len)) => {
+            Err(format!("{table}.{column} has {len} entries, but {table}.{} has {rows}", columns[0].0))
+        }
+        None => Ok(rows),
+    }
+}
+
+/// Checks that `ends` cut `entries` entries into `rows` consecutive runs.
+fn check_runs(ends: &[u32], rows: usize, entries: usize, what: &str) -> Result<(), String> {
+    if ends.len() != rows {
+        return Err(format!("{what} has {} ends for {rows} claims", ends.len()));
+    }
+    let mut previous = 0u32;
+    for (i, &end) in ends.iter().enumerate() {
+        if end < previous || end as usize > entries {
+            return Err(format!(
+                "{what}: claim {i}'s run ends at {end}, before its start ({previous}) or past the \
+                 table's {entries} entries"
+            ));
+        }
+        previous = end;
+    }
+    match previous as usize == entries {
+        true => Ok(()),
+        false => Err(format!("{what}: the runs end at {previous}, but the table has {entries} entries")),
+    }
+}
+
+/// Row `i`'s run of `values`, given `ends` checked by [`check_runs`].
+fn run<'t, T>(values: &'t [T], ends: &[u32], i: usize) -> &'t [T] {
+    let start = i.checked_sub(1).map_or(0, |p| ends[p]);
+    &values[start as usize..ends[i] as usize]
 }
 
 /// The location of resource `index`, given every resource's location.
@@ -68,133 +164,284 @@ fn loc_in(resource_loc: &[LocId], index: u32) -> Result<LocId, String> {
         .ok_or_else(|| format!("resource index {index} is out of range ({} resources)", resource_loc.len()))
 }
 
-impl<'a> Wire<'a> {
-    /// The string `span` names.
-    pub fn get(&self, span: Span) -> Result<&'a str, String> {
-        let (start, len) = (span.start as usize, span.len as usize);
-        start.checked_add(len).and_then(|end| self.ledger.text.get(start..end)).ok_or_else(|| {
-            format!(
-                "span {start}+{len} is outside the ledger's text ({} bytes) or splits a character",
-                self.ledger.text.len()
-            )
-        })
+/// The log: the record tables merged by position, refusing a position that
+/// is not after the one before it (within a table or across them).
+fn merge(tables: [(&[u64], Record); 4]) -> Result<Vec<Record>, String> {
+    let mut next = [0usize; 4];
+    let total = tables.iter().map(|(positions, _)| positions.len()).sum();
+    let mut order = Vec::with_capacity(total);
+    let mut last: Option<u64> = None;
+    for _ in 0..total {
+        let (table, position) = (0..4)
+            .filter_map(|t| tables[t].0.get(next[t]).map(|&p| (t, p)))
+            .min_by_key(|&(_, p)| p)
+            .expect("a record is left");
+        if let Some(last) = last.filter(|&last| position <= last) {
+            return Err(format!("position {position} is not after {last} (positions must increase)"));
+        }
+        last = Some(position);
+        next[table] += 1;
+        order.push(tables[table].1);
     }
+    Ok(order)
+}
 
-    /// The root at `index`.
-    pub fn root(&self, index: u32) -> Result<&'a FilesystemRoot, String> {
-        self.ledger
-            .roots
-            .get(index as usize)
-            .ok_or_else(|| format!("root index {index} is out of range ({} roots)", self.ledger.roots.len()))
+/// Checks the resource table and interns every resource's location.
+fn resources<'a>(
+    ledger: &'a EvidenceLedger,
+    strings: &Strings<'a>,
+) -> Result<(Locations<'a>, Vec<LocId>), String> {
+    let table = &ledger.resources;
+    let n = rows(
+        "resources",
+        &[
+            ("role", table.role.len()),
+            ("location", table.location.len()),
+            ("path", table.path.len()),
+            ("incarnation", table.incarnation.len()),
+            ("snapshot-sha256", table.snapshot_sha256.len()),
+            ("flags", table.flags.len()),
+        ],
+    )?;
+    strings.check(&table.incarnation, "resources.incarnation")?;
+    let mut locations = Locations::default();
+    let mut resource_loc = Vec::with_capacity(n);
+    for i in 0..n {
+        let (flags, at) = (table.flags[i], table.location[i]);
+        resource_loc.push(if flags.contains(ResourceFlags::OTHER) {
+            let other = table.others.get(at as usize).ok_or_else(|| {
+                format!("resource {i}: other location {at} is out of range ({} others)", table.others.len())
+            })?;
+            locations.intern(other)
+        } else {
+            let root = ledger.roots.get(at as usize).ok_or_else(|| {
+                format!("resource {i}: root index {at} is out of range ({} roots)", ledger.roots.len())
+            })?;
+            let root = locations.root(root);
+            locations.intern_path(root, strings.get(table.path[i])?)
+        });
+        if flags.contains(ResourceFlags::SNAPSHOT) {
+            strings.get(table.snapshot_sha256[i])?;
+        }
     }
+    Ok((locations, resource_loc))
 }
 
 impl<'a> Tables<'a> {
-    /// Resolves every table of `ledger`.
+    /// Checks and resolves every table of `ledger`.
     pub fn new(ledger: &'a EvidenceLedger) -> Result<Self, String> {
-        let wire = Wire { ledger };
-        let mut locations = Locations::default();
-        let mut resource_loc = Vec::with_capacity(ledger.resources.len());
-        for resource in &ledger.resources {
-            resource_loc.push(match &resource.location {
-                EvidenceLocation::Filesystem(file) => {
-                    let root = locations.root(wire.root(file.root)?);
-                    locations.intern_path(root, wire.get(file.path)?)
-                }
-                EvidenceLocation::Other(location) => locations.intern(location),
-            });
-            // Read once so a span outside the text is refused even where no
-            // rule looks.
-            wire.get(resource.incarnation)?;
-            resource.snapshot_sha256.map(|digest| wire.get(digest)).transpose()?;
-        }
+        let strings = Strings::new(&ledger.strings)?;
+        let (locations, resource_loc) = resources(ledger, &strings)?;
         let loc = |index: u32| loc_in(&resource_loc, index);
-        let index_loc = ledger.indices.iter().map(|&i| loc(i)).collect::<Result<Vec<_>, _>>()?;
-        let obligations = ledger
-            .obligations
+
+        let claims = &ledger.claims;
+        let claim_rows = rows(
+            "claims",
+            &[
+                ("position", claims.position.len()),
+                ("run-id", claims.run_id.len()),
+                ("action-id", claims.action_id.len()),
+                ("tool", claims.tool.len()),
+                ("flags", claims.flags.len()),
+            ],
+        )?;
+        for (column, what) in [
+            (&claims.run_id, "claims.run-id"),
+            (&claims.action_id, "claims.action-id"),
+            (&claims.tool, "claims.tool"),
+        ] {
+            strings.check(column, what)?;
+        }
+        check_runs(&claims.scope_ends, claim_rows, claims.scope.len(), "claims.scope-ends")?;
+        check_runs(&claims.dependency_ends, claim_rows, claims.dependencies.len(), "claims.dependency-ends")?;
+        let duties = &claims.obligations;
+        rows(
+            "claims.obligations",
+            &[("target", duties.target.len()), ("kind", duties.kind.len()), ("digest", duties.digest.len())],
+        )?;
+        check_runs(&claims.obligation_ends, claim_rows, duties.target.len(), "claims.obligation-ends")?;
+        for (i, flags) in claims.flags.iter().enumerate() {
+            if flags.contains(ClaimFlags::UNKNOWN_SCOPE)
+                && !run(&claims.scope, &claims.scope_ends, i).is_empty()
+            {
+                return Err(format!("claim {}: an unknown scope with entries", claims.position[i]));
+            }
+        }
+        let scope_loc = claims.scope.iter().map(|&i| loc(i)).collect::<Result<Vec<_>, _>>()?;
+        claims.dependencies.iter().try_for_each(|&i| loc(i).map(drop))?;
+        let obligations = duties
+            .target
             .iter()
-            .map(|o| {
-                let postcondition = match o.postcondition {
-                    EvidencePostcondition::ContentSha256(digest) => {
-                        Postcondition::ContentSha256(wire.get(digest)?)
-                    }
-                    EvidencePostcondition::Absent => Postcondition::Absent,
-                    EvidencePostcondition::Exists => Postcondition::Exists,
+            .zip(&duties.kind)
+            .zip(&duties.digest)
+            .map(|((&target, kind), &digest)| {
+                let postcondition = match kind {
+                    PostconditionKind::ContentSha256 => Postcondition::ContentSha256(strings.get(digest)?),
+                    PostconditionKind::Absent => Postcondition::Absent,
+                    PostconditionKind::Exists => Postcondition::Exists,
                 };
-                Ok(Obligation { target: loc(o.target)?, postcondition })
+                Ok(Obligation { target: loc(target)?, postcondition })
             })
             .collect::<Result<Vec<_>, String>>()?;
-        Ok(Tables { wire, locations, resource_loc, index_loc, obligations })
+
+        let outcomes = &ledger.outcomes;
+        rows(
+            "outcomes",
+            &[
+                ("position", outcomes.position.len()),
+                ("claim", outcomes.claim.len()),
+                ("outcome", outcomes.outcome.len()),
+                ("flags", outcomes.flags.len()),
+            ],
+        )?;
+
+        let seen = &ledger.observations;
+        rows(
+            "observations",
+            &[
+                ("position", seen.position.len()),
+                ("resource", seen.resource.len()),
+                ("mechanism", seen.mechanism.len()),
+                ("coverage", seen.coverage.len()),
+                ("source-action", seen.source_action.len()),
+                ("source-claim", seen.source_claim.len()),
+                ("content-sha256", seen.content_sha256.len()),
+                ("job-state", seen.job_state.len()),
+                ("flags", seen.flags.len()),
+            ],
+        )?;
+        seen.resource.iter().try_for_each(|&i| loc(i).map(drop))?;
+        strings.check(&seen.source_action, "observations.source-action")?;
+        for (flags, &digest) in seen.flags.iter().zip(&seen.content_sha256) {
+            if flags.contains(ObservationFlags::CONTENT_SHA256) {
+                strings.get(digest)?;
+            }
+        }
+
+        let verifiers = &ledger.verifiers;
+        rows(
+            "verifiers",
+            &[
+                ("position", verifiers.position.len()),
+                ("command", verifiers.command.len()),
+                ("passed", verifiers.passed.len()),
+            ],
+        )?;
+        strings.check(&verifiers.command, "verifiers.command")?;
+        ledger.required.iter().try_for_each(|&i| loc(i).map(drop))?;
+
+        let order = merge([
+            (&claims.position, Record::Claim),
+            (&outcomes.position, Record::Outcome),
+            (&seen.position, Record::Observation),
+            (&verifiers.position, Record::Verifier),
+        ])?;
+        Ok(Tables { ledger, strings, locations, order, resource_loc, scope_loc, obligations })
     }
 
-    /// The ledger these tables resolve.
-    pub fn ledger(&self) -> &'a EvidenceLedger {
-        self.wire.ledger
+    /// The location of resource `index` (checked by [`Tables::new`] for every
+    /// index the records hold).
+    pub fn loc(&self, index: u32) -> LocId {
+        self.resource_loc[index as usize]
     }
 
-    /// The location of resource `index`.
-    pub fn loc(&self, index: u32) -> Result<LocId, String> {
-        loc_in(&self.resource_loc, index)
+    /// Claim `i`'s exact scope, or `None` for an unknown one.
+    pub fn scope(&self, i: usize) -> Option<&[LocId]> {
+        let claims = &self.ledger.claims;
+        match claims.flags[i].contains(ClaimFlags::UNKNOWN_SCOPE) {
+            true => None,
+            false => Some(run(&self.scope_loc, &claims.scope_ends, i)),
+        }
     }
 
-    /// The locations of the resources `range` of `indices` names.
-    pub fn locs(&self, range: Range) -> Result<&[LocId], String> {
-        run(&self.index_loc, range, "indices")
+    /// Claim `i`'s obligations, in order.
+    pub fn obligations(&self, i: usize) -> &[Obligation<'a>] {
+        run(&self.obligations, &self.ledger.claims.obligation_ends, i)
     }
 
-    /// The obligations `range` names.
-    pub fn obligations(&self, range: Range) -> Result<&[Obligation<'a>], String> {
-        run(&self.obligations, range, "obligations")
+    /// The incarnation resource `index` was seen as.
+    pub fn incarnation(&self, index: u32) -> &'a str {
+        let string = self.ledger.resources.incarnation[index as usize];
+        self.strings.get(string).expect("checked by Tables::new")
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use effects_evaluator_sdk::types::{EvidenceLocation, EvidencePath, EvidenceResource, ResourceRole};
+    use effects_evaluator_sdk::types::{
+        ClaimTable, CleanupState, Coverage, Execution, FilesystemRoot, Impact, Mechanism, ObligationTable,
+        ObservationTable, Outcome, OutcomeFlags, OutcomeTable, ResourceRole, ResourceTable, VerifierTable,
+    };
 
-    fn ledger(text: &str, path: Span) -> EvidenceLedger {
+    /// One file, `d/a.txt`, written (claim 1), settled (2) and read back (3).
+    fn ledger() -> EvidenceLedger {
+        let strings = ["d/a.txt", "1:2@", "run", "act", "write_file", "read"];
+        let mut ends = Vec::new();
+        let mut text = String::new();
+        for s in strings {
+            text.push_str(s);
+            ends.push(text.len() as u32);
+        }
         let root =
             FilesystemRoot { scope: "s".into(), owner: "o".into(), path: "/w".into(), device: 1, inode: 2 };
         EvidenceLedger {
-            text: text.into(),
+            strings: StringTable { text, ends },
             roots: vec![root],
-            resources: vec![EvidenceResource {
-                role: ResourceRole::Target,
-                location: EvidenceLocation::Filesystem(EvidencePath { root: 0, path }),
-                incarnation: Span { start: 0, len: 0 },
-                snapshot_sha256: None,
-            }],
-            indices: vec![0],
-            obligations: Vec::new(),
-            required: Vec::new(),
-            records: Vec::new(),
+            resources: ResourceTable {
+                role: vec![ResourceRole::Target],
+                location: vec![0],
+                path: vec![0],
+                incarnation: vec![1],
+                snapshot_sha256: vec![0],
+                flags: vec![ResourceFlags::empty()],
+                others: Vec::new(),
+            },
+            required: vec![0],
+            claims: ClaimTable {
+                position: vec![1],
+                run_id: vec![2],
+                action_id: vec![3],
+                tool: vec![4],
+                scope: vec![0],
+                scope_ends: vec![1],
+                dependencies: Vec::new(),
+                dependency_ends: vec![0],
+                obligations: ObligationTable {
+                    target: vec![0],
+                    kind: vec![PostconditionKind::Exists],
+                    digest: vec![0],
+                },
+                obligation_ends: vec![1],
+                flags: vec![ClaimFlags::empty()],
+            },
+            outcomes: OutcomeTable {
+                position: vec![2],
+                claim: vec![1],
+                outcome: vec![Outcome {
+                    execution: Execution::ReportedSuccess,
+                    impact: Impact::Possible,
+                    cleanup: CleanupState::NotApplicable,
+                    replayed: false,
+                    remote_acknowledged: false,
+                    detached: false,
+                }],
+                flags: vec![OutcomeFlags::empty()],
+            },
+            observations: ObservationTable {
+                position: vec![3],
+                resource: vec![0],
+                mechanism: vec![Mechanism::FilesystemRead],
+                coverage: vec![Coverage::Complete],
+                source_action: vec![5],
+                source_claim: vec![0],
+                content_sha256: vec![0],
+                job_state: vec![None],
+                flags: vec![ObservationFlags::EXISTS],
+            },
+            verifiers: VerifierTable { position: Vec::new(), command: Vec::new(), passed: Vec::new() },
             answer: String::new(),
         }
-    }
-
-    #[test]
-    fn a_claim_whose_unread_run_id_is_outside_the_text_is_refused() {
-        use effects_evaluator_sdk::types::{ClaimEvidence, EvidenceRecord};
-        let mut ledger = ledger("d/a.txt", Span { start: 0, len: 7 });
-        let claim = |run_id: Span| {
-            EvidenceRecord::Claim(ClaimEvidence {
-                position: 1,
-                run_id,
-                action_id: Span { start: 0, len: 1 },
-                tool: Span { start: 0, len: 1 },
-                scope: Some(Range { start: 0, len: 1 }),
-                dependencies: Range { start: 0, len: 0 },
-                obligations: Range { start: 0, len: 0 },
-                external: false,
-                no_op: false,
-            })
-        };
-        ledger.records = vec![claim(Span { start: 0, len: 1 })];
-        assert!(crate::evaluate(&ledger).is_ok());
-        ledger.records = vec![claim(Span { start: 99, len: 5 })];
-        let error = crate::evaluate(&ledger).expect_err("refused");
-        assert!(error.contains("outside the ledger's text"), "{error}");
     }
 
     fn refusal(ledger: &EvidenceLedger) -> String {
@@ -202,41 +449,94 @@ mod tests {
     }
 
     #[test]
-    fn spans_and_ranges_resolve_inside_their_tables() {
-        let ledger = ledger("d/a.txt", Span { start: 0, len: 7 });
+    fn a_well_formed_ledger_resolves_and_merges_by_position() {
+        let ledger = ledger();
         let tables = Tables::new(&ledger).expect("a well-formed ledger");
-        let loc = tables.loc(0).unwrap();
+        let loc = tables.loc(0);
         assert_eq!(tables.locations.name(loc), "d/a.txt");
-        assert_eq!(tables.locs(Range { start: 0, len: 1 }).unwrap(), &[loc]);
-        assert!(tables.obligations(Range { start: 0, len: 0 }).unwrap().is_empty());
+        assert_eq!(tables.scope(0), Some(&[loc][..]));
+        assert!(matches!(tables.obligations(0), [Obligation { postcondition: Postcondition::Exists, .. }]));
+        assert_eq!(tables.incarnation(0), "1:2@");
+        assert_eq!(tables.order, [Record::Claim, Record::Outcome, Record::Observation]);
+        assert!(crate::evaluate(&ledger).is_ok());
     }
 
     #[test]
-    fn a_span_outside_the_text_or_inside_a_character_is_refused() {
-        let past_end = refusal(&ledger("d/a.txt", Span { start: 4, len: 9 }));
-        assert!(past_end.contains("outside the ledger's text"), "{past_end}");
-        let wrapping = refusal(&ledger("d/a.txt", Span { start: u32::MAX, len: u32::MAX }));
-        assert!(wrapping.contains("span"), "{wrapping}");
-        let split = refusal(&ledger("é", Span { start: 1, len: 1 }));
-        assert!(split.contains("splits a character"), "{split}");
+    fn an_unknown_scope_is_none_and_must_have_no_entries() {
+        let mut unknown = ledger();
+        unknown.claims.flags[0] = ClaimFlags::UNKNOWN_SCOPE;
+        (unknown.claims.scope, unknown.claims.scope_ends) = (Vec::new(), vec![0]);
+        unknown.claims.obligations =
+            ObligationTable { target: Vec::new(), kind: Vec::new(), digest: Vec::new() };
+        unknown.claims.obligation_ends = vec![0];
+        assert_eq!(Tables::new(&unknown).expect("well-formed").scope(0), None);
+        let mut both = ledger();
+        both.claims.flags[0] = ClaimFlags::UNKNOWN_SCOPE;
+        assert!(refusal(&both).contains("an unknown scope with entries"));
     }
 
     #[test]
-    fn a_range_or_root_outside_its_table_is_refused() {
-        let ledger = ledger("a", Span { start: 0, len: 1 });
-        let tables = Tables::new(&ledger).unwrap();
-        let error = tables.locs(Range { start: 1, len: 1 }).unwrap_err();
-        assert!(error.contains("outside the ledger's indices"), "{error}");
-        assert!(tables.obligations(Range { start: 0, len: 1 }).is_err());
-        let mut bad_incarnation = ledger.clone();
-        bad_incarnation.resources[0].incarnation = Span { start: 50, len: 1 };
+    fn a_string_end_out_of_order_outside_the_text_or_inside_a_character_is_refused() {
+        let mut backwards = ledger();
+        backwards.strings.ends.swap(0, 1);
+        assert!(refusal(&backwards).contains("string 1 ends at byte 7, before its start"));
+        let mut past_end = ledger();
+        *past_end.strings.ends.last_mut().unwrap() += 1;
+        assert!(refusal(&past_end).contains("outside the ledger's text"));
+        let mut split = ledger();
+        split.strings.text.push('é');
+        split.strings.ends.push(split.strings.text.len() as u32 - 1);
+        assert!(refusal(&split).contains("inside a character"));
+    }
+
+    #[test]
+    fn an_index_no_rule_reads_is_still_checked() {
+        let mut run_id = ledger();
+        run_id.claims.run_id[0] = 99;
+        assert!(refusal(&run_id).contains("claims.run-id: string index 99 is out of range"));
+        let mut incarnation = ledger();
+        incarnation.resources.incarnation[0] = 6;
+        assert!(refusal(&incarnation).contains("resources.incarnation"));
+        let mut dependency = ledger();
+        dependency.claims.dependencies = vec![4];
+        dependency.claims.dependency_ends = vec![1];
+        assert!(refusal(&dependency).contains("resource index 4 is out of range"));
+        let mut root = ledger();
+        root.resources.location[0] = 3;
+        assert!(refusal(&root).contains("root index 3"));
+        let mut other = ledger();
+        other.resources.flags[0] = ResourceFlags::OTHER;
+        assert!(refusal(&other).contains("other location 0 is out of range (0 others)"));
+    }
+
+    #[test]
+    fn columns_of_different_lengths_and_runs_that_do_not_tile_are_refused() {
+        let mut short = ledger();
+        short.observations.coverage.clear();
         assert!(
-            refusal(&bad_incarnation).contains("outside the ledger's text"),
-            "no rule reads it, still refused"
+            refusal(&short).contains("observations.coverage has 0 entries, but observations.position has 1")
         );
-        let mut bad_root = ledger.clone();
-        bad_root.resources[0].location =
-            EvidenceLocation::Filesystem(EvidencePath { root: 3, path: Span { start: 0, len: 1 } });
-        assert!(refusal(&bad_root).contains("root index 3"));
+        let mut gap = ledger();
+        gap.claims.scope.push(0);
+        assert!(refusal(&gap).contains("claims.scope-ends: the runs end at 1, but the table has 2 entries"));
+        let mut past = ledger();
+        past.claims.obligation_ends = vec![2];
+        assert!(refusal(&past).contains("past the table's 1 entries"));
+        let mut missing = ledger();
+        missing.claims.dependency_ends.clear();
+        assert!(refusal(&missing).contains("claims.dependency-ends has 0 ends for 1 claims"));
+    }
+
+    #[test]
+    fn positions_must_increase_within_and_across_tables() {
+        let mut equal = ledger();
+        equal.observations.position[0] = 2;
+        assert!(refusal(&equal).contains("position 2 is not after 2"));
+        let mut backwards = ledger();
+        backwards.outcomes.position = vec![2, 1];
+        backwards.outcomes.claim = vec![1, 1];
+        backwards.outcomes.outcome.push(backwards.outcomes.outcome[0]);
+        backwards.outcomes.flags.push(OutcomeFlags::empty());
+        assert!(refusal(&backwards).contains("position 1 is not after"));
     }
 }
