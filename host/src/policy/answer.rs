@@ -131,18 +131,38 @@ pub(crate) fn check_decision(ledger: &EvidenceLedger, answer: &Decision) -> Resu
     // which the sort detects in one pass.
     let mut positions: Vec<u64> = ledger.records.iter().map(EvidenceRecord::position).collect();
     positions.sort_unstable();
-    let recorded = |position: u64| positions.binary_search(&position).is_ok();
+    let mut recorded = Recorded { positions: &positions, at: 0 };
     let cited = answer
         .reasons
         .iter()
         .flat_map(|r| r.evidence.iter().copied())
         .chain(answer.assessments.iter().flat_map(|a| std::iter::once(a.claim).chain(a.observation)));
     for position in cited {
-        if !recorded(position) {
+        if !recorded.contains(position) {
             return Err(format!("it cites position {position}, which is not in the ledger"));
         }
     }
     Ok(())
+}
+
+/// Sorted positions, searched from where the last search ended: a decision
+/// cites them mostly in log order, so most searches end a step or two on.
+struct Recorded<'p> {
+    positions: &'p [u64],
+    at: usize,
+}
+
+impl Recorded<'_> {
+    fn contains(&mut self, position: u64) -> bool {
+        let window = &self.positions[self.at..(self.at + 4).min(self.positions.len())];
+        let nearby =
+            window.first().is_some_and(|&p| p <= position) && window.last().is_some_and(|&p| p >= position);
+        let found = match nearby {
+            true => window.binary_search(&position).map(|i| self.at + i),
+            false => self.positions.binary_search(&position),
+        };
+        found.inspect(|&i| self.at = i).is_ok()
+    }
 }
 
 #[cfg(test)]
@@ -296,5 +316,17 @@ mod tests {
         assert!(check_decision(&ledger, &hidden).unwrap_err().contains("does not follow"));
         let invented = decision(Verdict::Failed, vec![reason(Verdict::Failed, vec![9])]);
         assert!(check_decision(&ledger, &invented).unwrap_err().contains("position 9"));
+    }
+
+    #[test]
+    fn recorded_positions_are_found_forwards_backwards_and_far_away() {
+        let positions: Vec<u64> = (0..100).map(|i| 3 * i).collect();
+        let mut recorded = Recorded { positions: &positions, at: 0 };
+        let cited = [0, 3, 6, 9, 270, 12, 150, 3, 297, 0];
+        assert!(cited.iter().all(|&p| recorded.contains(p)), "every cited position is recorded");
+        for missing in [1, 4, 151, 298, 300, u64::MAX] {
+            assert!(!recorded.contains(missing), "{missing} is not recorded");
+        }
+        assert!(!Recorded { positions: &[], at: 0 }.contains(0));
     }
 }

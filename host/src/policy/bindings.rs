@@ -281,16 +281,49 @@ macro_rules! conversions {
         impl<'m> Layout<'m> {
             fn new(model: &model::EvidenceLedger) -> Self {
                 use model::EvidenceRecord as M;
+                // Sized exactly in one pass, so no table grows while it is
+                // filled and the text is not over-reserved (fresh pages cost).
                 let resources = model.resources.len();
-                let count = |kind: fn(&M) -> bool| model.records.iter().filter(|r| kind(r)).count();
-                let claims = count(|r| matches!(r, M::Claim(_)));
-                let outcomes = count(|r| matches!(r, M::Outcome(_)));
-                let observations = count(|r| matches!(r, M::Observation(_)));
-                let verifiers = model.records.len() - claims - outcomes - observations;
-                let strings = 3 * resources + 3 * claims + 2 * observations + verifiers;
+                let (mut claims, mut outcomes, mut observations, mut verifiers) = (0, 0, 0, 0);
+                let (mut strings, mut text) = (3 * resources, 0);
+                for resource in &model.resources {
+                    if let model::Location::Filesystem(file) = resource.location() {
+                        text += file.path.len();
+                    }
+                    text += resource.incarnation().len() + resource.snapshot_sha256().map_or(0, str::len);
+                }
+                let (mut scope, mut dependencies, mut obligations) = (0, 0, 0);
+                for record in &model.records {
+                    match record {
+                        M::Claim(c) => {
+                            claims += 1;
+                            strings += 3 + c.obligations.len();
+                            text += c.run_id.len() + c.action_id.len() + c.tool.len();
+                            for obligation in &c.obligations {
+                                if let model::Postcondition::ContentSha256(digest) = &obligation.postcondition {
+                                    text += digest.len();
+                                }
+                            }
+                            scope += c.scope.as_ref().map_or(0, Vec::len);
+                            dependencies += c.dependencies.len();
+                            obligations += c.obligations.len();
+                        }
+                        M::Outcome(_) => outcomes += 1,
+                        M::Observation(o) => {
+                            observations += 1;
+                            strings += 2;
+                            text += o.source_action.len() + o.content_sha256.as_ref().map_or(0, String::len);
+                        }
+                        M::Verifier(v) => {
+                            verifiers += 1;
+                            strings += 1;
+                            text += v.command.len();
+                        }
+                    }
+                }
                 let ledger = wit::EvidenceLedger {
                     strings: wit::StringTable {
-                        text: String::with_capacity(48 * strings),
+                        text: String::with_capacity(text),
                         ends: Vec::with_capacity(strings),
                     },
                     roots: Vec::new(),
@@ -309,14 +342,14 @@ macro_rules! conversions {
                         run_id: Vec::with_capacity(claims),
                         action_id: Vec::with_capacity(claims),
                         tool: Vec::with_capacity(claims),
-                        scope: Vec::with_capacity(claims),
+                        scope: Vec::with_capacity(scope),
                         scope_ends: Vec::with_capacity(claims),
-                        dependencies: Vec::new(),
+                        dependencies: Vec::with_capacity(dependencies),
                         dependency_ends: Vec::with_capacity(claims),
                         obligations: wit::ObligationTable {
-                            target: Vec::with_capacity(claims),
-                            kind: Vec::with_capacity(claims),
-                            digest: Vec::with_capacity(claims),
+                            target: Vec::with_capacity(obligations),
+                            kind: Vec::with_capacity(obligations),
+                            digest: Vec::with_capacity(obligations),
                         },
                         obligation_ends: Vec::with_capacity(claims),
                         flags: Vec::with_capacity(claims),

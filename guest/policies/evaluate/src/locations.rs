@@ -59,6 +59,8 @@ pub struct Locations<'a> {
     paths: FixedMap<(u32, &'a str), LocId>,
     others: FixedMap<String, LocId>,
     entries: Vec<Entry<'a>>,
+    /// `intern_path`'s paths still to intern, kept to reuse its allocation.
+    missing: Vec<&'a str>,
 }
 
 /// Appends `field` to `key` length-prefixed, so no two field lists share a key.
@@ -77,6 +79,14 @@ fn key_of(prefix: &str, fields: &[&str]) -> String {
 }
 
 impl<'a> Locations<'a> {
+    /// Room for about `resources` locations without growing.
+    pub fn with_capacity(resources: usize) -> Self {
+        let mut locations = Locations::default();
+        locations.paths.reserve(resources);
+        locations.entries.reserve(resources);
+        locations
+    }
+
     /// The root identity's number: a root is its device and inode (ID-3).
     pub fn root(&mut self, root: &FilesystemRoot) -> u32 {
         let next = self.roots.len() as u32;
@@ -146,7 +156,7 @@ impl<'a> Locations<'a> {
     /// (iteratively: a deep path must not exhaust the guest's stack).
     pub fn intern_path(&mut self, root: u32, path: &'a str) -> LocId {
         // Walk up to the deepest ancestor already known, then intern downwards.
-        let mut missing = Vec::new();
+        let mut missing = std::mem::take(&mut self.missing);
         let mut at = path;
         let mut known = loop {
             if let Some(&id) = self.paths.get(&(root, at)) {
@@ -156,15 +166,17 @@ impl<'a> Locations<'a> {
             if at.is_empty() {
                 break None;
             }
-            at = at.rsplit_once('/').map_or("", |(parent, _)| parent);
+            // `/` is ASCII, so a byte search finds it on a character boundary.
+            at = at.as_bytes().iter().rposition(|&b| b == b'/').map_or("", |slash| &at[..slash]);
         };
-        for &path in missing.iter().rev() {
+        for path in missing.drain(..).rev() {
             let name = Cow::Borrowed(if path.is_empty() { "." } else { path });
             let id = self.entries.len() as LocId;
             self.entries.push(Entry { kind: Kind::Filesystem, name, parent: known });
             self.paths.insert((root, path), id);
             known = Some(id);
         }
+        self.missing = missing;
         known.expect("a path interns at least itself")
     }
 

@@ -103,7 +103,10 @@ impl<'a> Strings<'a> {
             .get(i)
             .ok_or_else(|| format!("string index {index} is out of range ({} strings)", self.ends.len()))?;
         let start = i.checked_sub(1).map_or(0, |p| self.ends[p]);
-        Ok(&self.text[start as usize..end as usize])
+        // SAFETY: `Strings::new` checked that the ends never decrease and
+        // that each is a character boundary of the text (so at most its
+        // length); `start` is the previous end, or 0.
+        Ok(unsafe { self.text.get_unchecked(start as usize..end as usize) })
     }
 
     /// Checks that every index of `column` names a string.
@@ -172,10 +175,15 @@ fn merge(tables: [(&[u64], Record); 4]) -> Result<Vec<Record>, String> {
     let mut order = Vec::with_capacity(total);
     let mut last: Option<u64> = None;
     for _ in 0..total {
-        let (table, position) = (0..4)
-            .filter_map(|t| tables[t].0.get(next[t]).map(|&p| (t, p)))
-            .min_by_key(|&(_, p)| p)
-            .expect("a record is left");
+        let mut pick: Option<(usize, u64)> = None;
+        for (t, (positions, _)) in tables.iter().enumerate() {
+            if let Some(&p) = positions.get(next[t])
+                && pick.is_none_or(|(_, best)| p < best)
+            {
+                pick = Some((t, p));
+            }
+        }
+        let (table, position) = pick.expect("a record is left");
         if let Some(last) = last.filter(|&last| position <= last) {
             return Err(format!("position {position} is not after {last} (positions must increase)"));
         }
@@ -204,7 +212,8 @@ fn resources<'a>(
         ],
     )?;
     strings.check(&table.incarnation, "resources.incarnation")?;
-    let mut locations = Locations::default();
+    let mut locations = Locations::with_capacity(n);
+    let roots: Vec<u32> = ledger.roots.iter().map(|root| locations.root(root)).collect();
     let mut resource_loc = Vec::with_capacity(n);
     for i in 0..n {
         let (flags, at) = (table.flags[i], table.location[i]);
@@ -214,10 +223,9 @@ fn resources<'a>(
             })?;
             locations.intern(other)
         } else {
-            let root = ledger.roots.get(at as usize).ok_or_else(|| {
-                format!("resource {i}: root index {at} is out of range ({} roots)", ledger.roots.len())
+            let root = *roots.get(at as usize).ok_or_else(|| {
+                format!("resource {i}: root index {at} is out of range ({} roots)", roots.len())
             })?;
-            let root = locations.root(root);
             locations.intern_path(root, strings.get(table.path[i])?)
         });
         if flags.contains(ResourceFlags::SNAPSHOT) {
