@@ -11,7 +11,7 @@
 use effects_evaluator_sdk::types::{Assessment, Coverage, EffectAssessment, Execution};
 
 use crate::history::{Freshness, History, Observation, State, verifying_mechanism};
-use crate::locations::{FixedMap, LocId, SCAN_LIMIT};
+use crate::locations::{FixedMap, LocId, SCAN_LIMIT, same};
 use crate::tables::Postcondition;
 
 /// One obligation's (or one obligation-less claim's) assessment.
@@ -40,7 +40,9 @@ pub struct Assessments {
 fn holds(postcondition: Postcondition<'_>, observed: &Observation<'_>) -> bool {
     let exists = observed.exists;
     match postcondition {
-        Postcondition::ContentSha256(digest) => exists && observed.content_sha256 == Some(digest),
+        Postcondition::ContentSha256(digest) => {
+            exists && observed.content_sha256.is_some_and(|seen| same(seen, digest))
+        }
         Postcondition::Absent => !exists,
         Postcondition::Exists => exists,
     }

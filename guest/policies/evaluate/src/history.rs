@@ -12,7 +12,7 @@ use effects_evaluator_sdk::types::{
     ClaimFlags, CleanupState, Coverage, Execution, Mechanism, ObservationFlags, OutcomeFlags,
 };
 
-use crate::locations::{FixedMap, LocId, Locations, SCAN_LIMIT};
+use crate::locations::{FixedMap, LocId, Locations, SCAN_LIMIT, same};
 use crate::tables::{Obligation, Record, Tables};
 
 /// A settled outcome (not RUNNING).
@@ -403,7 +403,7 @@ impl<'a> History<'a> {
                         }
                     }
                     match later_seen[loc] {
-                        Later::One(other, p) if other != incarnation => nearer(&mut by, p),
+                        Later::One(other, p) if !same(other, incarnation) => nearer(&mut by, p),
                         Later::Several(p) => nearer(&mut by, p),
                         _ => {}
                     }
@@ -413,7 +413,7 @@ impl<'a> History<'a> {
                     let position = observation.position;
                     later_seen[loc] = match later_seen[loc] {
                         Later::None => Later::One(incarnation, position),
-                        Later::One(other, _) if other == incarnation => Later::One(incarnation, position),
+                        Later::One(other, _) if same(other, incarnation) => Later::One(incarnation, position),
                         _ => Later::Several(position),
                     };
                 }

@@ -24,6 +24,34 @@ pub type FixedMap<K, V> = rustc_hash::FxHashMap<K, V>;
 /// Up to this many entries, a linear scan beats building a set.
 pub const SCAN_LIMIT: usize = 8;
 
+/// String equality eight bytes at a time. The guest's `memcmp` (which `==`
+/// on strings calls) compares one byte at a time, and the evaluator compares
+/// many paths, incarnations and 64-character digests.
+pub fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let ((a_words, a_tail), (b_words, b_tail)) = (a.as_chunks::<8>(), b.as_chunks::<8>());
+    a_words.iter().zip(b_words).all(|(x, y)| u64::from_ne_bytes(*x) == u64::from_ne_bytes(*y))
+        && a_tail.iter().zip(b_tail).all(|(x, y)| x == y)
+}
+
+/// A path beneath a root, as a key of the interning map (compared with [`same`]).
+#[derive(Clone, Copy, Hash)]
+struct PathKey<'a> {
+    root: u32,
+    path: &'a str,
+}
+
+impl PartialEq for PathKey<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.root == other.root && same(self.path, other.path)
+    }
+}
+
+impl Eq for PathKey<'_> {}
+
 /// An interned location.
 pub type LocId = u32;
 
@@ -56,7 +84,7 @@ struct Entry<'a> {
 #[derive(Default)]
 pub struct Locations<'a> {
     roots: FixedMap<(u64, u64), u32>,
-    paths: FixedMap<(u32, &'a str), LocId>,
+    paths: FixedMap<PathKey<'a>, LocId>,
     others: FixedMap<String, LocId>,
     entries: Vec<Entry<'a>>,
     /// `intern_path`'s paths still to intern, kept to reuse its allocation.
@@ -159,7 +187,7 @@ impl<'a> Locations<'a> {
         let mut missing = std::mem::take(&mut self.missing);
         let mut at = path;
         let mut known = loop {
-            if let Some(&id) = self.paths.get(&(root, at)) {
+            if let Some(&id) = self.paths.get(&PathKey { root, path: at }) {
                 break Some(id);
             }
             missing.push(at);
@@ -173,7 +201,7 @@ impl<'a> Locations<'a> {
             let name = Cow::Borrowed(if path.is_empty() { "." } else { path });
             let id = self.entries.len() as LocId;
             self.entries.push(Entry { kind: Kind::Filesystem, name, parent: known });
-            self.paths.insert((root, path), id);
+            self.paths.insert(PathKey { root, path }, id);
             known = Some(id);
         }
         self.missing = missing;
@@ -236,5 +264,19 @@ mod tests {
         assert_ne!(d, other);
         assert_eq!(locations.name(a), "d/a.txt");
         assert_eq!(locations.ancestors_or_self(a).count(), 3, "a.txt, d, the root");
+    }
+
+    #[test]
+    fn same_compares_every_byte_in_words_and_tail() {
+        let digest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+        assert!(same(digest, &digest.to_owned()));
+        assert!(same("", ""));
+        for i in 0..digest.len() {
+            let mut other = digest.as_bytes().to_vec();
+            other[i] = b'x';
+            assert!(!same(digest, std::str::from_utf8(&other).unwrap()), "byte {i} differs");
+        }
+        assert!(!same("dir/a.txt", "dir/a.tx"), "a prefix is not the same");
+        assert!(!same("dir/é", "dir/e\u{301}"));
     }
 }

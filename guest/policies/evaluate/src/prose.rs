@@ -156,7 +156,9 @@ impl<'i, 'h, 'a> Support<'i, 'h, 'a> {
                     continue;
                 }
                 let path = locations.name(loc);
-                let base = path.rsplit('/').next().unwrap_or(path);
+                // `/` is ASCII, so a byte search finds it on a character boundary.
+                let base =
+                    path.as_bytes().iter().rposition(|&b| b == b'/').map_or(path, |slash| &path[slash + 1..]);
                 let both = [Some(path), (base != path).then_some(base)];
                 for name in both.into_iter().flatten().filter(|name| mentioned.contains_key(name)) {
                     names.entry(name).or_default().push(loc);
