@@ -205,6 +205,7 @@ fn an_evaluator_that_spins_traps_or_lies_gives_blocked_policy_failure_never_comp
         ("lie", "does not follow from its reasons"),
         ("drop", "does not carry the disclosure"),
         ("cite", "not in the ledger"),
+        ("ragged", "assessments.obligation has 0 entries, but assessments.claim has 2"),
     ] {
         let decided = Evaluator::Component(&mut component).decide(&ledger(mode));
         assert_eq!(decided.decision.verdict, Verdict::Blocked, "{mode}");

@@ -28,3 +28,16 @@ pub mod bindings {
 pub use bindings::export_evaluator;
 pub use bindings::exports::effects::policy::evaluate as evaluator;
 pub use bindings::exports::effects::policy::types;
+
+impl Default for types::AssessmentTable {
+    /// No assessments: a decision over a ledger without claims.
+    fn default() -> Self {
+        types::AssessmentTable {
+            claim: Vec::new(),
+            obligation: Vec::new(),
+            assessment: Vec::new(),
+            observation: Vec::new(),
+            flags: Vec::new(),
+        }
+    }
+}

@@ -32,6 +32,12 @@ impl<T: WireSize> WireSize for Vec<T> {
     }
 }
 
+impl<T: WireSize> WireSize for Result<T, String> {
+    fn wire_size(&self) -> usize {
+        SLOT + self.as_ref().map_or_else(WireSize::wire_size, WireSize::wire_size)
+    }
+}
+
 impl<T: WireSize> WireSize for Option<T> {
     fn wire_size(&self) -> usize {
         SLOT + self.as_ref().map_or(0, WireSize::wire_size)

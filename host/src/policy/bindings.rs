@@ -534,8 +534,45 @@ macro_rules! conversions {
         });
         unit_enum!(Assessment { Verified, StateObserved, Failed, Contradicted, Unverified, Pending });
         record!(from Reason { code, verdict, message, evidence, disclosure });
-        record!(from EffectAssessment { claim, obligation, assessment, observation });
-        record!(from Decision { verdict, reasons, disclosures, assessments, presented_answer });
+
+        /// A decision, its assessments read back from the WIT's columns; `Err`
+        /// names a column whose length is not the claim column's (a malformed
+        /// answer).
+        impl IntoModel<Result<model::Decision, String>> for wit::Decision {
+            fn into_model(self) -> Result<model::Decision, String> {
+                let table = self.assessments;
+                let rows = table.claim.len();
+                let columns = [
+                    ("obligation", table.obligation.len()),
+                    ("assessment", table.assessment.len()),
+                    ("observation", table.observation.len()),
+                    ("flags", table.flags.len()),
+                ];
+                if let Some((column, len)) = columns.into_iter().find(|&(_, len)| len != rows) {
+                    return Err(format!("assessments.{column} has {len} entries, but assessments.claim has {rows}"));
+                }
+                let assessments = (0..rows)
+                    .map(|i| {
+                        let flags = table.flags[i];
+                        model::EffectAssessment {
+                            claim: table.claim[i],
+                            obligation: flags.contains(wit::AssessmentFlags::OBLIGATION).then_some(table.obligation[i]),
+                            assessment: table.assessment[i].into_model(),
+                            observation: flags
+                                .contains(wit::AssessmentFlags::OBSERVATION)
+                                .then_some(table.observation[i]),
+                        }
+                    })
+                    .collect();
+                Ok(model::Decision {
+                    verdict: self.verdict.into_model(),
+                    reasons: self.reasons.into_model(),
+                    disclosures: self.disclosures,
+                    assessments,
+                    presented_answer: self.presented_answer,
+                })
+            }
+        }
     };
 }
 
@@ -576,5 +613,5 @@ pub(crate) fn evaluate_natively(ledger: &model::EvidenceLedger) -> Result<model:
             argument.strings.text.len()
         ));
     }
-    Ok(effects_evaluate::evaluate(&argument)?.into_model())
+    effects_evaluate::evaluate(&argument)?.into_model()
 }

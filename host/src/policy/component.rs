@@ -340,15 +340,27 @@ impl EvaluatorComponent {
     pub fn evaluate(&mut self, ledger: &EvidenceLedger) -> Result<Called<Decision>, PolicyError> {
         let argument = ledger.to_guest();
         self.0.warm = None;
+        // The answer is the decision, or why its columns could not be read
+        // back, which is a malformed answer like any the check refuses.
         let called = self.0.call(
             PolicyCall::Evaluate,
             |bindings, store| {
                 let answer = bindings.effects_policy_evaluate().call_evaluate(store, &argument)?;
                 Ok(answer.map(IntoModel::into_model))
             },
-            |answer| answer::check_decision(ledger, answer),
+            |answer: &Result<Decision, String>| {
+                answer.as_ref().map_or(Ok(()), |decision| answer::check_decision(ledger, decision))
+            },
         );
         self.0.warm = None;
-        called
+        let Called { value, report } = called?;
+        match value {
+            Ok(decision) => Ok(Called { value: decision, report }),
+            Err(message) => Err(PolicyError::MalformedAnswer {
+                component: report.component,
+                call: PolicyCall::Evaluate,
+                message,
+            }),
+        }
     }
 }

@@ -8,7 +8,7 @@
 //! Job state, process ownership, browser sessions and receipts never verify
 //! (VER-3): they are not verifying mechanisms of any kind.
 
-use effects_evaluator_sdk::types::{Assessment, Coverage, EffectAssessment, Execution};
+use effects_evaluator_sdk::types::{Assessment, AssessmentFlags, AssessmentTable, Coverage, Execution};
 
 use crate::history::{Freshness, History, Observation, State, verifying_mechanism};
 use crate::locations::{FixedMap, LocId, SCAN_LIMIT, same};
@@ -147,22 +147,33 @@ impl Assessments {
         assessed.iter().rposition(|a| a.target == Some(loc))
     }
 
-    /// CMP-11: the list every decision carries.
-    pub fn to_wire(&self, history: &History<'_>) -> Vec<EffectAssessment> {
-        history
-            .claims
-            .iter()
-            .enumerate()
-            .flat_map(|(index, claim)| {
-                let assessed = self.of(index);
-                let obligation_less = claim.obligations.is_empty();
-                assessed.iter().enumerate().map(move |(i, a)| EffectAssessment {
-                    claim: claim.position(),
-                    obligation: (!obligation_less).then_some(i as u32),
-                    assessment: a.assessment,
-                    observation: a.observation,
-                })
-            })
-            .collect()
+    /// CMP-11: the assessments every decision carries, as the WIT's columns.
+    pub fn to_wire(&self, history: &History<'_>) -> AssessmentTable {
+        let n = self.all.len();
+        let mut table = AssessmentTable {
+            claim: Vec::with_capacity(n),
+            obligation: Vec::with_capacity(n),
+            assessment: Vec::with_capacity(n),
+            observation: Vec::with_capacity(n),
+            flags: Vec::with_capacity(n),
+        };
+        for (index, claim) in history.claims.iter().enumerate() {
+            let with_obligations = !claim.obligations.is_empty();
+            for (i, a) in self.of(index).iter().enumerate() {
+                let mut flags = AssessmentFlags::empty();
+                if with_obligations {
+                    flags |= AssessmentFlags::OBLIGATION;
+                }
+                if a.observation.is_some() {
+                    flags |= AssessmentFlags::OBSERVATION;
+                }
+                table.claim.push(claim.position());
+                table.obligation.push(if with_obligations { i as u32 } else { 0 });
+                table.assessment.push(a.assessment);
+                table.observation.push(a.observation.unwrap_or(0));
+                table.flags.push(flags);
+            }
+        }
+        table
     }
 }

@@ -269,7 +269,8 @@ mod tests {
     #[test]
     fn same_compares_every_byte_in_words_and_tail() {
         let digest = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
-        assert!(same(digest, &digest.to_owned()));
+        let copy = String::from(digest);
+        assert!(same(digest, &copy), "equal bytes in another buffer");
         assert!(same("", ""));
         for i in 0..digest.len() {
             let mut other = digest.as_bytes().to_vec();
