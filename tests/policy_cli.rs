@@ -127,3 +127,32 @@ fn run_exits_nonzero_saying_which_failure() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains(&bad_path), "{}", text(&out.stderr));
 }
+
+#[test]
+fn run_refuses_an_evaluate_input_whose_records_are_out_of_log_order() {
+    use effect_ledger::model::{EvidenceLedger, EvidenceRecord, VerifierEvidence};
+    let verifier = |position| {
+        EvidenceRecord::Verifier(VerifierEvidence { position, command: "cargo test".into(), passed: true })
+    };
+    let ledger = |positions: [u64; 2]| EvidenceLedger {
+        resources: Vec::new(),
+        required: Vec::new(),
+        records: positions.map(verifier).into(),
+        answer: "Tests pass.".into(),
+    };
+    let run = |ledger: &EvidenceLedger| {
+        let input = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(input.path(), serde_json::to_vec(ledger).unwrap()).unwrap();
+        let path = input.path().display().to_string();
+        effects(&["policy", "run", "policies/evaluate.wasm", "--call", "evaluate", "--input", &path])
+    };
+    let ordered = run(&ledger([1, 2]));
+    assert!(ordered.status.success(), "{}", text(&ordered.stderr));
+    let unordered = run(&ledger([2, 1]));
+    assert_eq!(unordered.status.code(), Some(2), "bad input");
+    assert!(
+        text(&unordered.stderr).contains("records out of log order: position 1 is not after 2"),
+        "{}",
+        text(&unordered.stderr)
+    );
+}

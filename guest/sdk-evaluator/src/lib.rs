@@ -30,7 +30,7 @@ pub use bindings::exports::effects::policy::evaluate as evaluator;
 pub use bindings::exports::effects::policy::types;
 
 impl Default for types::AssessmentTable {
-    /// No assessments: a decision over a ledger without claims.
+    /// Empty columns: no assessments.
     fn default() -> Self {
         types::AssessmentTable {
             claim: Vec::new(),

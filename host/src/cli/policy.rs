@@ -21,6 +21,7 @@ use effect_ledger::policy::{
 
 use effect_ledger::completion::vectors;
 use effect_ledger::completion::{Evaluator, evaluator_of};
+use effect_ledger::model::EvidenceLedger;
 use effect_ledger::policy::NativeEvaluator;
 
 use super::{Failure, exit, open_parent};
@@ -247,7 +248,11 @@ fn run(file: &Path, call: CallArg, input: &Path, limits: SandboxLimits) -> Resul
             print_json(&c.readbacks(&parse_input(input)?).map_err(call_failed)?)
         }
         (LoadedComponent::Evaluator(mut e), CallArg::Evaluate) => {
-            print_json(&e.evaluate(&parse_input(input)?).map_err(call_failed)?)
+            let ledger: EvidenceLedger = parse_input(input)?;
+            ledger.check_order().map_err(|why| {
+                Failure::new(exit::BAD_INPUT, anyhow!("{}: records out of log order: {why}", input.display()))
+            })?;
+            print_json(&e.evaluate(&ledger).map_err(call_failed)?)
         }
         _ => unreachable!("the world was chosen from the call"),
     }

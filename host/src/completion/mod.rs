@@ -63,14 +63,17 @@ pub fn policy_failure_decision(answer: &str, why: &str) -> Decision {
 
 impl Evaluator<'_> {
     /// Decides over `ledger`: the evaluator's checked answer, or BLOCKED
-    /// `POLICY_FAILURE` for a trap, fuel exhaustion, a refusal or an answer the
-    /// contract rejects.
+    /// `POLICY_FAILURE` for a ledger out of log order, a trap, fuel
+    /// exhaustion, a refusal or an answer the contract rejects.
     pub fn decide(&mut self, ledger: &EvidenceLedger) -> Decided {
         let failed = |why: String, evaluator: Option<EvaluatorRun>| Decided {
             decision: policy_failure_decision(&ledger.answer, &why),
             evaluator,
             policy_failure: Some(why),
         };
+        if let Err(why) = ledger.check_order() {
+            return failed(format!("the evidence ledger is not in log order: {why}"), None);
+        }
         match self {
             Evaluator::Component(component) => {
                 let (name, sha256) = (component.name().to_owned(), component.sha256().to_string());

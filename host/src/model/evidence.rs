@@ -124,7 +124,7 @@ pub struct EvidenceLedger {
     pub resources: Vec<ResourceRef>,
     /// Required artifacts.
     pub required: Vec<ResourceIndex>,
-    /// Records by position.
+    /// Records by position (see [`EvidenceLedger::check_order`]).
     pub records: Vec<EvidenceRecord>,
     /// The agent's final answer.
     pub answer: String,
@@ -247,6 +247,24 @@ impl Verdict {
             Verdict::Blocked => 2,
             Verdict::Failed => 3,
         }
+    }
+}
+
+impl EvidenceLedger {
+    /// The records are in log order: each position after the one before it
+    /// (HIS-1, VER-1). The evaluator's contract carries each kind of record in
+    /// a table of its own and merges them by position, so an order the
+    /// positions contradict cannot cross it: a ledger is checked here first.
+    pub fn check_order(&self) -> Result<(), String> {
+        let mut positions = self.records.iter().map(EvidenceRecord::position);
+        let Some(mut last) = positions.next() else { return Ok(()) };
+        for position in positions {
+            if position <= last {
+                return Err(format!("position {position} is not after {last} (positions must increase)"));
+            }
+            last = position;
+        }
+        Ok(())
     }
 }
 

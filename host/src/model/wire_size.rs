@@ -32,6 +32,8 @@ impl<T: WireSize> WireSize for Vec<T> {
     }
 }
 
+/// An answer, or why it could not be read back (then the message is what
+/// crossed, as far as the size limit is concerned).
 impl<T: WireSize> WireSize for Result<T, String> {
     fn wire_size(&self) -> usize {
         SLOT + self.as_ref().map_or_else(WireSize::wire_size, WireSize::wire_size)

@@ -147,19 +147,24 @@ pub(crate) fn check_decision(ledger: &EvidenceLedger, answer: &Decision) -> Resu
 
 /// Sorted positions, searched from where the last search ended: a decision
 /// cites them mostly in log order, so most searches end a step or two on.
+/// Only a citation outside the next [`Recorded::WINDOW`] positions costs a
+/// binary search of them all.
 struct Recorded<'p> {
     positions: &'p [u64],
     at: usize,
 }
 
 impl Recorded<'_> {
+    const WINDOW: usize = 4;
+
     fn contains(&mut self, position: u64) -> bool {
-        let window = &self.positions[self.at..(self.at + 4).min(self.positions.len())];
+        let window = &self.positions[self.at..(self.at + Self::WINDOW).min(self.positions.len())];
         let nearby =
             window.first().is_some_and(|&p| p <= position) && window.last().is_some_and(|&p| p >= position);
-        let found = match nearby {
-            true => window.binary_search(&position).map(|i| self.at + i),
-            false => self.positions.binary_search(&position),
+        let found = if nearby {
+            window.binary_search(&position).map(|i| self.at + i)
+        } else {
+            self.positions.binary_search(&position)
         };
         found.inspect(|&i| self.at = i).is_ok()
     }

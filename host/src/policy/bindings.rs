@@ -281,8 +281,10 @@ macro_rules! conversions {
         impl<'m> Layout<'m> {
             fn new(model: &model::EvidenceLedger) -> Self {
                 use model::EvidenceRecord as M;
-                // Sized exactly in one pass, so no table grows while it is
-                // filled and the text is not over-reserved (fresh pages cost).
+                // Sized in one pass, so no table grows while it is filled: the
+                // text and the tables exactly, the string ends at most (a
+                // missing snapshot or digest adds none). Fresh pages cost, so
+                // the text, the largest, is not over-reserved.
                 let resources = model.resources.len();
                 let (mut claims, mut outcomes, mut observations, mut verifiers) = (0, 0, 0, 0);
                 let (mut strings, mut text) = (3 * resources, 0);
@@ -576,10 +578,12 @@ macro_rules! conversions {
     };
 }
 
-/// A length or offset in the evidence ledger's tables, saturating rather than
-/// wrapping. Only a text past 4 GiB could saturate, and such a ledger never
-/// reaches an evaluator: a component's memory limit refuses it while it is
-/// lowered, and `evaluate_natively` refuses it before the call.
+/// A string end, string index or run end in the evidence ledger's columns,
+/// saturating rather than wrapping. Only a text past 4 GiB, or more than four
+/// billion strings or entries, could saturate, and such a ledger never reaches
+/// a component: its memory limit refuses it while it is lowered.
+/// `evaluate_natively` refuses such a text before the call, but not a table
+/// of four billion entries (16 GiB of indices), which it does not guard.
 fn wire_u32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }

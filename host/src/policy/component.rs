@@ -336,7 +336,9 @@ impl EvaluatorComponent {
     /// instance that is dropped afterwards. Decisions are rare (one per run),
     /// so the ~20 µs instantiation is nothing, no state can pass from one
     /// decision to the next (POL-3), and the memory a large ledger took is
-    /// returned at once.
+    /// returned at once. The records must be in log order
+    /// ([`EvidenceLedger::check_order`]): the contract carries that order as
+    /// positions alone.
     pub fn evaluate(&mut self, ledger: &EvidenceLedger) -> Result<Called<Decision>, PolicyError> {
         let argument = ledger.to_guest();
         self.0.warm = None;

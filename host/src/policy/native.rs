@@ -17,7 +17,8 @@ pub struct NativeEvaluator;
 impl NativeEvaluator {
     /// Decides over `ledger`, applying the same contract checks the host
     /// applies to a component's answer. `Err` carries the evaluator's refusal
-    /// or the check that failed.
+    /// or the check that failed. The records must be in log order, as for
+    /// the component ([`EvidenceLedger::check_order`]).
     pub fn evaluate(&self, ledger: &EvidenceLedger) -> Result<Decision, String> {
         let decision = evaluate_natively(ledger)?;
         answer::check_decision(ledger, &decision)?;

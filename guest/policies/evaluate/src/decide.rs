@@ -15,7 +15,7 @@ use effects_evaluator_sdk::types::{Assessment, Execution, Reason, ReasonCode, Ve
 
 use crate::assess::Assessments;
 use crate::history::{Freshness, History, Observation, State};
-use crate::locations::{Kind, LocId};
+use crate::locations::{Kind, LocId, same};
 use crate::tables::Postcondition;
 
 /// The latest of something per location: for the location itself, and for
@@ -230,7 +230,7 @@ impl<'h, 'a> Index<'h, 'a> {
         let mut seen: Vec<Option<&str>> = vec![None; n];
         for (i, observation) in history.observations.iter().enumerate() {
             let loc = observation.loc as usize;
-            if seen[loc].is_some_and(|before| before != observation.incarnation) {
+            if seen[loc].is_some_and(|before| !same(before, observation.incarnation)) {
                 index.replaced[loc] = Some(observation.position);
             }
             seen[loc] = Some(observation.incarnation);

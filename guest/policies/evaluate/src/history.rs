@@ -258,9 +258,10 @@ impl<'a> History<'a> {
                     exists: flags.contains(ObservationFlags::EXISTS),
                     loc: tables.loc(seen.resource[i]),
                     incarnation: tables.incarnation(seen.resource[i]),
-                    content_sha256: match flags.contains(ObservationFlags::CONTENT_SHA256) {
-                        true => Some(tables.strings.get(seen.content_sha256[i])?),
-                        false => None,
+                    content_sha256: if flags.contains(ObservationFlags::CONTENT_SHA256) {
+                        Some(tables.strings.get(seen.content_sha256[i])?)
+                    } else {
+                        None
                     },
                     freshness: Freshness::Fresh,
                 })

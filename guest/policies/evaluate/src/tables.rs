@@ -10,7 +10,8 @@
 //! incarnations, dependencies): a column of the wrong length, an index outside
 //! its table, a string end out of order or inside a character refuses the
 //! ledger instead of reading the wrong thing. After that, the accessors below
-//! cannot fail.
+//! index the checked columns without failing; only [`Strings::get`] still
+//! checks its index, for the string columns read where they are used.
 
 use effects_evaluator_sdk::types::{
     ClaimFlags, EvidenceLedger, ObservationFlags, PostconditionKind, ResourceFlags, StringTable,
@@ -147,10 +148,10 @@ fn check_runs(ends: &[u32], rows: usize, entries: usize, what: &str) -> Result<(
         }
         previous = end;
     }
-    match previous as usize == entries {
-        true => Ok(()),
-        false => Err(format!("{what}: the runs end at {previous}, but the table has {entries} entries")),
+    if previous as usize != entries {
+        return Err(format!("{what}: the runs end at {previous}, but the table has {entries} entries"));
     }
+    Ok(())
 }
 
 /// Row `i`'s run of `values`, given `ends` checked by [`check_runs`].
@@ -356,10 +357,8 @@ impl<'a> Tables<'a> {
     /// Claim `i`'s exact scope, or `None` for an unknown one.
     pub fn scope(&self, i: usize) -> Option<&[LocId]> {
         let claims = &self.ledger.claims;
-        match claims.flags[i].contains(ClaimFlags::UNKNOWN_SCOPE) {
-            true => None,
-            false => Some(run(&self.scope_loc, &claims.scope_ends, i)),
-        }
+        let unknown = claims.flags[i].contains(ClaimFlags::UNKNOWN_SCOPE);
+        (!unknown).then(|| run(&self.scope_loc, &claims.scope_ends, i))
     }
 
     /// Claim `i`'s obligations, in order.
