@@ -127,11 +127,10 @@ pub(crate) fn check_decision(ledger: &EvidenceLedger, answer: &Decision) -> Resu
             }
         }
     }
-    // Searched, not hashed: a ledger's positions already increase (HIS-1),
-    // which the sort detects in one pass.
-    let mut positions: Vec<u64> = ledger.records.iter().map(EvidenceRecord::position).collect();
-    positions.sort_unstable();
-    let mut recorded = Recorded { positions: &positions, at: 0 };
+    // Searched in the records themselves, which are in log order (checked
+    // before the call: `EvidenceLedger::check_order`). Were they not, a
+    // search could only miss, refusing the answer: never a false COMPLETED.
+    let mut recorded = Recorded { records: &ledger.records, at: 0 };
     let cited = answer
         .reasons
         .iter()
@@ -145,12 +144,12 @@ pub(crate) fn check_decision(ledger: &EvidenceLedger, answer: &Decision) -> Resu
     Ok(())
 }
 
-/// Sorted positions, searched from where the last search ended: a decision
-/// cites them mostly in log order, so most searches end a step or two on.
-/// Only a citation outside the next [`Recorded::WINDOW`] positions costs a
-/// binary search of them all.
-struct Recorded<'p> {
-    positions: &'p [u64],
+/// Records in log order, searched by position from where the last search
+/// ended: a decision cites them mostly in log order, so most searches end a
+/// step or two on. Only a citation outside the next [`Recorded::WINDOW`]
+/// records costs a binary search of them all.
+struct Recorded<'r> {
+    records: &'r [EvidenceRecord],
     at: usize,
 }
 
@@ -158,13 +157,13 @@ impl Recorded<'_> {
     const WINDOW: usize = 4;
 
     fn contains(&mut self, position: u64) -> bool {
-        let window = &self.positions[self.at..(self.at + Self::WINDOW).min(self.positions.len())];
-        let nearby =
-            window.first().is_some_and(|&p| p <= position) && window.last().is_some_and(|&p| p >= position);
+        let window = &self.records[self.at..(self.at + Self::WINDOW).min(self.records.len())];
+        let nearby = window.first().is_some_and(|r| r.position() <= position)
+            && window.last().is_some_and(|r| r.position() >= position);
         let found = if nearby {
-            window.binary_search(&position).map(|i| self.at + i)
+            window.binary_search_by_key(&position, EvidenceRecord::position).map(|i| self.at + i)
         } else {
-            self.positions.binary_search(&position)
+            self.records.binary_search_by_key(&position, EvidenceRecord::position)
         };
         found.inspect(|&i| self.at = i).is_ok()
     }
@@ -325,13 +324,16 @@ mod tests {
 
     #[test]
     fn recorded_positions_are_found_forwards_backwards_and_far_away() {
-        let positions: Vec<u64> = (0..100).map(|i| 3 * i).collect();
-        let mut recorded = Recorded { positions: &positions, at: 0 };
+        let verifier = |i: u64| {
+            EvidenceRecord::Verifier(VerifierEvidence { position: 3 * i, command: "t".into(), passed: true })
+        };
+        let records: Vec<EvidenceRecord> = (0..100).map(verifier).collect();
+        let mut recorded = Recorded { records: &records, at: 0 };
         let cited = [0, 3, 6, 9, 270, 12, 150, 3, 297, 0];
         assert!(cited.iter().all(|&p| recorded.contains(p)), "every cited position is recorded");
         for missing in [1, 4, 151, 298, 300, u64::MAX] {
             assert!(!recorded.contains(missing), "{missing} is not recorded");
         }
-        assert!(!Recorded { positions: &[], at: 0 }.contains(0));
+        assert!(!Recorded { records: &[], at: 0 }.contains(0));
     }
 }
