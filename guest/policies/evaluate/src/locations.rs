@@ -37,6 +37,14 @@ pub fn same(a: &str, b: &str) -> bool {
         && a_tail.iter().zip(b_tail).all(|(x, y)| x == y)
 }
 
+/// `path` split at its last `/` into the parent and the base name, as
+/// `str::rsplit_once('/')` would: `/` is ASCII, so a byte search finds it on a
+/// character boundary without the character search `rsplit_once` runs.
+pub fn split_last_slash(path: &str) -> Option<(&str, &str)> {
+    let slash = path.as_bytes().iter().rposition(|&b| b == b'/')?;
+    Some((&path[..slash], &path[slash + 1..]))
+}
+
 /// A path beneath a root, as a key of the interning map (compared with [`same`]).
 #[derive(Clone, Copy, Hash)]
 struct PathKey<'a> {
@@ -194,8 +202,7 @@ impl<'a> Locations<'a> {
             if at.is_empty() {
                 break None;
             }
-            // `/` is ASCII, so a byte search finds it on a character boundary.
-            at = at.as_bytes().iter().rposition(|&b| b == b'/').map_or("", |slash| &at[..slash]);
+            at = split_last_slash(at).map_or("", |(parent, _)| parent);
         };
         for path in missing.drain(..).rev() {
             let name = Cow::Borrowed(if path.is_empty() { "." } else { path });
@@ -264,6 +271,13 @@ mod tests {
         assert_ne!(d, other);
         assert_eq!(locations.name(a), "d/a.txt");
         assert_eq!(locations.ancestors_or_self(a).count(), 3, "a.txt, d, the root");
+    }
+
+    #[test]
+    fn split_last_slash_matches_rsplit_once() {
+        for path in ["", "a.txt", "d/a.txt", "d/e/é.txt", "d/", "/a", "é/ü"] {
+            assert_eq!(split_last_slash(path), path.rsplit_once('/'), "{path:?}");
+        }
     }
 
     #[test]

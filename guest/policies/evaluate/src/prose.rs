@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use effects_evaluator_sdk::types::{Assessment, Reason, ReasonCode, Verdict};
 
 use crate::decide::Index;
-use crate::locations::{FixedMap, Kind, LocId};
+use crate::locations::{FixedMap, Kind, LocId, split_last_slash};
 
 /// Past-tense verbs that claim a local change.
 const MUTATION_VERBS: &[&str] = &[
@@ -156,9 +156,7 @@ impl<'i, 'h, 'a> Support<'i, 'h, 'a> {
                     continue;
                 }
                 let path = locations.name(loc);
-                // `/` is ASCII, so a byte search finds it on a character boundary.
-                let base =
-                    path.as_bytes().iter().rposition(|&b| b == b'/').map_or(path, |slash| &path[slash + 1..]);
+                let base = split_last_slash(path).map_or(path, |(_, base)| base);
                 let both = [Some(path), (base != path).then_some(base)];
                 for name in both.into_iter().flatten().filter(|name| mentioned.contains_key(name)) {
                     names.entry(name).or_default().push(loc);
