@@ -247,36 +247,36 @@ impl<'a> History<'a> {
                 }),
             };
         }
+        // Filled row by row, not collected: collecting `Result`s cannot know
+        // the length up front, and would grow (and copy) the vector as it goes.
         let seen = &ledger.observations;
-        let observations = (0..seen.position.len())
-            .map(|i| {
-                let flags = seen.flags[i];
-                Ok(Observation {
-                    position: seen.position[i],
-                    mechanism: seen.mechanism[i],
-                    coverage: seen.coverage[i],
-                    exists: flags.contains(ObservationFlags::EXISTS),
-                    loc: tables.loc(seen.resource[i]),
-                    incarnation: tables.incarnation(seen.resource[i]),
-                    content_sha256: if flags.contains(ObservationFlags::CONTENT_SHA256) {
-                        Some(tables.strings.get(seen.content_sha256[i])?)
-                    } else {
-                        None
-                    },
-                    freshness: Freshness::Fresh,
-                })
-            })
-            .collect::<Result<Vec<_>, String>>()?;
+        let mut observations = Vec::with_capacity(seen.position.len());
+        for i in 0..seen.position.len() {
+            let flags = seen.flags[i];
+            observations.push(Observation {
+                position: seen.position[i],
+                mechanism: seen.mechanism[i],
+                coverage: seen.coverage[i],
+                exists: flags.contains(ObservationFlags::EXISTS),
+                loc: tables.loc(seen.resource[i]),
+                incarnation: tables.incarnation(seen.resource[i]),
+                content_sha256: if flags.contains(ObservationFlags::CONTENT_SHA256) {
+                    Some(tables.strings.get(seen.content_sha256[i])?)
+                } else {
+                    None
+                },
+                freshness: Freshness::Fresh,
+            });
+        }
         let run = &ledger.verifiers;
-        let verifiers = (0..run.position.len())
-            .map(|i| {
-                Ok(Verifier {
-                    position: run.position[i],
-                    command: tables.strings.get(run.command[i])?,
-                    passed: run.passed[i],
-                })
-            })
-            .collect::<Result<Vec<_>, String>>()?;
+        let mut verifiers = Vec::with_capacity(run.position.len());
+        for i in 0..run.position.len() {
+            verifiers.push(Verifier {
+                position: run.position[i],
+                command: tables.strings.get(run.command[i])?,
+                passed: run.passed[i],
+            });
+        }
         let locations = &tables.locations;
         let mut required = Vec::new();
         let mut seen = vec![false; locations.len()];

@@ -10,11 +10,17 @@
 //!
 //! Cost: a filesystem path is keyed by its root and a slice of the ledger's own
 //! string (a parent directory is a prefix of its child's path), so interning
-//! allocates nothing but the table entries. Hashing is `rustc-hash`'s Fx hash:
-//! fixed, so it needs no randomness (the guest has none) and is deterministic
-//! (POL-3).
+//! allocates nothing but the table entries. The path table holds bare ids (4
+//! bytes a slot, the keys kept beside the entries), so at tens of thousands of
+//! paths it still fits in cache, where a map of whole keys did not and every
+//! probe missed; each path is hashed and probed once. Hashing is
+//! `rustc-hash`'s Fx hash: fixed, so it needs no randomness (the guest has
+//! none) and is deterministic (POL-3).
 
 use std::borrow::Cow;
+use std::hash::BuildHasher;
+
+use hashbrown::hash_table::{Entry as TableEntry, HashTable};
 
 use effects_evaluator_sdk::types::{FilesystemRoot, Location};
 
@@ -45,20 +51,26 @@ pub fn split_last_slash(path: &str) -> Option<(&str, &str)> {
     Some((&path[..slash], &path[slash + 1..]))
 }
 
-/// A path beneath a root, as a key of the interning map (compared with [`same`]).
-#[derive(Clone, Copy, Hash)]
+/// A path beneath a root, as the interning table keys it (compared with
+/// [`same`], its hash first).
+#[derive(Clone, Copy, Default)]
 struct PathKey<'a> {
     root: u32,
     path: &'a str,
+    hash: u64,
+}
+
+impl PathKey<'_> {
+    fn hash(root: u32, path: &str) -> u64 {
+        rustc_hash::FxBuildHasher.hash_one((root, path))
+    }
 }
 
 impl PartialEq for PathKey<'_> {
     fn eq(&self, other: &Self) -> bool {
-        self.root == other.root && same(self.path, other.path)
+        self.hash == other.hash && self.root == other.root && same(self.path, other.path)
     }
 }
-
-impl Eq for PathKey<'_> {}
 
 /// An interned location.
 pub type LocId = u32;
@@ -92,11 +104,13 @@ struct Entry<'a> {
 #[derive(Default)]
 pub struct Locations<'a> {
     roots: FixedMap<(u64, u64), u32>,
-    paths: FixedMap<PathKey<'a>, LocId>,
+    /// Filesystem locations by path: bare ids, keyed by `keys`.
+    paths: HashTable<LocId>,
+    /// Per location, its path key (the default for other kinds, which the
+    /// path table never holds, so it is never compared).
+    keys: Vec<PathKey<'a>>,
     others: FixedMap<String, LocId>,
     entries: Vec<Entry<'a>>,
-    /// `intern_path`'s paths still to intern, kept to reuse its allocation.
-    missing: Vec<&'a str>,
 }
 
 /// Appends `field` to `key` length-prefixed, so no two field lists share a key.
@@ -118,8 +132,9 @@ impl<'a> Locations<'a> {
     /// Room for about `resources` locations without growing.
     pub fn with_capacity(resources: usize) -> Self {
         let mut locations = Locations::default();
-        locations.paths.reserve(resources);
+        locations.paths.reserve(resources, |&id| locations.keys[id as usize].hash);
         locations.entries.reserve(resources);
+        locations.keys.reserve(resources);
         locations
     }
 
@@ -189,30 +204,45 @@ impl<'a> Locations<'a> {
     }
 
     /// A filesystem path beneath `root`, with every directory up to the root
-    /// (iteratively: a deep path must not exhaust the guest's stack).
+    /// (iteratively: a deep path must not exhaust the guest's stack). Each
+    /// path is hashed and probed once: a path seen before ends the walk; a new
+    /// one gets the next id at once, and its parent is filled in when the walk
+    /// reaches it.
     pub fn intern_path(&mut self, root: u32, path: &'a str) -> LocId {
-        // Walk up to the deepest ancestor already known, then intern downwards.
-        let mut missing = std::mem::take(&mut self.missing);
+        // `path`'s id once known; the last new entry, whose parent is `at`.
+        let (mut path_id, mut child): (Option<LocId>, Option<LocId>) = (None, None);
         let mut at = path;
-        let mut known = loop {
-            if let Some(&id) = self.paths.get(&PathKey { root, path: at }) {
-                break Some(id);
+        loop {
+            let key = PathKey { root, path: at, hash: PathKey::hash(root, at) };
+            let next = self.entries.len() as LocId;
+            let keys = &self.keys;
+            let (id, known) = match self.paths.entry(
+                key.hash,
+                |&id| keys[id as usize] == key,
+                |&id| keys[id as usize].hash,
+            ) {
+                TableEntry::Occupied(entry) => (*entry.get(), true),
+                TableEntry::Vacant(slot) => {
+                    slot.insert(next);
+                    (next, false)
+                }
+            };
+            if let Some(child) = child {
+                self.entries[child as usize].parent = Some(id);
             }
-            missing.push(at);
+            let path_id = *path_id.get_or_insert(id);
+            if known {
+                return path_id;
+            }
+            let name = Cow::Borrowed(if at.is_empty() { "." } else { at });
+            self.entries.push(Entry { kind: Kind::Filesystem, name, parent: None });
+            self.keys.push(key);
             if at.is_empty() {
-                break None;
+                return path_id;
             }
+            child = Some(id);
             at = split_last_slash(at).map_or("", |(parent, _)| parent);
-        };
-        for path in missing.drain(..).rev() {
-            let name = Cow::Borrowed(if path.is_empty() { "." } else { path });
-            let id = self.entries.len() as LocId;
-            self.entries.push(Entry { kind: Kind::Filesystem, name, parent: known });
-            self.paths.insert(PathKey { root, path }, id);
-            known = Some(id);
         }
-        self.missing = missing;
-        known.expect("a path interns at least itself")
     }
 
     fn leaf(&mut self, key: String, kind: Kind, name: String) -> LocId {
@@ -225,6 +255,7 @@ impl<'a> Locations<'a> {
         }
         let id = self.entries.len() as LocId;
         self.entries.push(entry());
+        self.keys.push(PathKey::default());
         self.others.insert(key, id);
         id
     }
@@ -271,6 +302,20 @@ mod tests {
         assert_ne!(d, other);
         assert_eq!(locations.name(a), "d/a.txt");
         assert_eq!(locations.ancestors_or_self(a).count(), 3, "a.txt, d, the root");
+    }
+
+    #[test]
+    fn a_deep_path_interns_its_directories_once_each() {
+        let mut locations = Locations::default();
+        let deep = locations.intern_path(0, "a/b/c.txt");
+        let chain: Vec<LocId> = locations.ancestors_or_self(deep).collect();
+        let names: Vec<&str> = chain.iter().map(|&id| locations.name(id)).collect();
+        assert_eq!(names, ["a/b/c.txt", "a/b", "a", "."]);
+        assert_eq!(locations.intern_path(0, "a/b"), chain[1], "a directory seen before is found");
+        let sibling = locations.intern_path(0, "a/z.txt");
+        assert_eq!(locations.ancestors_or_self(sibling).nth(1), Some(chain[2]));
+        assert_eq!(locations.len(), 5, "four from the deep path, one new file");
+        assert_ne!(locations.intern_path(1, "a/b"), chain[1], "another root is another location");
     }
 
     #[test]

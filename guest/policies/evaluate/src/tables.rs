@@ -276,22 +276,22 @@ impl<'a> Tables<'a> {
                 return Err(format!("claim {}: an unknown scope with entries", claims.position[i]));
             }
         }
-        let scope_loc = claims.scope.iter().map(|&i| loc(i)).collect::<Result<Vec<_>, _>>()?;
+        // Filled entry by entry, not collected: collecting `Result`s cannot
+        // know the length up front, and would grow (and copy) as it goes.
+        let mut scope_loc = Vec::with_capacity(claims.scope.len());
+        for &i in &claims.scope {
+            scope_loc.push(loc(i)?);
+        }
         claims.dependencies.iter().try_for_each(|&i| loc(i).map(drop))?;
-        let obligations = duties
-            .target
-            .iter()
-            .zip(&duties.kind)
-            .zip(&duties.digest)
-            .map(|((&target, kind), &digest)| {
-                let postcondition = match kind {
-                    PostconditionKind::ContentSha256 => Postcondition::ContentSha256(strings.get(digest)?),
-                    PostconditionKind::Absent => Postcondition::Absent,
-                    PostconditionKind::Exists => Postcondition::Exists,
-                };
-                Ok(Obligation { target: loc(target)?, postcondition })
-            })
-            .collect::<Result<Vec<_>, String>>()?;
+        let mut obligations = Vec::with_capacity(duties.target.len());
+        for ((&target, kind), &digest) in duties.target.iter().zip(&duties.kind).zip(&duties.digest) {
+            let postcondition = match kind {
+                PostconditionKind::ContentSha256 => Postcondition::ContentSha256(strings.get(digest)?),
+                PostconditionKind::Absent => Postcondition::Absent,
+                PostconditionKind::Exists => Postcondition::Exists,
+            };
+            obligations.push(Obligation { target: loc(target)?, postcondition });
+        }
 
         let outcomes = &ledger.outcomes;
         rows(
