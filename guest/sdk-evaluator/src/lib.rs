@@ -25,6 +25,8 @@ pub mod bindings {
     });
 }
 
+pub mod code;
+
 pub use bindings::export_evaluator;
 pub use bindings::exports::effects::policy::evaluate as evaluator;
 pub use bindings::exports::effects::policy::types;

@@ -117,6 +117,16 @@ macro_rules! unit_enum {
     };
 }
 
+/// A model enum's ledger `code` through `wit::$wit`: the index of its case in
+/// the WIT's declaration, which is how both bindings number their `repr(u8)`
+/// enums (the evaluator SDK's `code` tests pin its side).
+macro_rules! code {
+    ($wit:ident, $value:expr) => {{
+        let case: wit::$wit = $value.to_guest();
+        case as u8
+    }};
+}
+
 /// Every conversion between the model and one generation of the WIT types,
 /// `wit` being that generation's `types` module at the expansion site. Expanded
 /// twice: for wasmtime's host bindings (components) and for wit-bindgen's guest
@@ -359,7 +369,9 @@ macro_rules! conversions {
                     outcomes: wit::OutcomeTable {
                         position: Vec::with_capacity(outcomes),
                         claim: Vec::with_capacity(outcomes),
-                        outcome: Vec::with_capacity(outcomes),
+                        execution: Vec::with_capacity(outcomes),
+                        impact: Vec::with_capacity(outcomes),
+                        cleanup: Vec::with_capacity(outcomes),
                         flags: Vec::with_capacity(outcomes),
                     },
                     observations: wit::ObservationTable {
@@ -418,12 +430,12 @@ macro_rules! conversions {
                     self.string(digest)
                 });
                 let table = &mut self.ledger.resources;
-                table.role.push(resource.role().to_guest());
+                table.role.push(code!(ResourceRole, resource.role()));
                 table.location.push(location);
                 table.path.push(path);
                 table.incarnation.push(incarnation);
                 table.snapshot_sha256.push(snapshot);
-                table.flags.push(flags);
+                table.flags.push(flags.code());
             }
 
             fn record(&mut self, record: &model::EvidenceRecord) {
@@ -435,14 +447,24 @@ macro_rules! conversions {
                         if outcome.recovery {
                             flags |= wit::OutcomeFlags::RECOVERY;
                         }
-                        if outcome.mutation_attempted {
-                            flags |= wit::OutcomeFlags::MUTATION_ATTEMPTED;
+                        let settled = &outcome.outcome;
+                        for (set, flag) in [
+                            (outcome.mutation_attempted, wit::OutcomeFlags::MUTATION_ATTEMPTED),
+                            (settled.replayed, wit::OutcomeFlags::REPLAYED),
+                            (settled.remote_acknowledged, wit::OutcomeFlags::REMOTE_ACKNOWLEDGED),
+                            (settled.detached, wit::OutcomeFlags::DETACHED),
+                        ] {
+                            if set {
+                                flags |= flag;
+                            }
                         }
                         let table = &mut self.ledger.outcomes;
                         table.position.push(outcome.position);
                         table.claim.push(outcome.claim);
-                        table.outcome.push(outcome.outcome.to_guest());
-                        table.flags.push(flags);
+                        table.execution.push(code!(Execution, settled.execution));
+                        table.impact.push(code!(Impact, settled.impact));
+                        table.cleanup.push(code!(CleanupState, settled.cleanup));
+                        table.flags.push(flags.code());
                     }
                     M::Observation(o) => {
                         let mut flags = wit::ObservationFlags::empty();
@@ -457,16 +479,20 @@ macro_rules! conversions {
                             flags |= wit::ObservationFlags::CONTENT_SHA256;
                             self.string(digest)
                         });
+                        let job_state = o.job_state.map_or(0, |state| {
+                            flags |= wit::ObservationFlags::JOB_STATE;
+                            code!(JobLifecycle, state)
+                        });
                         let table = &mut self.ledger.observations;
                         table.position.push(o.position);
                         table.resource.push(o.resource);
-                        table.mechanism.push(o.mechanism.to_guest());
-                        table.coverage.push(o.coverage.to_guest());
+                        table.mechanism.push(code!(Mechanism, o.mechanism));
+                        table.coverage.push(code!(Coverage, o.coverage));
                         table.source_action.push(source_action);
                         table.source_claim.push(o.source_claim.unwrap_or(0));
                         table.content_sha256.push(digest);
-                        table.job_state.push(o.job_state.to_guest());
-                        table.flags.push(flags);
+                        table.job_state.push(job_state);
+                        table.flags.push(flags.code());
                     }
                     M::Verifier(v) => {
                         let command = self.string(&v.command);
@@ -501,7 +527,7 @@ macro_rules! conversions {
                     };
                     let obligations = &mut self.ledger.claims.obligations;
                     obligations.target.push(obligation.target);
-                    obligations.kind.push(kind);
+                    obligations.kind.push(kind as u8);
                     obligations.digest.push(digest);
                 }
                 let table = &mut self.ledger.claims;
@@ -514,7 +540,7 @@ macro_rules! conversions {
                 table.dependencies.extend_from_slice(&claim.dependencies);
                 table.dependency_ends.push(wire_u32(table.dependencies.len()));
                 table.obligation_ends.push(wire_u32(table.obligations.target.len()));
-                table.flags.push(flags);
+                table.flags.push(flags.code());
             }
         }
 
@@ -588,23 +614,52 @@ fn wire_u32(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
+/// A flags value as the ledger's `code` byte: its bits, the first flag bit 0.
+/// (The two bindings spell "its bits" differently, so each implements it.)
+trait Code {
+    fn code(self) -> u8;
+}
+
 /// Conversions for the wasmtime bindings every component call goes through.
 mod component {
     use super::classifier::exports::effects::policy::types as wit;
-    use super::{IntoModel, ToGuest, wire_u32};
+    use super::{Code, IntoModel, ToGuest, wire_u32};
     use crate::model::{self, ResourceRef};
 
     conversions!();
+
+    macro_rules! flags_code {
+        ($($flags:ident),*) => {$(
+            impl Code for wit::$flags {
+                fn code(self) -> u8 {
+                    // Eight flags at most (the WIT's), so the bits fit a byte.
+                    self.as_array()[0] as u8
+                }
+            }
+        )*};
+    }
+    flags_code!(ResourceFlags, ClaimFlags, OutcomeFlags, ObservationFlags);
 }
 
 /// Conversions for the guest types of the shipped evaluator compiled natively
 /// (`NativeEvaluator`), the same code as its component.
 mod native {
-    use super::{IntoModel, ToGuest, wire_u32};
+    use super::{Code, IntoModel, ToGuest, wire_u32};
     use crate::model::{self, ResourceRef};
     use effects_evaluate::types as wit;
 
     conversions!();
+
+    macro_rules! flags_code {
+        ($($flags:ident),*) => {$(
+            impl Code for wit::$flags {
+                fn code(self) -> u8 {
+                    self.bits()
+                }
+            }
+        )*};
+    }
+    flags_code!(ResourceFlags, ClaimFlags, OutcomeFlags, ObservationFlags);
 }
 
 /// The shipped evaluator compiled natively, called through the same
@@ -618,4 +673,48 @@ pub(crate) fn evaluate_natively(ledger: &model::EvidenceLedger) -> Result<model:
         ));
     }
     effects_evaluate::evaluate(&argument)?.into_model()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Code, ToGuest};
+    use crate::model::{CleanupState, Execution, JobLifecycle, Mechanism, ResourceRole};
+
+    /// The last case of each enum the ledger carries as a `code`, and one bit
+    /// of each flags type, through one generation of the bindings.
+    macro_rules! codes {
+        () => {
+            (
+                [
+                    code!(Mechanism, Mechanism::Receipt),
+                    code!(Execution, Execution::Interrupted),
+                    code!(JobLifecycle, JobLifecycle::Lost),
+                    code!(CleanupState, CleanupState::Unknown),
+                    code!(ResourceRole, ResourceRole::Executor),
+                ],
+                [
+                    wit::ResourceFlags::SNAPSHOT.code(),
+                    wit::ClaimFlags::UNKNOWN_SCOPE.code(),
+                    wit::OutcomeFlags::DETACHED.code(),
+                    wit::ObservationFlags::JOB_STATE.code(),
+                ],
+            )
+        };
+    }
+
+    /// Both bindings number enum cases and flags bits as the WIT declares
+    /// them, so a component and the native evaluator read the same codes.
+    #[test]
+    fn both_bindings_give_the_codes_the_wit_declares() {
+        let host = {
+            use super::classifier::exports::effects::policy::types as wit;
+            codes!()
+        };
+        let native = {
+            use effects_evaluate::types as wit;
+            codes!()
+        };
+        assert_eq!(host, native);
+        assert_eq!(host, ([7, 6, 3, 3, 4], [1 << 1, 1 << 2, 1 << 4, 1 << 3]));
+    }
 }

@@ -194,7 +194,8 @@ impl<'a> History<'a> {
         let ledger = tables.ledger;
         let claim_table = &ledger.claims;
         let mut claims: Vec<Claim<'a>> = Vec::with_capacity(claim_table.position.len());
-        for (i, (&position, flags)) in claim_table.position.iter().zip(&claim_table.flags).enumerate() {
+        for (i, &position) in claim_table.position.iter().enumerate() {
+            let flags = tables.claim_flags.get(i);
             let targets = tables.scope(i);
             let obligations = tables.obligations(i);
             if let Some(stray) = outside_scope(targets.unwrap_or_default(), obligations) {
@@ -227,9 +228,8 @@ impl<'a> History<'a> {
                 .filter(|&index| claim_table.position[index] < position)
                 .ok_or_else(|| format!("outcome {position} settles {settled}, which is no earlier claim"))?;
             settles.push(index);
-            let outcome = &outcome_table.outcome[i];
             let claim = &mut claims[index];
-            claim.state = match (claim.state, outcome.execution) {
+            claim.state = match (claim.state, tables.execution.get(i)) {
                 (State::Settled(_), _) => {
                     return Err(format!(
                         "outcome {position} replaces the settled outcome of claim {settled}"
@@ -242,8 +242,11 @@ impl<'a> History<'a> {
                 (_, execution) => State::Settled(Settled {
                     position,
                     execution,
-                    cleanup: outcome.cleanup,
-                    mutation_attempted: outcome_table.flags[i].contains(OutcomeFlags::MUTATION_ATTEMPTED),
+                    cleanup: tables.cleanup.get(i),
+                    mutation_attempted: tables
+                        .outcome_flags
+                        .get(i)
+                        .contains(OutcomeFlags::MUTATION_ATTEMPTED),
                 }),
             };
         }
@@ -252,11 +255,11 @@ impl<'a> History<'a> {
         let seen = &ledger.observations;
         let mut observations = Vec::with_capacity(seen.position.len());
         for i in 0..seen.position.len() {
-            let flags = seen.flags[i];
+            let flags = tables.observation_flags.get(i);
             observations.push(Observation {
                 position: seen.position[i],
-                mechanism: seen.mechanism[i],
-                coverage: seen.coverage[i],
+                mechanism: tables.mechanism.get(i),
+                coverage: tables.coverage.get(i),
                 exists: flags.contains(ObservationFlags::EXISTS),
                 loc: tables.loc(seen.resource[i]),
                 incarnation: tables.incarnation(seen.resource[i]),

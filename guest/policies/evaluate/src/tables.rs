@@ -7,14 +7,19 @@
 //! nothing is allocated per claim.
 //!
 //! Everything is checked here, once, including what no rule reads (run ids,
-//! incarnations, dependencies): a column of the wrong length, an index outside
-//! its table, a string end out of order or inside a character refuses the
-//! ledger instead of reading the wrong thing. After that, the accessors below
-//! index the checked columns without failing; only [`Strings::get`] still
-//! checks its index, for the string columns read where they are used.
+//! incarnations, dependencies, roles): a column of the wrong length, an index
+//! outside its table, a string end out of order or inside a character, a code
+//! that is no case of its type refuses the ledger instead of reading the wrong
+//! thing. After that, the accessors below index the checked columns without
+//! failing; only [`Strings::get`] still checks its index, for the string
+//! columns read where they are used.
 
+use std::marker::PhantomData;
+
+use effects_evaluator_sdk::code::Code;
 use effects_evaluator_sdk::types::{
-    ClaimFlags, EvidenceLedger, ObservationFlags, PostconditionKind, ResourceFlags, StringTable,
+    ClaimFlags, CleanupState, Coverage, EvidenceLedger, Execution, Impact, JobLifecycle, Mechanism,
+    ObservationFlags, OutcomeFlags, PostconditionKind, ResourceFlags, ResourceRole, StringTable,
 };
 
 use crate::locations::{LocId, Locations};
@@ -52,6 +57,28 @@ pub enum Record {
     Verifier,
 }
 
+/// A `code` column whose every byte was checked to stand for a `T`.
+#[derive(Clone, Copy)]
+pub struct Column<'a, T> {
+    codes: &'a [u8],
+    of: PhantomData<T>,
+}
+
+impl<'a, T: Code> Column<'a, T> {
+    /// Checks that every byte of `codes` stands for a `T`.
+    fn new(codes: &'a [u8], what: &str) -> Result<Self, String> {
+        match codes.iter().position(|&code| T::from_code(code).is_none()) {
+            Some(i) => Err(format!("{what}: entry {i} is {}, which is no {}", codes[i], T::NAME)),
+            None => Ok(Column { codes, of: PhantomData }),
+        }
+    }
+
+    /// Entry `i`.
+    pub fn get(&self, i: usize) -> T {
+        T::from_code(self.codes[i]).expect("checked by Column::new")
+    }
+}
+
 /// The ledger's string table, its ends checked.
 #[derive(Clone, Copy)]
 pub struct Strings<'a> {
@@ -69,6 +96,20 @@ pub struct Tables<'a> {
     pub locations: Locations<'a>,
     /// The log: which table each record is in, in position order.
     pub order: Vec<Record>,
+    /// `claims.flags`, checked (like every code column the rules read).
+    pub claim_flags: Column<'a, ClaimFlags>,
+    /// `outcomes.execution`.
+    pub execution: Column<'a, Execution>,
+    /// `outcomes.cleanup`.
+    pub cleanup: Column<'a, CleanupState>,
+    /// `outcomes.flags`.
+    pub outcome_flags: Column<'a, OutcomeFlags>,
+    /// `observations.mechanism`.
+    pub mechanism: Column<'a, Mechanism>,
+    /// `observations.coverage`.
+    pub coverage: Column<'a, Coverage>,
+    /// `observations.flags`.
+    pub observation_flags: Column<'a, ObservationFlags>,
     /// Per resource, its location.
     resource_loc: Vec<LocId>,
     /// Per entry of the claims' `scope`, its resource's location.
@@ -213,11 +254,13 @@ fn resources<'a>(
         ],
     )?;
     strings.check(&table.incarnation, "resources.incarnation")?;
+    Column::<ResourceRole>::new(&table.role, "resources.role")?;
+    let flags = Column::<ResourceFlags>::new(&table.flags, "resources.flags")?;
     let mut locations = Locations::with_capacity(n);
     let roots: Vec<u32> = ledger.roots.iter().map(|root| locations.root(root)).collect();
     let mut resource_loc = Vec::with_capacity(n);
     for i in 0..n {
-        let (flags, at) = (table.flags[i], table.location[i]);
+        let (flags, at) = (flags.get(i), table.location[i]);
         resource_loc.push(if flags.contains(ResourceFlags::OTHER) {
             let other = table.others.get(at as usize).ok_or_else(|| {
                 format!("resource {i}: other location {at} is out of range ({} others)", table.others.len())
@@ -269,8 +312,9 @@ impl<'a> Tables<'a> {
             &[("target", duties.target.len()), ("kind", duties.kind.len()), ("digest", duties.digest.len())],
         )?;
         check_runs(&claims.obligation_ends, claim_rows, duties.target.len(), "claims.obligation-ends")?;
-        for (i, flags) in claims.flags.iter().enumerate() {
-            if flags.contains(ClaimFlags::UNKNOWN_SCOPE)
+        let claim_flags = Column::<ClaimFlags>::new(&claims.flags, "claims.flags")?;
+        for i in 0..claim_rows {
+            if claim_flags.get(i).contains(ClaimFlags::UNKNOWN_SCOPE)
                 && !run(&claims.scope, &claims.scope_ends, i).is_empty()
             {
                 return Err(format!("claim {}: an unknown scope with entries", claims.position[i]));
@@ -283,9 +327,10 @@ impl<'a> Tables<'a> {
             scope_loc.push(loc(i)?);
         }
         claims.dependencies.iter().try_for_each(|&i| loc(i).map(drop))?;
+        let kinds = Column::<PostconditionKind>::new(&duties.kind, "claims.obligations.kind")?;
         let mut obligations = Vec::with_capacity(duties.target.len());
-        for ((&target, kind), &digest) in duties.target.iter().zip(&duties.kind).zip(&duties.digest) {
-            let postcondition = match kind {
+        for (i, (&target, &digest)) in duties.target.iter().zip(&duties.digest).enumerate() {
+            let postcondition = match kinds.get(i) {
                 PostconditionKind::ContentSha256 => Postcondition::ContentSha256(strings.get(digest)?),
                 PostconditionKind::Absent => Postcondition::Absent,
                 PostconditionKind::Exists => Postcondition::Exists,
@@ -299,10 +344,16 @@ impl<'a> Tables<'a> {
             &[
                 ("position", outcomes.position.len()),
                 ("claim", outcomes.claim.len()),
-                ("outcome", outcomes.outcome.len()),
+                ("execution", outcomes.execution.len()),
+                ("impact", outcomes.impact.len()),
+                ("cleanup", outcomes.cleanup.len()),
                 ("flags", outcomes.flags.len()),
             ],
         )?;
+        let execution = Column::new(&outcomes.execution, "outcomes.execution")?;
+        Column::<Impact>::new(&outcomes.impact, "outcomes.impact")?;
+        let cleanup = Column::new(&outcomes.cleanup, "outcomes.cleanup")?;
+        let outcome_flags = Column::new(&outcomes.flags, "outcomes.flags")?;
 
         let seen = &ledger.observations;
         rows(
@@ -321,9 +372,16 @@ impl<'a> Tables<'a> {
         )?;
         seen.resource.iter().try_for_each(|&i| loc(i).map(drop))?;
         strings.check(&seen.source_action, "observations.source-action")?;
-        for (flags, &digest) in seen.flags.iter().zip(&seen.content_sha256) {
+        let mechanism = Column::new(&seen.mechanism, "observations.mechanism")?;
+        let coverage = Column::new(&seen.coverage, "observations.coverage")?;
+        let observation_flags = Column::<ObservationFlags>::new(&seen.flags, "observations.flags")?;
+        for i in 0..seen.flags.len() {
+            let flags = observation_flags.get(i);
             if flags.contains(ObservationFlags::CONTENT_SHA256) {
-                strings.get(digest)?;
+                strings.get(seen.content_sha256[i])?;
+            }
+            if flags.contains(ObservationFlags::JOB_STATE) {
+                Column::<JobLifecycle>::new(&seen.job_state[i..=i], "observations.job-state")?;
             }
         }
 
@@ -345,7 +403,22 @@ impl<'a> Tables<'a> {
             (&seen.position, Record::Observation),
             (&verifiers.position, Record::Verifier),
         ])?;
-        Ok(Tables { ledger, strings, locations, order, resource_loc, scope_loc, obligations })
+        Ok(Tables {
+            ledger,
+            strings,
+            locations,
+            order,
+            claim_flags,
+            execution,
+            cleanup,
+            outcome_flags,
+            mechanism,
+            coverage,
+            observation_flags,
+            resource_loc,
+            scope_loc,
+            obligations,
+        })
     }
 
     /// The location of resource `index` (checked by [`Tables::new`] for every
@@ -357,7 +430,7 @@ impl<'a> Tables<'a> {
     /// Claim `i`'s exact scope, or `None` for an unknown one.
     pub fn scope(&self, i: usize) -> Option<&[LocId]> {
         let claims = &self.ledger.claims;
-        let unknown = claims.flags[i].contains(ClaimFlags::UNKNOWN_SCOPE);
+        let unknown = self.claim_flags.get(i).contains(ClaimFlags::UNKNOWN_SCOPE);
         (!unknown).then(|| run(&self.scope_loc, &claims.scope_ends, i))
     }
 
@@ -378,7 +451,7 @@ mod tests {
     use super::*;
     use effects_evaluator_sdk::types::{
         ClaimTable, CleanupState, Coverage, Execution, FilesystemRoot, Impact, Mechanism, ObligationTable,
-        ObservationTable, Outcome, OutcomeFlags, OutcomeTable, ResourceRole, ResourceTable, VerifierTable,
+        ObservationTable, OutcomeFlags, OutcomeTable, ResourceRole, ResourceTable, VerifierTable,
     };
 
     /// One file, `d/a.txt`, written (claim 1), settled (2) and read back (3).
@@ -396,12 +469,12 @@ mod tests {
             strings: StringTable { text, ends },
             roots: vec![root],
             resources: ResourceTable {
-                role: vec![ResourceRole::Target],
+                role: vec![ResourceRole::Target as u8],
                 location: vec![0],
                 path: vec![0],
                 incarnation: vec![1],
                 snapshot_sha256: vec![0],
-                flags: vec![ResourceFlags::empty()],
+                flags: vec![ResourceFlags::empty().bits()],
                 others: Vec::new(),
             },
             required: vec![0],
@@ -416,35 +489,30 @@ mod tests {
                 dependency_ends: vec![0],
                 obligations: ObligationTable {
                     target: vec![0],
-                    kind: vec![PostconditionKind::Exists],
+                    kind: vec![PostconditionKind::Exists as u8],
                     digest: vec![0],
                 },
                 obligation_ends: vec![1],
-                flags: vec![ClaimFlags::empty()],
+                flags: vec![ClaimFlags::empty().bits()],
             },
             outcomes: OutcomeTable {
                 position: vec![2],
                 claim: vec![1],
-                outcome: vec![Outcome {
-                    execution: Execution::ReportedSuccess,
-                    impact: Impact::Possible,
-                    cleanup: CleanupState::NotApplicable,
-                    replayed: false,
-                    remote_acknowledged: false,
-                    detached: false,
-                }],
-                flags: vec![OutcomeFlags::empty()],
+                execution: vec![Execution::ReportedSuccess as u8],
+                impact: vec![Impact::Possible as u8],
+                cleanup: vec![CleanupState::NotApplicable as u8],
+                flags: vec![OutcomeFlags::empty().bits()],
             },
             observations: ObservationTable {
                 position: vec![3],
                 resource: vec![0],
-                mechanism: vec![Mechanism::FilesystemRead],
-                coverage: vec![Coverage::Complete],
+                mechanism: vec![Mechanism::FilesystemRead as u8],
+                coverage: vec![Coverage::Complete as u8],
                 source_action: vec![5],
                 source_claim: vec![0],
                 content_sha256: vec![0],
-                job_state: vec![None],
-                flags: vec![ObservationFlags::EXISTS],
+                job_state: vec![0],
+                flags: vec![ObservationFlags::EXISTS.bits()],
             },
             verifiers: VerifierTable { position: Vec::new(), command: Vec::new(), passed: Vec::new() },
             answer: String::new(),
@@ -471,14 +539,14 @@ mod tests {
     #[test]
     fn an_unknown_scope_is_none_and_must_have_no_entries() {
         let mut unknown = ledger();
-        unknown.claims.flags[0] = ClaimFlags::UNKNOWN_SCOPE;
+        unknown.claims.flags[0] = ClaimFlags::UNKNOWN_SCOPE.bits();
         (unknown.claims.scope, unknown.claims.scope_ends) = (Vec::new(), vec![0]);
         unknown.claims.obligations =
             ObligationTable { target: Vec::new(), kind: Vec::new(), digest: Vec::new() };
         unknown.claims.obligation_ends = vec![0];
         assert_eq!(Tables::new(&unknown).expect("well-formed").scope(0), None);
         let mut both = ledger();
-        both.claims.flags[0] = ClaimFlags::UNKNOWN_SCOPE;
+        both.claims.flags[0] = ClaimFlags::UNKNOWN_SCOPE.bits();
         assert!(refusal(&both).contains("an unknown scope with entries"));
     }
 
@@ -512,8 +580,26 @@ mod tests {
         root.resources.location[0] = 3;
         assert!(refusal(&root).contains("root index 3"));
         let mut other = ledger();
-        other.resources.flags[0] = ResourceFlags::OTHER;
+        other.resources.flags[0] = ResourceFlags::OTHER.bits();
         assert!(refusal(&other).contains("other location 0 is out of range (0 others)"));
+    }
+
+    #[test]
+    fn a_code_that_is_no_case_or_sets_an_unknown_bit_is_refused() {
+        let mut mechanism = ledger();
+        mechanism.observations.mechanism[0] = 8;
+        assert!(refusal(&mechanism).contains("observations.mechanism: entry 0 is 8, which is no mechanism"));
+        let mut role = ledger();
+        role.resources.role[0] = 5;
+        assert!(refusal(&role).contains("resources.role: entry 0 is 5, which is no resource-role"));
+        let mut bits = ledger();
+        bits.claims.flags[0] = 1 << 3;
+        assert!(refusal(&bits).contains("claims.flags: entry 0 is 8, which is no claim-flags"));
+        let mut job = ledger();
+        job.observations.job_state[0] = 4;
+        assert!(Tables::new(&job).is_ok(), "job-state is not read without its flag");
+        job.observations.flags[0] |= ObservationFlags::JOB_STATE.bits();
+        assert!(refusal(&job).contains("observations.job-state: entry 0 is 4, which is no job-lifecycle"));
     }
 
     #[test]
@@ -542,8 +628,12 @@ mod tests {
         let mut backwards = ledger();
         backwards.outcomes.position = vec![2, 1];
         backwards.outcomes.claim = vec![1, 1];
-        backwards.outcomes.outcome.push(backwards.outcomes.outcome[0]);
-        backwards.outcomes.flags.push(OutcomeFlags::empty());
+        let outcomes = &mut backwards.outcomes;
+        for column in
+            [&mut outcomes.execution, &mut outcomes.impact, &mut outcomes.cleanup, &mut outcomes.flags]
+        {
+            column.push(column[0]);
+        }
         assert!(refusal(&backwards).contains("position 1 is not after"));
     }
 }
