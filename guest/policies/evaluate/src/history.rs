@@ -214,19 +214,23 @@ impl<'a> History<'a> {
                 state: State::Attempted,
             });
         }
-        // Per outcome, the claim it settles, found by binary search over the
-        // claims' positions (they increase, as every position does), and
-        // settled in log order.
+        // Per outcome, in log order, the claim it settles: one of the claims
+        // before it (a prefix of the claims, whose positions increase as
+        // every position does), most often the last of them, otherwise found
+        // by binary search over them.
         let outcome_table = &ledger.outcomes;
         let mut settles: Vec<usize> = Vec::with_capacity(outcome_table.position.len());
+        let mut before = 0;
         for (i, (&position, &settled)) in outcome_table.position.iter().zip(&outcome_table.claim).enumerate()
         {
-            let index = claim_table
-                .position
-                .binary_search(&settled)
-                .ok()
-                .filter(|&index| claim_table.position[index] < position)
-                .ok_or_else(|| format!("outcome {position} settles {settled}, which is no earlier claim"))?;
+            before += claim_table.position[before..].iter().take_while(|&&p| p < position).count();
+            let earlier = &claim_table.position[..before];
+            let index = if earlier.last() == Some(&settled) {
+                Some(before - 1)
+            } else {
+                earlier.binary_search(&settled).ok()
+            }
+            .ok_or_else(|| format!("outcome {position} settles {settled}, which is no earlier claim"))?;
             settles.push(index);
             let claim = &mut claims[index];
             claim.state = match (claim.state, tables.execution.get(i)) {

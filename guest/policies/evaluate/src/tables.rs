@@ -585,6 +585,38 @@ mod tests {
     }
 
     #[test]
+    fn an_outcome_settles_an_earlier_claim_only() {
+        let history = |ledger: &EvidenceLedger| {
+            let tables = Tables::new(ledger).expect("well-formed tables");
+            crate::history::History::build(&tables)
+                .map(|h| h.claims.iter().map(|c| c.state.settled().is_some()).collect::<Vec<_>>())
+        };
+        // Claims at 1 and 2; the outcome at 4 settles the first, not the last.
+        let mut two = ledger();
+        let claims = &mut two.claims;
+        claims.position.push(2);
+        for column in [&mut claims.run_id, &mut claims.action_id, &mut claims.tool] {
+            column.push(column[0]);
+        }
+        claims.scope_ends.push(1);
+        claims.dependency_ends.push(0);
+        claims.obligation_ends.push(1);
+        claims.flags.push(0);
+        two.outcomes.position[0] = 4;
+        two.observations.position[0] = 5;
+        assert_eq!(history(&two), Ok(vec![true, false]));
+        let mut observation = ledger();
+        observation.outcomes.position[0] = 4;
+        observation.outcomes.claim[0] = 3;
+        assert_eq!(history(&observation), Err("outcome 4 settles 3, which is no earlier claim".into()));
+        let mut later = ledger();
+        later.claims.position[0] = 3;
+        later.observations.position[0] = 1;
+        later.outcomes.claim[0] = 3;
+        assert_eq!(history(&later), Err("outcome 2 settles 3, which is no earlier claim".into()));
+    }
+
+    #[test]
     fn a_code_that_is_no_case_or_sets_an_unknown_bit_is_refused() {
         let mut mechanism = ledger();
         mechanism.observations.mechanism[0] = 8;
