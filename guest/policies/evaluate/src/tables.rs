@@ -654,6 +654,10 @@ mod tests {
 
     #[test]
     fn positions_must_increase_within_and_across_tables() {
+        let mut last = ledger();
+        last.observations.position[0] = u64::MAX;
+        let order = Tables::new(&last).expect("the largest position is a position").order;
+        assert_eq!(order, [Record::Claim, Record::Outcome, Record::Observation]);
         let mut equal = ledger();
         equal.observations.position[0] = 2;
         assert!(refusal(&equal).contains("position 2 is not after 2"));
