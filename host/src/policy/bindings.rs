@@ -444,11 +444,9 @@ macro_rules! conversions {
                     M::Claim(claim) => self.claim(claim),
                     M::Outcome(outcome) => {
                         let mut flags = wit::OutcomeFlags::empty();
-                        if outcome.recovery {
-                            flags |= wit::OutcomeFlags::RECOVERY;
-                        }
                         let settled = &outcome.outcome;
                         for (set, flag) in [
+                            (outcome.recovery, wit::OutcomeFlags::RECOVERY),
                             (outcome.mutation_attempted, wit::OutcomeFlags::MUTATION_ATTEMPTED),
                             (settled.replayed, wit::OutcomeFlags::REPLAYED),
                             (settled.remote_acknowledged, wit::OutcomeFlags::REMOTE_ACKNOWLEDGED),
@@ -527,7 +525,7 @@ macro_rules! conversions {
                     };
                     let obligations = &mut self.ledger.claims.obligations;
                     obligations.target.push(obligation.target);
-                    obligations.kind.push(kind as u8);
+                    obligations.kind.push(kind as u8); // its `code`, as `code!` gives
                     obligations.digest.push(digest);
                 }
                 let table = &mut self.ledger.claims;
@@ -617,6 +615,7 @@ fn wire_u32(n: usize) -> u32 {
 /// A flags value as the ledger's `code` byte: its bits, the first flag bit 0.
 /// (The two bindings spell "its bits" differently, so each implements it.)
 trait Code {
+    /// The `code` byte.
     fn code(self) -> u8;
 }
 
@@ -678,7 +677,7 @@ pub(crate) fn evaluate_natively(ledger: &model::EvidenceLedger) -> Result<model:
 #[cfg(test)]
 mod tests {
     use super::{Code, ToGuest};
-    use crate::model::{CleanupState, Execution, JobLifecycle, Mechanism, ResourceRole};
+    use crate::model::{CleanupState, Coverage, Execution, Impact, JobLifecycle, Mechanism, ResourceRole};
 
     /// The last case of each enum the ledger carries as a `code`, and one bit
     /// of each flags type, through one generation of the bindings.
@@ -691,6 +690,9 @@ mod tests {
                     code!(JobLifecycle, JobLifecycle::Lost),
                     code!(CleanupState, CleanupState::Unknown),
                     code!(ResourceRole, ResourceRole::Executor),
+                    code!(Impact, Impact::Possible),
+                    code!(Coverage, Coverage::Partial),
+                    wit::PostconditionKind::Exists as u8,
                 ],
                 [
                     wit::ResourceFlags::SNAPSHOT.code(),
@@ -715,6 +717,6 @@ mod tests {
             codes!()
         };
         assert_eq!(host, native);
-        assert_eq!(host, ([7, 6, 3, 3, 4], [1 << 1, 1 << 2, 1 << 4, 1 << 3]));
+        assert_eq!(host, ([7, 6, 3, 3, 4, 1, 1, 2], [1 << 1, 1 << 2, 1 << 4, 1 << 3]));
     }
 }

@@ -5,8 +5,9 @@
 //! still open (attempted or running) per location; the reverse pass tracks the
 //! nearest later claim and the later incarnations per location. Each record
 //! costs the depth of its locations' ancestor chains, never the number of other
-//! records, so a ledger of n effects is evaluated in O(n log n) (the log is the
-//! interning map).
+//! records, so a ledger of n effects is evaluated in O(n log n) at worst (the
+//! log is an outcome's search for a claim it settles that is not the latest
+//! one), O(n) otherwise.
 
 use effects_evaluator_sdk::types::{
     ClaimFlags, CleanupState, Coverage, Execution, Mechanism, ObservationFlags, OutcomeFlags,
@@ -439,4 +440,43 @@ fn outside_scope<'o, 'a>(scope: &[LocId], obligations: &'o [Obligation<'a>]) -> 
     }
     let scope: FixedMap<LocId, ()> = scope.iter().map(|&t| (t, ())).collect();
     obligations.iter().find(|o| !scope.contains_key(&o.target))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tables::tests::ledger;
+    use effects_evaluator_sdk::types::EvidenceLedger;
+
+    #[test]
+    fn an_outcome_settles_an_earlier_claim_only() {
+        let history = |ledger: &EvidenceLedger| {
+            let tables = Tables::new(ledger).expect("well-formed tables");
+            History::build(&tables)
+                .map(|h| h.claims.iter().map(|c| c.state.settled().is_some()).collect::<Vec<_>>())
+        };
+        // Claims at 1 and 2; the outcome at 4 settles the first, not the last.
+        let mut two = ledger();
+        let claims = &mut two.claims;
+        claims.position.push(2);
+        for column in [&mut claims.run_id, &mut claims.action_id, &mut claims.tool] {
+            column.push(column[0]);
+        }
+        claims.scope_ends.push(1);
+        claims.dependency_ends.push(0);
+        claims.obligation_ends.push(1);
+        claims.flags.push(0);
+        two.outcomes.position[0] = 4;
+        two.observations.position[0] = 5;
+        assert_eq!(history(&two), Ok(vec![true, false]));
+        let mut observation = ledger();
+        observation.outcomes.position[0] = 4;
+        observation.outcomes.claim[0] = 3;
+        assert_eq!(history(&observation), Err("outcome 4 settles 3, which is no earlier claim".into()));
+        let mut later = ledger();
+        later.claims.position[0] = 3;
+        later.observations.position[0] = 1;
+        later.outcomes.claim[0] = 3;
+        assert_eq!(history(&later), Err("outcome 2 settles 3, which is no earlier claim".into()));
+    }
 }

@@ -60,9 +60,9 @@ struct PathKey<'a> {
     hash: u64,
 }
 
-impl PathKey<'_> {
-    fn hash(root: u32, path: &str) -> u64 {
-        rustc_hash::FxBuildHasher.hash_one((root, path))
+impl<'a> PathKey<'a> {
+    fn new(root: u32, path: &'a str) -> Self {
+        PathKey { root, path, hash: rustc_hash::FxBuildHasher.hash_one((root, path)) }
     }
 }
 
@@ -210,10 +210,10 @@ impl<'a> Locations<'a> {
     /// reaches it.
     pub fn intern_path(&mut self, root: u32, path: &'a str) -> LocId {
         // `path`'s id once known; the last new entry, whose parent is `at`.
-        let (mut path_id, mut child): (Option<LocId>, Option<LocId>) = (None, None);
+        let (mut interned, mut child): (Option<LocId>, Option<LocId>) = (None, None);
         let mut at = path;
         loop {
-            let key = PathKey { root, path: at, hash: PathKey::hash(root, at) };
+            let key = PathKey::new(root, at);
             let next = self.entries.len() as LocId;
             let keys = &self.keys;
             let (id, known) = match self.paths.entry(
@@ -230,7 +230,7 @@ impl<'a> Locations<'a> {
             if let Some(child) = child {
                 self.entries[child as usize].parent = Some(id);
             }
-            let path_id = *path_id.get_or_insert(id);
+            let path_id = *interned.get_or_insert(id);
             if known {
                 return path_id;
             }
