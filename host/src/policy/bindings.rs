@@ -286,15 +286,30 @@ macro_rules! conversions {
         struct Layout<'m> {
             ledger: wit::EvidenceLedger,
             roots: Vec<&'m model::FilesystemRoot>,
+            /// Per repeating column, the string it laid out last and its index.
+            last: [Option<(&'m str, u32)>; 3],
+        }
+
+        /// The columns whose strings often equal the one before them: a
+        /// write's target and its readback are adjacent resources on one path,
+        /// and a run's claims share its run id and often a tool. Such a string
+        /// is laid out once and its index repeated, which also lets the guest
+        /// see an unchanged path without hashing it again.
+        #[derive(Clone, Copy)]
+        enum Repeating {
+            Path,
+            RunId,
+            Tool,
         }
 
         impl<'m> Layout<'m> {
             fn new(model: &model::EvidenceLedger) -> Self {
                 use model::EvidenceRecord as M;
                 // Sized in one pass, so no table grows while it is filled: the
-                // text and the tables exactly, the string ends at most (a
-                // missing snapshot or digest adds none). Fresh pages cost, so
-                // the text, the largest, is not over-reserved.
+                // tables exactly, the text and the string ends at most (a
+                // missing snapshot or digest adds no string, a repeated one
+                // no text). Fresh pages cost, so the text, the largest, is not
+                // over-reserved.
                 let resources = model.resources.len();
                 let (mut claims, mut outcomes, mut observations, mut verifiers) = (0, 0, 0, 0);
                 let (mut strings, mut text) = (3 * resources, 0);
@@ -392,7 +407,7 @@ macro_rules! conversions {
                     },
                     answer: model.answer.clone(),
                 };
-                Layout { ledger, roots: Vec::new() }
+                Layout { ledger, roots: Vec::new(), last: [None; 3] }
             }
 
             /// Appends `text` to the string table; its index.
@@ -401,6 +416,19 @@ macro_rules! conversions {
                 strings.text.push_str(text);
                 strings.ends.push(wire_u32(strings.text.len()));
                 wire_u32(strings.ends.len() - 1)
+            }
+
+            /// `text`'s index in a column of `kind`: the last one's again when
+            /// it is the same string, else a new one.
+            fn repeating(&mut self, kind: Repeating, text: &'m str) -> u32 {
+                if let Some((seen, index)) = self.last[kind as usize]
+                    && seen == text
+                {
+                    return index;
+                }
+                let index = self.string(text);
+                self.last[kind as usize] = Some((text, index));
+                index
             }
 
             /// The root's index, adding it on first sight (a ledger has a
@@ -417,7 +445,9 @@ macro_rules! conversions {
             fn resource(&mut self, resource: &'m ResourceRef) {
                 let mut flags = wit::ResourceFlags::empty();
                 let (location, path) = match resource.location() {
-                    model::Location::Filesystem(file) => (self.root(&file.root), self.string(&file.path)),
+                    model::Location::Filesystem(file) => {
+                        (self.root(&file.root), self.repeating(Repeating::Path, &file.path))
+                    }
                     other => {
                         flags |= wit::ResourceFlags::OTHER;
                         self.ledger.resources.others.push(other.to_guest());
@@ -438,7 +468,7 @@ macro_rules! conversions {
                 table.flags.push(flags.code());
             }
 
-            fn record(&mut self, record: &model::EvidenceRecord) {
+            fn record(&mut self, record: &'m model::EvidenceRecord) {
                 use model::EvidenceRecord as M;
                 match record {
                     M::Claim(claim) => self.claim(claim),
@@ -502,7 +532,7 @@ macro_rules! conversions {
                 }
             }
 
-            fn claim(&mut self, claim: &model::ClaimEvidence) {
+            fn claim(&mut self, claim: &'m model::ClaimEvidence) {
                 let mut flags = wit::ClaimFlags::empty();
                 if claim.external {
                     flags |= wit::ClaimFlags::EXTERNAL;
@@ -513,8 +543,9 @@ macro_rules! conversions {
                 if claim.scope.is_none() {
                     flags |= wit::ClaimFlags::UNKNOWN_SCOPE;
                 }
-                let (run_id, action_id, tool) =
-                    (self.string(&claim.run_id), self.string(&claim.action_id), self.string(&claim.tool));
+                let run_id = self.repeating(Repeating::RunId, &claim.run_id);
+                let action_id = self.string(&claim.action_id);
+                let tool = self.repeating(Repeating::Tool, &claim.tool);
                 for obligation in &claim.obligations {
                     let (kind, digest) = match &obligation.postcondition {
                         model::Postcondition::ContentSha256(digest) => {
@@ -718,5 +749,32 @@ mod tests {
         };
         assert_eq!(host, native);
         assert_eq!(host, ([7, 6, 3, 3, 4, 1, 1, 2], [1 << 1, 1 << 2, 1 << 4, 1 << 3]));
+    }
+
+    /// A string equal to the one before it in a repeating column is laid out
+    /// once: a write's target and its readback share the path, two claims
+    /// the run id and tool; action ids stay apart.
+    #[test]
+    fn a_repeated_path_run_id_or_tool_is_laid_out_once() {
+        use super::classifier::exports::effects::policy::types as wit;
+        let write = r#"{"claim": {"tool": "write_file", "scope": ["a.txt"]}}"#;
+        let vector = format!(
+            r#"{{"rule": "VER-1", "title": "two writes", "expect": {{"verdict": "UNVERIFIED", "reasons": []}},
+                "records": [{write}, {{"observation": {{"resource": "a.txt"}}}}, {write}]}}"#
+        );
+        let vector: crate::completion::vectors::Vector = serde_json::from_str(&vector).unwrap();
+        let ledger: wit::EvidenceLedger = vector.ledger().unwrap().to_guest();
+        let string = |i: u32| {
+            let ends = &ledger.strings.ends;
+            let start = if i == 0 { 0 } else { ends[i as usize - 1] as usize };
+            &ledger.strings.text[start..ends[i as usize] as usize]
+        };
+        let (paths, claims) = (&ledger.resources.path, &ledger.claims);
+        assert_eq!(paths.len(), 2, "the target and the readback's source");
+        assert_eq!((paths[0], string(paths[0])), (paths[1], "a.txt"));
+        assert_eq!(claims.run_id[0], claims.run_id[1]);
+        assert_eq!(claims.tool[0], claims.tool[1]);
+        assert_ne!(claims.action_id[0], claims.action_id[1]);
+        assert_eq!(ledger.strings.text.matches("a.txt").count(), 1);
     }
 }

@@ -265,6 +265,11 @@ fn resources<'a>(
     let mut locations = Locations::with_capacity(n);
     let roots: Vec<u32> = ledger.roots.iter().map(|root| locations.root(root)).collect();
     let mut resource_loc = Vec::with_capacity(n);
+    // The last file's root index, path string and location: the next file on
+    // the same string beneath the same root is the same location, found
+    // without hashing its path again (the host repeats a path's string index
+    // for adjacent resources on one path).
+    let mut last_file: Option<(u32, u32, LocId)> = None;
     for i in 0..n {
         let (flags, at) = (flags.get(i), table.location[i]);
         resource_loc.push(if flags.contains(ResourceFlags::OTHER) {
@@ -273,10 +278,18 @@ fn resources<'a>(
             })?;
             locations.intern(other)
         } else {
-            let root = *roots.get(at as usize).ok_or_else(|| {
-                format!("resource {i}: root index {at} is out of range ({} roots)", roots.len())
-            })?;
-            locations.intern_path(root, strings.get(table.path[i])?)
+            let path = table.path[i];
+            match last_file {
+                Some((last_at, last_path, loc)) if (last_at, last_path) == (at, path) => loc,
+                _ => {
+                    let root = *roots.get(at as usize).ok_or_else(|| {
+                        format!("resource {i}: root index {at} is out of range ({} roots)", roots.len())
+                    })?;
+                    let loc = locations.intern_path(root, strings.get(path)?);
+                    last_file = Some((at, path, loc));
+                    loc
+                }
+            }
         });
         if flags.contains(ResourceFlags::SNAPSHOT) {
             strings.get(table.snapshot_sha256[i])?;
@@ -542,6 +555,32 @@ pub(crate) mod tests {
         assert_eq!(tables.incarnation(0), "1:2@");
         assert_eq!(tables.order, [Record::Claim, Record::Outcome, Record::Observation]);
         assert!(crate::evaluate(&ledger).is_ok());
+    }
+
+    #[test]
+    fn a_repeated_path_string_is_the_same_location_beneath_the_same_root_only() {
+        let mut ledger = ledger();
+        let mut other_root = ledger.roots[0].clone();
+        other_root.device = 9;
+        ledger.roots.push(other_root);
+        // Resource 1 repeats resource 0's root and path string; resource 2
+        // the path string beneath the other root; resource 3 is back on the
+        // first root, after resource 2.
+        let table = &mut ledger.resources;
+        for root in [0, 1, 0] {
+            table.location.push(root);
+            for column in [&mut table.role, &mut table.flags] {
+                column.push(column[0]);
+            }
+            for column in [&mut table.path, &mut table.incarnation, &mut table.snapshot_sha256] {
+                column.push(column[0]);
+            }
+        }
+        let tables = Tables::new(&ledger).expect("well-formed tables");
+        let [a, again, elsewhere, back] = [0, 1, 2, 3].map(|i| tables.loc(i));
+        assert_eq!(again, a);
+        assert_ne!(elsewhere, a, "the same path beneath another root is another location");
+        assert_eq!(back, a, "found again by hashing, after another root's file");
     }
 
     #[test]
