@@ -307,9 +307,9 @@ macro_rules! conversions {
                 use model::EvidenceRecord as M;
                 // Sized in one pass, so no table grows while it is filled: the
                 // tables exactly, the text and the string ends at most (a
-                // missing snapshot or digest adds no string, a repeated one
-                // no text). Fresh pages cost, so the text, the largest, is not
-                // over-reserved.
+                // missing snapshot or digest adds no string, a repeated path,
+                // run id or tool neither string nor text). Fresh pages cost,
+                // so the text, the largest, is reserved for no more than that.
                 let resources = model.resources.len();
                 let (mut claims, mut outcomes, mut observations, mut verifiers) = (0, 0, 0, 0);
                 let (mut strings, mut text) = (3 * resources, 0);
@@ -758,9 +758,12 @@ mod tests {
     fn a_repeated_path_run_id_or_tool_is_laid_out_once() {
         use super::classifier::exports::effects::policy::types as wit;
         let write = r#"{"claim": {"tool": "write_file", "scope": ["a.txt"]}}"#;
+        let edit = r#"{"claim": {"tool": "edit_file", "scope": ["b.txt"]}}"#;
+        let read = |file: &str| format!(r#"{{"observation": {{"resource": "{file}"}}}}"#);
+        let (read_a, read_b) = (read("a.txt"), read("b.txt"));
         let vector = format!(
-            r#"{{"rule": "VER-1", "title": "two writes", "expect": {{"verdict": "UNVERIFIED", "reasons": []}},
-                "records": [{write}, {{"observation": {{"resource": "a.txt"}}}}, {write}]}}"#
+            r#"{{"rule": "VER-1", "title": "writes", "expect": {{"verdict": "UNVERIFIED", "reasons": []}},
+                "records": [{write}, {read_a}, {write}, {read_b}, {edit}]}}"#
         );
         let vector: crate::completion::vectors::Vector = serde_json::from_str(&vector).unwrap();
         let ledger: wit::EvidenceLedger = vector.ledger().unwrap().to_guest();
@@ -769,11 +772,17 @@ mod tests {
             let start = if i == 0 { 0 } else { ends[i as usize - 1] as usize };
             &ledger.strings.text[start..ends[i as usize] as usize]
         };
+        // Resources in order of first use: a.txt's target and source, then
+        // b.txt's source and target.
         let (paths, claims) = (&ledger.resources.path, &ledger.claims);
-        assert_eq!(paths.len(), 2, "the target and the readback's source");
-        assert_eq!((paths[0], string(paths[0])), (paths[1], "a.txt"));
-        assert_eq!(claims.run_id[0], claims.run_id[1]);
+        assert_eq!(
+            paths.iter().map(|&p| string(p)).collect::<Vec<_>>(),
+            ["a.txt", "a.txt", "b.txt", "b.txt"]
+        );
+        assert_eq!((paths[0], paths[2]), (paths[1], paths[3]), "a path next to itself is laid out once");
+        assert_eq!(claims.run_id[0], claims.run_id[2]);
         assert_eq!(claims.tool[0], claims.tool[1]);
+        assert_eq!(string(claims.tool[2]), "edit_file", "another tool is another string");
         assert_ne!(claims.action_id[0], claims.action_id[1]);
         assert_eq!(ledger.strings.text.matches("a.txt").count(), 1);
     }
