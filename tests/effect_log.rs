@@ -144,10 +144,17 @@ fn recovery_interrupts_unsettled_claims_leaves_running_and_is_idempotent() {
     log.record_outcome("r2", outcome(settled, Execution::ReportedSuccess)).unwrap();
     let later = log.claim("r2", claim("a3")).unwrap();
     let mut recovering = open(&file);
-    assert_eq!(recovering.recover_interrupted().unwrap(), vec![unsettled, later]);
+    assert_eq!(
+        recovering.recover_interrupted(effect_ledger::executor::judge).unwrap(),
+        vec![unsettled, later]
+    );
     assert_eq!(recovering.claim_state(unsettled), Some(ClaimState::Settled(Execution::Interrupted)));
     assert_eq!(recovering.claim_state(running), Some(ClaimState::Running));
-    assert_eq!(recovering.recover_interrupted().unwrap(), Vec::<u64>::new(), "idempotent");
+    assert_eq!(
+        recovering.recover_interrupted(effect_ledger::executor::judge).unwrap(),
+        Vec::<u64>::new(),
+        "idempotent"
+    );
     // The recovery outcome is attributed to the claim's own run.
     let history = recovering.history().unwrap();
     assert_eq!(history.last().unwrap().run_id, "r2");
@@ -296,7 +303,7 @@ proptest! {
                 Op::Recover => {
                     let expected: Vec<u64> = model.iter().enumerate()
                         .filter(|(_, m)| **m == Some(Model::Unsettled)).map(|(p, _)| p as u64).collect();
-                    prop_assert_eq!(log.recover_interrupted().unwrap(), expected.clone());
+                    prop_assert_eq!(log.recover_interrupted(effect_ledger::executor::judge).unwrap(), expected.clone());
                     for position in expected {
                         model[position as usize] = Some(Model::Settled);
                         model.push(None);

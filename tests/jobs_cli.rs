@@ -133,7 +133,7 @@ fn job_pid(s: &Session, id: &str) -> u32 {
 
 /// Live (not zombie) processes of process group `pgid`, from `/proc`.
 fn group_members(pgid: u32) -> Vec<u32> {
-    effect_ledger::producers::process::live_members(pgid)
+    effect_ledger::procfs::live_members(pgid)
 }
 
 #[test]

@@ -146,7 +146,7 @@ fn eight_writers_racing_share_one_lineage_without_reuse_or_double_settlement() {
                 assert_eq!(index, previous + 1, "{writer}'s claims out of order");
             }
             Record::Outcome(outcome) => settled[outcome.claim as usize] += 1,
-            Record::Observation(_) | Record::Verifier(_) | Record::Decision(_) => {
+            Record::Observation(_) | Record::Verifier(_) | Record::Decision(_) | Record::Processes(_) => {
                 unreachable!("the writers append claims and outcomes only")
             }
         }
@@ -214,8 +214,11 @@ fn writers_killed_mid_append_never_lose_an_acknowledged_claim() {
     let options = OpenOptionsLog { mode: OpenMode::ReadWrite, key: None, recover: false };
     let mut log = open_lineage(&handle, "t", "torture", &options).unwrap().unwrap();
     log.repair().unwrap();
-    let recovered = log.recover_interrupted().unwrap();
-    assert!(log.recover_interrupted().unwrap().is_empty(), "recovery is idempotent");
+    let recovered = log.recover_interrupted(effect_ledger::executor::judge).unwrap();
+    assert!(
+        log.recover_interrupted(effect_ledger::executor::judge).unwrap().is_empty(),
+        "recovery is idempotent"
+    );
     let reloaded = load(dir.path(), "torture");
     let unsettled = reloaded.records().iter().filter(|r| matches!(r.record, Record::Claim(_))).count()
         - reloaded.records().iter().filter(|r| matches!(r.record, Record::Outcome(_))).count();
@@ -375,7 +378,7 @@ fn a_writer_acknowledges_only_what_a_reader_then_finds() {
 }
 
 #[test]
-fn opening_a_log_no_live_handle_owns_recovers_it_eagerly() {
+fn opening_a_log_recovers_dead_executors_claims_and_leaves_live_ones_alone() {
     let dir = effects_dir();
     // A writer that claimed and died before settling (it exits without outcomes).
     assert!(writer(dir.path(), "eager", 2, "e", &[]).stdout(Stdio::null()).status().unwrap().success());
@@ -388,9 +391,13 @@ fn opening_a_log_no_live_handle_owns_recovers_it_eagerly() {
             .count()
     };
     assert_eq!(interrupted(&first), 2, "LOG-7: both unsettled claims recorded INTERRUPTED at open");
-    // `first` is live and claims something it has not settled yet: a second
-    // open in this process must leave that claim alone.
-    let in_flight = first.claim("eager", support::claim("live")).unwrap();
+    // This process is alive and claims something it has not settled yet: a
+    // second open must leave that claim alone (LOG-7: its executor lives).
+    let live = effect_ledger::log::ClaimRecord {
+        executor: Some(effect_ledger::executor::current()),
+        ..support::claim("live")
+    };
+    let in_flight = first.claim("eager", live).unwrap();
     let second = open_lineage(&handle, "d", "eager", &OpenOptionsLog::default()).unwrap().unwrap();
     assert_eq!(second.records().len(), 5);
     assert_eq!(second.claim_state(in_flight), Some(effect_ledger::log::ClaimState::Attempted));

@@ -51,9 +51,10 @@ fn a_command_that_ran_stales_the_earlier_read() {
     assert_eq!(changed[2]["outcome"]["execution"], "REPORTED_SUCCESS");
     let decision = changed.last().unwrap();
     assert_ne!(decision["verdict"], "COMPLETED", "{decision:#}");
-    // Without a fresh read after the command, not COMPLETED either.
-    let unread = run(&[WRITE, READ, &bash("true", 10_000), &complete()]);
-    assert_eq!(unread.last().unwrap()["verdict"], "UNVERIFIED");
+    // Without a read of its own after the command, the decision's read of
+    // the required file (CMP-7b) is the fresh one: verified.
+    let decided = run(&[WRITE, READ, &bash("true", 10_000), &complete()]);
+    assert_eq!(decided.last().unwrap()["verdict"], "COMPLETED", "{:#}", decided.last().unwrap());
     // A fresh full read after a command that left the file alone verifies it.
     let reread = run(&[WRITE, READ, &bash("true", 10_000), READ, &complete()]);
     assert_eq!(reread.last().unwrap()["verdict"], "COMPLETED", "{:#}", reread.last().unwrap());

@@ -1,8 +1,12 @@
-//! The ledger's overhead per `bash` call (issue 6): `bash -c true` through the
-//! whole chain (bind, classify, durable claim, run, settle, outcome append)
-//! vs the process producer alone, interleaved in the same run. Prints medians,
-//! the ratio and the absolute overhead, which should be about two log appends
-//! with their fdatasyncs (claim, outcome).
+//! The ledger's overhead per `bash` call: `bash -c true` through the whole
+//! chain (bind, classify, durable claim, the processes record before the gate
+//! opens, run under the supervisor, teardown check, settle, outcome append)
+//! vs the supervised process producer alone vs a bare `bash -c true` spawned
+//! in its own process group and waited for (what the producer did before it
+//! had a supervisor), interleaved in the same run. Prints medians, the ratios
+//! and the absolute overheads: the supervisor's (one more `bash`, the gate,
+//! the teardown check) and the ledger's (three log appends with their
+//! fdatasyncs: claim, processes, outcome).
 //!
 //! `cargo bench --bench chain_bash` (`EFFECTS_BENCH_SCALE=0.1` for a quick run).
 
@@ -10,6 +14,7 @@
 
 mod common;
 
+use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
 use cap_std::ambient_authority;
@@ -35,11 +40,18 @@ fn main() {
     let request = ProcessRequest::new("bash", "true", Duration::from_secs(30));
     let input = json!({ "command": "true" });
 
-    let (mut alone, mut chain) = (Vec::new(), Vec::new());
+    let (mut bare, mut alone, mut chain) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..samples {
+        let mut spawned = || {
+            let start = Instant::now();
+            let status =
+                std::process::Command::new("bash").args(["-c", "true"]).process_group(0).status().unwrap();
+            assert!(status.success());
+            bare.push(start.elapsed());
+        };
         let mut direct = || {
             let start = Instant::now();
-            let produced = run(&direct_root, &request);
+            let produced = run(&direct_root, &request, |_| Ok(()));
             assert_eq!(produced.facts.exit_code, Some(0));
             alone.push(start.elapsed());
         };
@@ -48,21 +60,26 @@ fn main() {
             let Dispatch::Run(dispatched) = ledger.dispatch(&run_id, "bash", &input, "bench") else {
                 panic!("the command was not dispatched")
             };
-            let produced = run(ledger.root(), &request);
+            let produced = ledger.run_command(&run_id, &dispatched, &request);
+            assert_eq!(produced.facts.teardown_dead, Some(true));
             ledger.record(&run_id, &dispatched, &produced.facts).unwrap();
             chain.push(start.elapsed());
         };
-        if i % 2 == 0 {
-            direct();
-            chained();
-        } else {
-            chained();
-            direct();
-        }
+        match i % 3 {
+            0 => (spawned(), direct(), chained()),
+            1 => (direct(), chained(), spawned()),
+            _ => (chained(), spawned(), direct()),
+        };
     }
-    let (alone, chain) = (median_us(&mut alone), median_us(&mut chain));
+    let (bare, alone, chain) = (median_us(&mut bare), median_us(&mut alone), median_us(&mut chain));
     println!("bash -c true, {samples} samples each, medians (interleaved):");
-    println!("  process producer alone   {alone:>9.1} us");
-    println!("  through the chain        {chain:>9.1} us  ({:.2}x the producer alone)", chain / alone);
-    println!("  ledger overhead          {:>9.1} us per call", chain - alone);
+    println!("  bare spawn in a group     {bare:>9.1} us");
+    println!("  supervised producer alone {alone:>9.1} us  ({:.2}x the bare spawn)", alone / bare);
+    println!(
+        "  through the chain         {chain:>9.1} us  ({:.2}x the producer alone, {:.2}x the bare spawn)",
+        chain / alone,
+        chain / bare
+    );
+    println!("  supervisor overhead       {:>9.1} us per call", alone - bare);
+    println!("  ledger overhead           {:>9.1} us per call", chain - alone);
 }

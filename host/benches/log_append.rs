@@ -66,6 +66,8 @@ fn claim(i: usize) -> ClaimRecord {
         parent_run_id: None,
         external: false,
         policy_failure: None,
+        executor: Some(effect_ledger::executor::current()),
+        root: None,
     }
 }
 

@@ -68,6 +68,7 @@ fn main() -> anyhow::Result<()> {
             Record::Observation(observation) => format!("observation exists={}", observation.exists),
             Record::Verifier(verifier) => format!("check `{}` passed={}", verifier.command, verifier.passed),
             Record::Decision(decision) => format!("decision {:?}", decision.verdict),
+            Record::Processes(processes) => format!("processes of #{}", processes.claim),
         };
         println!("#{} {what}", framed.position);
     }

@@ -7,9 +7,11 @@
 
 pub mod completion;
 pub mod digest;
+pub mod executor;
 pub mod identity;
 pub mod ledger;
 pub mod log;
 pub mod model;
 pub mod policy;
+pub mod procfs;
 pub mod producers;

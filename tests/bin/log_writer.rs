@@ -36,6 +36,8 @@ fn claim(action_id: String) -> ClaimRecord {
         parent_run_id: None,
         external: false,
         policy_failure: None,
+        executor: Some(effect_ledger::executor::current()),
+        root: None,
     }
 }
 

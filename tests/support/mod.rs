@@ -108,5 +108,7 @@ pub fn claim(action: &str) -> ClaimRecord {
         parent_run_id: None,
         external: false,
         policy_failure: None,
+        executor: None,
+        root: None,
     }
 }

@@ -2,9 +2,10 @@
 //! executing anything (SPEC section 7); and the decision's report, shared with
 //! `session`'s `complete` step.
 //!
-//! The root is found from the run's own records (the absolute path recorded
-//! with its filesystem resources, checked against the recorded device and
-//! inode) unless `--root` names it.
+//! The root is the one the run's claims record (ID-5: the absolute path,
+//! checked against the recorded device and inode); `--root` may name it
+//! again, never another. Required files are read completely at decision time
+//! and those reads recorded before deciding (CMP-7b).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -74,10 +75,18 @@ fn recorded_root(data_dir: &Path, run: &str) -> Result<Option<FilesystemRoot>, F
         Location::Filesystem(fs) => Some(fs.root.clone()),
         _ => None,
     };
-    Ok(log.records().iter().find_map(|framed| match &framed.record {
-        Record::Claim(claim) => claim.impact_scope.iter().find_map(filesystem_root),
-        Record::Observation(observation) => filesystem_root(&observation.resource),
+    // ID-5: the root recorded with the run's claims; a log from before roots
+    // were recorded names it only in its filesystem resources.
+    let claimed = log.records().iter().find_map(|framed| match &framed.record {
+        Record::Claim(claim) if framed.run_id == run => claim.root.clone(),
         _ => None,
+    });
+    Ok(claimed.or_else(|| {
+        log.records().iter().find_map(|framed| match &framed.record {
+            Record::Claim(claim) => claim.impact_scope.iter().find_map(filesystem_root),
+            Record::Observation(observation) => filesystem_root(&observation.resource),
+            _ => None,
+        })
     }))
 }
 
@@ -88,7 +97,23 @@ impl DecideArgs {
         })?;
         let recorded = recorded_root(&data_dir, &self.run)?;
         let root = match (&self.root, &recorded) {
-            (Some(root), _) => root.clone(),
+            (Some(root), Some(recorded)) => {
+                let metadata = std::fs::metadata(root)
+                    .map_err(|e| bad(anyhow!("cannot read the root {}: {e}", root.display())))?;
+                if (metadata.dev(), metadata.ino()) != (recorded.device, recorded.inode) {
+                    return Err(bad(anyhow!(
+                        "run {} works beneath {} (device {}, inode {}), not beneath {}: a run is decided in \
+                         its own root (ID-5); leave out --root",
+                        self.run,
+                        recorded.path,
+                        recorded.device,
+                        recorded.inode,
+                        root.display()
+                    )));
+                }
+                root.clone()
+            }
+            (Some(root), None) => root.clone(),
             (None, Some(recorded)) => {
                 let path = PathBuf::from(&recorded.path);
                 let metadata = std::fs::metadata(&path).map_err(|e| {
@@ -111,7 +136,7 @@ impl DecideArgs {
         let run = ledger.continue_run(&self.run).map_err(|e| bad(anyhow!(e)))?;
         let completion = ledger.complete(&run, &self.required, &self.answer).map_err(|error| {
             let code = match error {
-                CompleteError::Required { .. } => exit::BAD_INPUT,
+                CompleteError::Required { .. } | CompleteError::Directory { .. } => exit::BAD_INPUT,
                 CompleteError::Log(_) => exit::PROBLEMS,
             };
             Failure::new(code, error)

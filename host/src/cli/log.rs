@@ -11,7 +11,7 @@ use clap::Subcommand;
 use serde_json::json;
 
 use effect_ledger::log::{
-    DiskLog, LogError, OpenMode, OpenOptionsLog, OperatorKey, Record, Storage, open_lineage,
+    DiskLog, Executor, LogError, OpenMode, OpenOptionsLog, OperatorKey, Record, Storage, open_lineage,
 };
 
 use super::{Failure, exit, open_parent};
@@ -136,7 +136,7 @@ fn show(path: &Path, as_json: bool, key_file: Option<&Path>) -> Result<ExitCode,
 fn describe(position: u64, run_id: &str, record: &Record) -> String {
     match record {
         Record::Claim(claim) => format!(
-            "#{position} claim       run={run_id} action={} tool={} scope={}{}",
+            "#{position} claim       run={run_id} action={} tool={} scope={}{}{}",
             claim.action_id,
             claim.operation.tool,
             if claim.impact_scope.is_empty() {
@@ -144,7 +144,19 @@ fn describe(position: u64, run_id: &str, record: &Record) -> String {
             } else {
                 format!("{} resource(s)", claim.impact_scope.len())
             },
-            if claim.external { " external" } else { "" }
+            if claim.external { " external" } else { "" },
+            match &claim.executor {
+                Some(Executor::Process(p)) => format!(" executor=pid {} (start {})", p.pid, p.start_token),
+                None => String::new(),
+            }
+        ),
+        Record::Processes(processes) => format!(
+            "#{position} processes   run={run_id} claim=#{} leader=pid {} (start {}) group={} session={}",
+            processes.claim,
+            processes.leader.pid,
+            processes.leader.start_token,
+            processes.group,
+            processes.session
         ),
         Record::Outcome(outcome) => format!(
             "#{position} outcome     run={run_id} claim=#{} execution={:?} impact={:?} cleanup={:?}{}",
@@ -194,9 +206,9 @@ fn recover(path: &Path, key_file: Option<&Path>) -> Result<ExitCode, Failure> {
     let mut log = open(path, OpenMode::ReadWrite, key_file)?;
     let problem = |error: LogError| Failure::new(exit::PROBLEMS, error);
     let cut = log.repair().map_err(problem)?;
-    let recovered = log.recover_interrupted().map_err(problem)?;
+    let recovered = log.recover_interrupted(effect_ledger::executor::judge).map_err(problem)?;
     if cut == 0 && recovered.is_empty() {
-        println!("nothing to recover: no torn tail, no unsettled claims");
+        println!("nothing to recover: no torn tail, no unsettled claims of dead executors");
         return Ok(ExitCode::SUCCESS);
     }
     if cut > 0 {
@@ -204,7 +216,11 @@ fn recover(path: &Path, key_file: Option<&Path>) -> Result<ExitCode, Failure> {
     }
     if !recovered.is_empty() {
         let list: Vec<String> = recovered.iter().map(|p| format!("#{p}")).collect();
-        println!("recorded {} unsettled claim(s) as INTERRUPTED: {}", recovered.len(), list.join(", "));
+        println!(
+            "recorded {} unsettled claim(s) of dead executors as INTERRUPTED: {}",
+            recovered.len(),
+            list.join(", ")
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

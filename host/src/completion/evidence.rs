@@ -115,7 +115,9 @@ pub fn assemble(
                 command: verifier.command.clone(),
                 passed: verifier.passed,
             })),
-            Record::Decision(_) => {}
+            // A command's processes are a fact about its claim (INV-2), not a
+            // record of the evidence.
+            Record::Decision(_) | Record::Processes(_) => {}
         }
     }
     EvidenceLedger { resources: resources.list, required, records, answer: answer.to_owned() }

@@ -1,10 +1,14 @@
-//! Completing a run (SPEC section 7, POL-4): launches whose jobs have ended are
-//! settled first (the monitor, `jobs.rs`), then the required artifacts are
-//! resolved and observed (existence only: a stat decides no content, so it
-//! verifies nothing, but it tells "never produced" from "already there" and
-//! notices a replaced file, INV-1), the evidence ledger is assembled from the
-//! run's durable history, the evaluator decides once, and the decision is
-//! recorded with the evaluator's digest and fuel.
+//! Completing a run (SPEC section 7, POL-4): claims of dead executors are
+//! recovered first (LOG-7: their surviving processes torn down, PROC-2) and
+//! launches whose jobs have ended are settled (the monitor, `jobs.rs`); then
+//! the required artifacts are resolved and **read completely** (CMP-7b: up to
+//! the read cap, identity checked; a file over the cap is observed by a stat
+//! too, so it exists, unverified), and those observations are recorded
+//! before the evaluator decides, so a change made outside the ledger since
+//! the last readback contradicts or stales the evidence instead of passing
+//! unseen. The evidence ledger is assembled from the run's durable history,
+//! the evaluator decides once, and the decision is recorded with the
+//! evaluator's digest and fuel.
 //!
 //! A run with no log stays without one (CMP-9): its observations are taken
 //! but not written, and the decision is returned, not recorded.
@@ -28,6 +32,12 @@ pub enum CompleteError {
         path: String,
         /// Why.
         source: IdentityError,
+    },
+    /// A required artifact is a directory: required artifacts are files (CMP-7).
+    #[error("required artifact {path:?} is a directory; require the files in it")]
+    Directory {
+        /// The path as given.
+        path: String,
     },
     /// The log could not be read or appended to.
     #[error(transparent)]
@@ -57,6 +67,7 @@ impl Ledger {
         // Launches whose jobs have ended are settled first (the monitor). If
         // that fails the decision is still taken: an unsettled launch only
         // makes it more cautious (CMP-2, CMP-8).
+        self.recover(&run.lineage)?;
         if let Err(error) = self.monitor(run) {
             tracing::warn!("the monitor could not settle finished launches: {error}");
         }
@@ -66,18 +77,34 @@ impl Ledger {
             let found = root
                 .resolve(path, ResourceRole::Target)
                 .map_err(|source| CompleteError::Required { path: path.clone(), source })?;
+            if found.relative.is_empty() || root.dir().metadata(&found.relative).is_ok_and(|m| m.is_dir()) {
+                return Err(CompleteError::Directory { path: path.clone() });
+            }
             resolved.push(found);
         }
+        let read = ReadbackRequest {
+            binding: 0,
+            mechanism: Mechanism::FilesystemRead,
+            coverage: Coverage::Complete,
+        };
         let stat =
             ReadbackRequest { binding: 0, mechanism: Mechanism::FilesystemStat, coverage: Coverage::Partial };
         let action = format!("{}-complete-{}", run.id, std::process::id());
-        let observations: Vec<ObservationRecord> = resolved
-            .iter()
-            .filter_map(|r| {
-                let path = if r.relative.is_empty() { "." } else { r.relative.as_str() };
-                readback::perform(root, path, &stat, &action, None, self.config.read_cap)
-            })
-            .collect();
+        let cap = self.config.read_cap;
+        let mut observations: Vec<ObservationRecord> = Vec::with_capacity(resolved.len());
+        for r in &resolved {
+            let Some(observation) = readback::perform(root, &r.relative, &read, &action, None, cap) else {
+                continue;
+            };
+            // A read that could not be complete (over the cap, not the object
+            // resolved) decides nothing, existence included (CMP-3): a stat
+            // says the file is there.
+            let partial = observation.coverage == Coverage::Partial;
+            observations.push(observation);
+            if partial {
+                observations.extend(readback::perform(root, &r.relative, &stat, &action, None, cap));
+            }
+        }
         let required_refs: Vec<_> = resolved.into_iter().map(|r| r.resource).collect();
         // Assembled from the log's own records, borrowed: no copy of the history.
         let ledger = match self.log(&run.lineage, false)? {

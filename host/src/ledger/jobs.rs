@@ -202,11 +202,22 @@ impl Ledger {
         let launch =
             (claim, run.id.as_str(), run.lineage.as_str(), dispatched.bound.operation.request_id.as_str());
         let produced = jobs.launch(&self.config.root, request, *generation, launch);
-        let result = produced.result.map(|(job, gate)| {
-            self.gates.insert(*generation, gate);
-            job.job_id
-        });
-        Produced { facts: produced.facts, result }
+        let (job, gate, leader) = match produced.result {
+            Ok(started) => started,
+            Err(error) => return Produced { facts: produced.facts, result: Err(error) },
+        };
+        // PROC-2: the job's processes are durable before its gate can open
+        // (which needs its RUNNING outcome too, `Ledger::record`).
+        if let Err(error) = self.record_processes(run, claim, &leader) {
+            drop(gate); // the command never runs
+            crate::producers::supervisor::teardown(&leader.identity, std::time::Duration::ZERO);
+            return Produced::not_run(format!(
+                "job {} was not started: its processes could not be recorded (PROC-2): {error}",
+                job.job_id
+            ));
+        }
+        self.gates.insert(*generation, gate);
+        Produced { facts: produced.facts, result: Ok(job.job_id) }
     }
 
     /// Performs a dispatched `bg_job` read or kill. The facts are the job's

@@ -47,13 +47,16 @@ use serde_json::Value;
 use crate::identity::SealedRoot;
 use crate::log::{
     ClaimRecord, DiskLog, LogError, Obligation, ObservationRecord, OpenMode, OpenOptionsLog, OperationRef,
-    OperatorKey, OutcomeRecord, Position, open_effects_dir, open_lineage,
+    OperatorKey, OutcomeRecord, Position, ProcessesRecord, Record, open_effects_dir, open_lineage,
 };
 use crate::model::{
     BindingIndex, ClaimPlan, Classification, CleanupState, Execution, Impact, Location, Outcome,
     PlannedScope, ProducerFacts, ReadbackContext, ResourceRef, ResourceRole, SettleRequest,
 };
 use crate::policy::PolicySet;
+use crate::producers::Produced;
+use crate::producers::process::{self, ProcessRequest, Ran};
+use crate::producers::supervisor::Leader;
 
 pub use bind::{Bound, FILESYSTEM_TOOLS, JOB_TOOLS, PROCESS_TOOLS, REPORTED_TOOLS};
 pub use complete::{CompleteError, Completion};
@@ -160,7 +163,54 @@ pub struct Ledger {
     actions: AtomicU64,
     /// Gates of started jobs whose RUNNING outcome is not yet durable, by
     /// launch generation (`jobs.rs`).
-    gates: HashMap<u64, crate::producers::job::Gate>,
+    gates: HashMap<u64, crate::producers::supervisor::Gate>,
+}
+
+/// Why a run cannot be begun or continued (ID-5).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The id is not a run id.
+    #[error("{0}")]
+    BadId(String),
+    /// `--run` for a run with no log here.
+    #[error(
+        "run {run} has no log in {effects}: the id or the data dir is wrong, or the run claimed nothing \
+         (a read-only run keeps no log); start a new run instead"
+    )]
+    NoSuchRun {
+        /// The run.
+        run: String,
+        /// Where it was looked for.
+        effects: String,
+    },
+    /// A new run with the id of one that exists.
+    #[error("run {run} already exists in {effects}; continue it instead of starting it again")]
+    Exists {
+        /// The run.
+        run: String,
+        /// Where.
+        effects: String,
+    },
+    /// Continuing a run beneath another root (ID-5).
+    #[error(
+        "run {run} works beneath the root {recorded} (device {device}, inode {inode}), not beneath {given}: \
+         a run keeps the root of its first claim (ID-5); continue it there, or start a new run"
+    )]
+    OtherRoot {
+        /// The run.
+        run: String,
+        /// The root its claims record.
+        recorded: String,
+        /// That root's device.
+        device: u64,
+        /// That root's inode.
+        inode: u64,
+        /// The root it was continued under.
+        given: String,
+    },
+    /// The log could not be read.
+    #[error(transparent)]
+    Log(#[from] LogError),
 }
 
 /// The host's own outcome when the settle policy fails: exit status only
@@ -199,10 +249,110 @@ impl Ledger {
         }
     }
 
-    /// An existing root run, continued (runs outlive processes).
-    pub fn continue_run(&self, id: &str) -> Result<Run, String> {
-        crate::log::check_run_id(id)?;
+    /// A new root run with a chosen id; refused when its log exists.
+    pub fn new_run(&mut self, id: &str) -> Result<Run, RunError> {
+        crate::log::check_run_id(id).map_err(RunError::BadId)?;
+        if self.log(id, false)?.is_some() {
+            return Err(RunError::Exists { run: id.to_owned(), effects: self.effects_display() });
+        }
         Ok(Run { id: id.to_owned(), lineage: id.to_owned(), parent: None })
+    }
+
+    /// An existing root run, continued (runs outlive processes): its log must
+    /// exist here, and its claims must record this ledger's root (ID-5).
+    /// Opening the log recovers the claims of dead executors (LOG-7).
+    pub fn continue_run(&mut self, id: &str) -> Result<Run, RunError> {
+        crate::log::check_run_id(id).map_err(RunError::BadId)?;
+        let effects = self.effects_display();
+        let ours = self.config.root.root().clone();
+        let Some(log) = self.log(id, false)? else {
+            return Err(RunError::NoSuchRun { run: id.to_owned(), effects });
+        };
+        let recorded = log.history()?.iter().find_map(|framed| match &framed.record {
+            Record::Claim(claim) if framed.run_id == id => claim.root.clone(),
+            _ => None,
+        });
+        if let Some(recorded) = recorded
+            && (recorded.device, recorded.inode) != (ours.device, ours.inode)
+        {
+            return Err(RunError::OtherRoot {
+                run: id.to_owned(),
+                recorded: recorded.path,
+                device: recorded.device,
+                inode: recorded.inode,
+                given: ours.path,
+            });
+        }
+        Ok(Run { id: id.to_owned(), lineage: id.to_owned(), parent: None })
+    }
+
+    /// The root a run's claims record (ID-5), if its log has one.
+    pub fn recorded_root(&mut self, run: &Run) -> Result<Option<crate::model::FilesystemRoot>, LogError> {
+        let Some(log) = self.log(&run.lineage, false)? else { return Ok(None) };
+        Ok(log.history()?.iter().find_map(|framed| match &framed.record {
+            Record::Claim(claim) if framed.run_id == run.id => claim.root.clone(),
+            _ => None,
+        }))
+    }
+
+    /// `DATA_DIR/effects`, for messages.
+    fn effects_display(&self) -> String {
+        format!("{}/effects", self.config.data_display)
+    }
+
+    /// LOG-7 for a lineage with a log: records the unsettled claims of dead
+    /// executors INTERRUPTED, after tearing their commands' survivors down
+    /// (PROC-2). Claims of live executors, this process's included, are left
+    /// alone. Returns the claims it settled.
+    pub fn recover(&mut self, lineage: &str) -> Result<Vec<Position>, LogError> {
+        match self.log(lineage, false)? {
+            Some(log) => log.recover_interrupted(crate::executor::judge),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// PROC-2: makes durable the processes a claimed command runs as, before
+    /// it may run.
+    pub fn record_processes(
+        &mut self,
+        run: &Run,
+        claim: Position,
+        leader: &Leader,
+    ) -> Result<Position, LogError> {
+        let record = ProcessesRecord {
+            claim,
+            leader: leader.identity.clone(),
+            group: leader.group,
+            session: leader.session,
+        };
+        let log = self.log(&run.lineage, true)?.expect("created on demand");
+        log.record_processes(&run.id, record)
+    }
+
+    /// Runs a dispatched foreground command through the process producer,
+    /// its processes recorded (PROC-2) before its gate opens (PROC-1: its
+    /// supervisor keeps every descendant, and tears down what the command
+    /// leaves). A command that was not claimed never runs here.
+    pub fn run_command(
+        &mut self,
+        run: &Run,
+        dispatched: &Dispatched,
+        request: &ProcessRequest,
+    ) -> Produced<Ran> {
+        let Some(claim) = dispatched.claim else {
+            return Produced::not_run("a command runs only under its claim".into());
+        };
+        let pending = match process::start(&self.config.root, request) {
+            Ok(pending) => pending,
+            Err(error) => return Produced::not_run(error),
+        };
+        match self.record_processes(run, claim, pending.leader()) {
+            Ok(_) => pending.run(),
+            Err(error) => Produced::not_run(format!(
+                "{} was not run: its processes could not be recorded (PROC-2): {error}",
+                request.tool
+            )),
+        }
     }
 
     /// The effects directory and how to name it; `None` only when opening
@@ -319,6 +469,8 @@ impl Ledger {
             parent_run_id: run.parent.clone(),
             external: plan.external,
             policy_failure: policy_failure.clone(),
+            executor: Some(crate::executor::current()),
+            root: Some(self.config.root.root().clone()),
         };
         let position = self
             .log(&run.lineage, true)

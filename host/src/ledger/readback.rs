@@ -27,14 +27,12 @@ pub fn perform(
     };
     let resolved = root.resolve(path, role).ok()?;
     let (coverage, content_sha256) = match (request.mechanism, resolved.exists) {
-        (Mechanism::FilesystemRead, true) => {
-            match root.dir().open(path).and_then(|file| read_capped(file, cap)) {
-                Ok((bytes, false)) if request.coverage == Coverage::Complete => {
-                    (Coverage::Complete, Some(Sha256Digest::of(&bytes).to_string()))
-                }
-                _ => (Coverage::Partial, None),
+        (Mechanism::FilesystemRead, true) => match read_resolved(root, path, &resolved.resource, cap) {
+            Some((bytes, false)) if request.coverage == Coverage::Complete => {
+                (Coverage::Complete, Some(Sha256Digest::of(&bytes).to_string()))
             }
-        }
+            _ => (Coverage::Partial, None),
+        },
         (Mechanism::FilesystemRead, false) => (request.coverage, None),
         _ => (Coverage::Partial, None),
     };
@@ -48,6 +46,24 @@ pub fn perform(
         content_sha256,
         job_state: None,
     })
+}
+
+/// Reads the regular file `path` resolved as `resource`, up to `cap`: only if
+/// it is a regular file (a FIFO or device could hang or lie) and the object
+/// opened is the one resolved (device and inode as in its incarnation), so
+/// the digest is of what the observation names. `None` otherwise.
+fn read_resolved(root: &SealedRoot, path: &str, resource: &ResourceRef, cap: u64) -> Option<(Vec<u8>, bool)> {
+    use cap_std::fs::MetadataExt as _;
+    if !root.dir().symlink_metadata(path).ok()?.is_file() {
+        return None;
+    }
+    let file = root.dir().open(path).ok()?;
+    let metadata = file.metadata().ok()?;
+    let opened = format!("{}:{}@", metadata.dev(), metadata.ino());
+    if !metadata.is_file() || !resource.incarnation().starts_with(&opened) {
+        return None;
+    }
+    read_capped(file, cap).ok()
 }
 
 /// The observation of a resource the embedding runtime read for us (an owned

@@ -18,7 +18,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use crate::log::{LogError, Position, VerifierRecord};
-use crate::producers::process::{self, ProcessRequest, Ran};
+use crate::producers::process::{ProcessRequest, Ran};
 
 use super::{Dispatch, Ledger, Run};
 
@@ -58,7 +58,7 @@ impl Ledger {
         let Some(claim) = dispatched.claim else {
             return Err(VerifyError::NotRun("the process policy admitted a command without a claim".into()));
         };
-        let produced = process::run(&self.config.root, &ProcessRequest::new("bash", command, timeout));
+        let produced = self.run_command(run, &dispatched, &ProcessRequest::new("bash", command, timeout));
         let facts = produced.facts;
         self.record(run, &dispatched, &facts)?;
         let record = VerifierRecord {

@@ -28,25 +28,47 @@ use super::error::LogError;
 use super::frame::{self, Framed, OperatorKey};
 use super::history::{ClaimState, History};
 use super::record::{
-    ClaimRecord, DecisionRecord, ObservationRecord, OutcomeRecord, Position, Record, VerifierRecord,
+    ClaimRecord, DecisionRecord, ObservationRecord, OutcomeRecord, Position, ProcessesRecord, Record,
+    VerifierRecord,
 };
 use super::scan::{self, scan};
 use super::storage::{LockKind, Storage, read_range};
 use crate::model::{CleanupState, Execution, Impact, Outcome, ProducerFacts};
 
-/// The LOG-7 outcome for a claim whose writer died before settling it.
-fn interrupted(claim: Position) -> OutcomeRecord {
+/// What recovery's judge (LOG-7) found of an unsettled claim.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recovery {
+    /// Its executor is alive (or not known dead): the claim is its
+    /// executor's to settle, and recovery leaves it alone.
+    Alive,
+    /// Its executor is dead: the claim is recorded INTERRUPTED with the
+    /// cleanup recovery observed of its processes (PROC-2): CLEAN only when
+    /// every one is known gone, NOT_APPLICABLE when it ran none.
+    Dead {
+        /// The cleanup observed.
+        cleanup: CleanupState,
+    },
+}
+
+/// The LOG-7 outcome for a claim whose executor died before settling it,
+/// with the cleanup recovery observed.
+fn interrupted(claim: Position, cleanup: CleanupState) -> OutcomeRecord {
+    let teardown_dead = match cleanup {
+        CleanupState::Clean => Some(true),
+        CleanupState::Failed => Some(false),
+        CleanupState::NotApplicable | CleanupState::Unknown => None,
+    };
     OutcomeRecord {
         claim,
         outcome: Outcome {
             execution: Execution::Interrupted,
             impact: Impact::Possible,
-            cleanup: CleanupState::Unknown,
+            cleanup,
             replayed: false,
             remote_acknowledged: false,
             detached: false,
         },
-        facts: ProducerFacts::default(),
+        facts: ProducerFacts { teardown_dead, ..ProducerFacts::default() },
         recovery: true,
     }
 }
@@ -326,6 +348,27 @@ impl<S: Storage> EffectLog<S> {
         result
     }
 
+    /// Appends the processes a claimed command runs as (PROC-2); durable when
+    /// it returns. On any error the command must not run.
+    pub fn record_processes(
+        &mut self,
+        run_id: &str,
+        processes: ProcessesRecord,
+    ) -> Result<Position, LogError> {
+        self.append(run_id, &Record::Processes(processes))
+    }
+
+    /// The processes record of the claim at `claim`, if it has one.
+    pub fn processes_of(&self, claim: Position) -> Option<&ProcessesRecord> {
+        if !self.history.has_processes(claim) {
+            return None;
+        }
+        self.records[claim as usize..].iter().find_map(|framed| match &framed.record {
+            Record::Processes(processes) if processes.claim == claim => Some(processes),
+            _ => None,
+        })
+    }
+
     /// Appends a completion decision (POL-4). A decision is not evidence: a
     /// failure here leaves the evidence as it was and marks nothing degraded.
     pub fn record_decision(&mut self, run_id: &str, decision: DecisionRecord) -> Result<Position, LogError> {
@@ -379,25 +422,31 @@ impl<S: Storage> EffectLog<S> {
         self.with_lock(LockKind::Exclusive, |log| log.merge(true))
     }
 
-    /// LOG-7: appends an INTERRUPTED, possible-impact outcome for every claim
-    /// with no outcome, leaving RUNNING ones alone. Idempotent: a second call
-    /// finds nothing to do. Returns the claims it settled.
-    pub fn recover_interrupted(&mut self) -> Result<Vec<Position>, LogError> {
+    /// LOG-7: asks `judge` about every claim with no outcome (RUNNING ones
+    /// are left alone) and appends INTERRUPTED, possible impact, for each
+    /// whose executor it finds dead, with the cleanup it observed. A claim
+    /// whose executor is alive is left to it, whoever opens the log. The
+    /// judge runs without the lock (tearing a dead command's survivors down
+    /// takes time); a claim settled meanwhile is refused by the merged
+    /// history, since that outcome is its writer's. Idempotent. Returns the
+    /// claims it settled.
+    pub fn recover_interrupted(
+        &mut self,
+        mut judge: impl FnMut(&ClaimRecord, Option<&ProcessesRecord>) -> Recovery,
+    ) -> Result<Vec<Position>, LogError> {
         self.with_lock(LockKind::Shared, |log| log.merge(false).map(drop))?;
-        let candidates: Vec<(Position, String, Record)> = self
-            .history
-            .unsettled_claims()
-            .map(|claim| {
-                let run_id = self.records[claim as usize].run_id.clone();
-                (claim, run_id, Record::Outcome(interrupted(claim)))
-            })
-            .collect();
+        let mut candidates: Vec<(Position, String, Record)> = Vec::new();
+        for claim in self.history.unsettled_claims() {
+            let framed = &self.records[claim as usize];
+            let Record::Claim(record) = &framed.record else { continue };
+            if let Recovery::Dead { cleanup } = judge(record, self.processes_of(claim)) {
+                candidates.push((claim, framed.run_id.clone(), Record::Outcome(interrupted(claim, cleanup))));
+            }
+        }
         if candidates.is_empty() {
             return Ok(Vec::new());
         }
-        // One batch, one fsync. A claim another writer settled or started
-        // between our read and our lock is refused by the merged history: that
-        // outcome is its writer's, not ours to overwrite.
+        // One batch, one fsync.
         let batch: Vec<(&str, &Record)> =
             candidates.iter().map(|(_, run, record)| (run.as_str(), record)).collect();
         let results = self.append_batch(&batch);

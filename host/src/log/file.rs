@@ -9,9 +9,7 @@
 //! on the open descriptor: a regular file, `st_nlink == 1` (no hardlinked
 //! alias), mode `0600`, owned by us, on a local filesystem.
 
-use std::collections::HashMap;
 use std::fs::File;
-use std::sync::{Mutex, OnceLock};
 
 use cap_std::fs::{Dir, DirBuilder};
 use rustix::fs::{FileType, Mode, OFlags};
@@ -19,7 +17,7 @@ use rustix::fs::{FileType, Mode, OFlags};
 use super::EffectLog;
 use super::error::LogError;
 use super::frame::OperatorKey;
-use super::storage::{DiskFile, Storage};
+use super::storage::DiskFile;
 
 /// Filesystems where `flock` is emulated or durability is not ours to claim
 /// (LOG-9), by `statfs` magic.
@@ -50,9 +48,9 @@ pub struct OpenOptionsLog {
     pub mode: OpenMode,
     /// Operator key for HMAC-authenticated records.
     pub key: Option<OperatorKey>,
-    /// Recover unsettled claims at open when no live handle in this process
-    /// owns the log (LOG-7, SPEC 9 "eager recovery"). Writers that coordinate
-    /// ownership of a lineage across processes turn this off.
+    /// Recover, at open, the unsettled claims whose executors are dead
+    /// (LOG-7, SPEC 9 "eager recovery"): tear their commands' survivors down
+    /// and record them INTERRUPTED. Readers that must not write turn it off.
     pub recover: bool,
 }
 
@@ -70,62 +68,8 @@ pub fn check_run_id(run_id: &str) -> Result<(), String> {
     if ok { Ok(()) } else { Err(format!("run id {run_id:?}: use 1-64 letters, digits, '-' or '_'")) }
 }
 
-/// Files of this process that have a live handle: (device, inode) -> count.
-fn live_handles() -> &'static Mutex<HashMap<(u64, u64), usize>> {
-    static LIVE: OnceLock<Mutex<HashMap<(u64, u64), usize>>> = OnceLock::new();
-    LIVE.get_or_init(Default::default)
-}
-
-/// A [`DiskFile`] registered as live while it exists.
-pub struct LiveFile {
-    inner: DiskFile,
-    identity: (u64, u64),
-}
-
-impl Drop for LiveFile {
-    fn drop(&mut self) {
-        let mut live = live_handles().lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(count) = live.get_mut(&self.identity) {
-            *count -= 1;
-            if *count == 0 {
-                live.remove(&self.identity);
-            }
-        }
-    }
-}
-
-impl Storage for LiveFile {
-    fn length(&self) -> std::io::Result<u64> {
-        self.inner.length()
-    }
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<usize> {
-        self.inner.read_at(offset, buf)
-    }
-    fn write_at(&mut self, offset: u64, bytes: &[u8]) -> std::io::Result<()> {
-        self.inner.write_at(offset, bytes)
-    }
-    fn sync(&mut self) -> std::io::Result<()> {
-        self.inner.sync()
-    }
-    fn sync_directory(&mut self) -> std::io::Result<()> {
-        self.inner.sync_directory()
-    }
-    fn truncate(&mut self, len: u64) -> std::io::Result<()> {
-        self.inner.truncate(len)
-    }
-    fn lock(&self, kind: super::storage::LockKind) -> std::io::Result<()> {
-        self.inner.lock(kind)
-    }
-    fn unlock(&self) -> std::io::Result<()> {
-        self.inner.unlock()
-    }
-    fn preserve_broken(&mut self, bytes: &[u8]) -> std::io::Result<()> {
-        self.inner.preserve_broken(bytes)
-    }
-}
-
 /// The effect log on disk.
-pub type DiskLog = EffectLog<LiveFile>;
+pub type DiskLog = EffectLog<DiskFile>;
 
 fn refused(path: &str, reason: impl Into<String>) -> LogError {
     LogError::Refused { path: path.to_owned(), reason: reason.into() }
@@ -191,12 +135,6 @@ pub fn open_lineage(
     options: &OpenOptionsLog,
 ) -> Result<Option<DiskLog>, LogError> {
     check_run_id(root_run_id).map_err(|reason| refused(display_dir, reason))?;
-    // Opens in this process are serialized, so "no live handle owns it, so
-    // recover it" cannot race with another thread's open-then-claim.
-    // Across processes that race remains (SPEC section 10): a claim whose
-    // owner is live elsewhere can be recorded INTERRUPTED, never success.
-    static OPENING: Mutex<()> = Mutex::new(());
-    let _opening = OPENING.lock().unwrap_or_else(|p| p.into_inner());
     let name = format!("{root_run_id}.log");
     let path = format!("{display_dir}/{name}");
     let mut flags = OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
@@ -213,24 +151,18 @@ pub fn open_lineage(
         Err(errno) => return Err(LogError::Io { path, operation: "open", source: errno.into() }),
     };
     let file = File::from(fd);
-    let identity = check_file(&file, &path)?;
+    check_file(&file, &path)?;
     let directory = effects_dir.try_clone().map_err(|source| LogError::Io {
         path: path.clone(),
         operation: "clone directory handle",
         source,
     })?;
-    let first_live = {
-        let mut live = live_handles().lock().unwrap_or_else(|p| p.into_inner());
-        let count = live.entry(identity).or_insert(0);
-        *count += 1;
-        *count == 1
-    };
-    let storage = LiveFile { inner: DiskFile::new(file, directory, &name), identity };
+    let storage = DiskFile::new(file, directory, &name);
     let mut log = EffectLog::open(storage, path, options.key.clone())?;
-    if options.recover && first_live && options.mode == OpenMode::ReadWrite {
-        let recovered = log.recover_interrupted()?;
+    if options.recover && options.mode == OpenMode::ReadWrite {
+        let recovered = log.recover_interrupted(crate::executor::judge)?;
         if !recovered.is_empty() {
-            tracing::info!(path = %log.path(), ?recovered, "recorded unsettled claims of a dead writer as INTERRUPTED");
+            tracing::info!(path = %log.path(), ?recovered, "recorded claims of dead executors as INTERRUPTED");
         }
     }
     Ok(Some(log))

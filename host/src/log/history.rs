@@ -9,7 +9,9 @@
 //!   one settled: a settled outcome is never replaced, RUNNING never repeats;
 //! - a recovery outcome (LOG-7) only settles a claim with no outcome at all,
 //!   and is always INTERRUPTED;
-//! - an observation's source claim, when named, is an earlier claim.
+//! - an observation's source claim, when named, is an earlier claim;
+//! - a command's processes (PROC-2) are recorded once, for an earlier claim
+//!   with no outcome yet: the identity is durable before the command runs.
 
 use crate::model::Execution;
 
@@ -26,10 +28,11 @@ pub enum ClaimState {
     Settled(Execution),
 }
 
-/// What a position holds, as far as the rules care.
+/// What a position holds, as far as the rules care: a claim's state and
+/// whether its processes are recorded, or anything else.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Slot {
-    Claim(ClaimState),
+    Claim(ClaimState, bool),
     Other,
 }
 
@@ -77,6 +80,14 @@ pub enum HistoryError {
         claim: Position,
         /// Which rule it breaks.
         reason: &'static str,
+    },
+    /// A second processes record for one claim, or one after its outcome.
+    #[error("processes of claim {claim}, which {why} (PROC-2)")]
+    ProcessesOutOfPlace {
+        /// The claim.
+        claim: Position,
+        /// What is wrong.
+        why: &'static str,
     },
     /// A recovery outcome that is not INTERRUPTED.
     #[error("recovery outcome for claim {claim} is {execution:?}; recovery only writes INTERRUPTED (LOG-7)")]
@@ -134,15 +145,20 @@ impl History {
     /// The state of the claim at `position`, if it is one.
     pub fn claim_state(&self, position: Position) -> Option<ClaimState> {
         match self.slots.get(usize::try_from(position).ok()?)? {
-            Slot::Claim(state) => Some(*state),
+            Slot::Claim(state, _) => Some(*state),
             Slot::Other => None,
         }
+    }
+
+    /// Whether the claim at `position` has its processes recorded (PROC-2).
+    pub fn has_processes(&self, position: Position) -> bool {
+        matches!(self.slots.get(position as usize), Some(Slot::Claim(_, true)))
     }
 
     /// Claims with no outcome at all, in order (what LOG-7 recovers).
     pub fn unsettled_claims(&self) -> impl Iterator<Item = Position> + '_ {
         self.slots.iter().enumerate().filter_map(|(position, slot)| {
-            (*slot == Slot::Claim(ClaimState::Attempted)).then_some(position as Position)
+            matches!(slot, Slot::Claim(ClaimState::Attempted, _)).then_some(position as Position)
         })
     }
 
@@ -179,10 +195,11 @@ impl History {
             if let Some(journal) = &mut self.journal {
                 journal.overwritten.push((index, self.slots[index]));
             }
-            self.slots[index] = Slot::Claim(state);
+            let processes = matches!(record, Record::Processes(_)) || self.has_processes(claim);
+            self.slots[index] = Slot::Claim(state, processes);
         }
         self.slots.push(match record {
-            Record::Claim(_) => Slot::Claim(ClaimState::Attempted),
+            Record::Claim(_) => Slot::Claim(ClaimState::Attempted, false),
             _ => Slot::Other,
         });
         Ok(())
@@ -201,6 +218,22 @@ impl History {
                 }
             }
             Record::Decision(_) => Ok(None),
+            Record::Processes(processes) => {
+                let claim = processes.claim;
+                match self.claim_state(claim) {
+                    None => Err(HistoryError::NoSuchClaim { claim }),
+                    Some(ClaimState::Attempted) if !self.has_processes(claim) => {
+                        Ok(Some((claim, ClaimState::Attempted)))
+                    }
+                    Some(ClaimState::Attempted) => {
+                        Err(HistoryError::ProcessesOutOfPlace { claim, why: "already has its processes" })
+                    }
+                    Some(_) => Err(HistoryError::ProcessesOutOfPlace {
+                        claim,
+                        why: "already has an outcome: the identity must be durable before the command runs",
+                    }),
+                }
+            }
             // A check reports on its own run, which must have settled.
             Record::Verifier(verifier) => match self.claim_state(verifier.claim) {
                 None => Err(HistoryError::NoSuchClaim { claim: verifier.claim }),
@@ -271,6 +304,8 @@ mod tests {
             parent_run_id: None,
             external: false,
             policy_failure: None,
+            executor: None,
+            root: None,
         })
     }
 
@@ -288,6 +323,36 @@ mod tests {
             facts: ProducerFacts::default(),
             recovery: false,
         })
+    }
+
+    fn processes(claim: Position) -> Record {
+        Record::Processes(crate::log::record::ProcessesRecord {
+            claim,
+            leader: crate::procfs::current(),
+            group: 1,
+            session: 1,
+        })
+    }
+
+    #[test]
+    fn processes_are_recorded_once_and_only_before_the_outcome() {
+        let mut history = History::new();
+        history.admit(&claim()).unwrap();
+        assert!(!history.has_processes(0));
+        history.admit(&processes(0)).unwrap();
+        assert!(history.has_processes(0));
+        assert!(matches!(history.check(&processes(0)), Err(HistoryError::ProcessesOutOfPlace { .. })));
+        assert!(matches!(history.check(&processes(1)), Err(HistoryError::NoSuchClaim { claim: 1 })));
+        history.admit(&settle(0, Execution::ReportedSuccess)).unwrap();
+        assert!(history.has_processes(0), "settling keeps the processes mark");
+        history.admit(&claim()).unwrap();
+        history.admit(&settle(3, Execution::Failed)).unwrap();
+        assert!(matches!(history.check(&processes(3)), Err(HistoryError::ProcessesOutOfPlace { .. })));
+        history.begin();
+        history.admit(&claim()).unwrap();
+        history.admit(&processes(5)).unwrap();
+        history.rollback();
+        assert_eq!(history.len(), 5);
     }
 
     #[test]

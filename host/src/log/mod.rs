@@ -23,18 +23,16 @@ mod record;
 mod scan;
 mod storage;
 
-pub use effect_log::EffectLog;
+pub use effect_log::{EffectLog, Recovery};
 pub use error::LogError;
-pub use file::{
-    DiskLog, LiveFile, OpenMode, OpenOptionsLog, check_file, check_run_id, open_effects_dir, open_lineage,
-};
+pub use file::{DiskLog, OpenMode, OpenOptionsLog, check_file, check_run_id, open_effects_dir, open_lineage};
 pub use frame::{Framed, OperatorKey};
 pub use group::GroupLog;
 pub use history::{ClaimState, History, HistoryError};
 pub use launch::{LaunchIndex, read_launch_index, reserve_launch, write_launch_index};
 pub use record::{
-    ClaimRecord, DecisionRecord, EvaluatorRun, Obligation, ObservationRecord, OperationRef, OutcomeRecord,
-    Position, Record, VerifierRecord,
+    ClaimRecord, DecisionRecord, EvaluatorRun, Executor, Obligation, ObservationRecord, OperationRef,
+    OutcomeRecord, Position, ProcessesRecord, Record, VerifierRecord,
 };
 pub use scan::{Defect, Scanned, scan};
 pub use storage::{DiskFile, Faults, LockKind, MemoryFile, Storage};

@@ -9,9 +9,10 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    Coverage, JobLifecycle, Mechanism, Outcome, Postcondition, ProducerFacts, ReasonCode, ResourceRef,
-    Verdict,
+    Coverage, FilesystemRoot, JobLifecycle, Mechanism, Outcome, Postcondition, ProducerFacts, ReasonCode,
+    ResourceRef, Verdict,
 };
+use crate::procfs::ProcessIdentity;
 
 /// A log position: the zero-based index of a record in its lineage's log.
 pub type Position = u64;
@@ -63,6 +64,41 @@ pub struct ClaimRecord {
     /// scope and this says so (POL-4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy_failure: Option<String>,
+    /// Who runs or reports the effect (LOG-7): recovery settles the claim only
+    /// once its executor is known dead. `None` only in logs written before
+    /// executors were recorded; recovery treats those as dead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub executor: Option<Executor>,
+    /// The sealed root the run works beneath (ID-5): a run is continued only
+    /// under the same root. `None` in logs written before roots were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub root: Option<FilesystemRoot>,
+}
+
+/// The executor of a claim (LOG-7): the process that runs or reports its
+/// effect. A remote writer's lease (SPEC 13) will be another case.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Executor {
+    /// A local process.
+    Process(ProcessIdentity),
+}
+
+/// The processes a claimed command runs as (PROC-2), durable before the
+/// command may run: its leader (the supervisor, child subreaper of everything
+/// the command starts), process group and session. Recovery of an
+/// interrupted command finds its survivors by this identity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessesRecord {
+    /// Position of the command's claim.
+    pub claim: Position,
+    /// The leader.
+    pub leader: ProcessIdentity,
+    /// Its process group id.
+    pub group: u32,
+    /// Its session id.
+    pub session: u32,
 }
 
 /// How an effect ended (OUT-1), for the claim at `claim`.
@@ -171,10 +207,12 @@ pub enum Record {
     Verifier(VerifierRecord),
     /// A completion decision.
     Decision(DecisionRecord),
+    /// The processes a command runs as (PROC-2).
+    Processes(ProcessesRecord),
 }
 
 impl Record {
-    /// `claim`, `outcome`, `observation`, `verifier` or `decision`.
+    /// `claim`, `outcome`, `observation`, `verifier`, `decision` or `processes`.
     pub fn kind(&self) -> &'static str {
         match self {
             Record::Claim(_) => "claim",
@@ -182,6 +220,7 @@ impl Record {
             Record::Observation(_) => "observation",
             Record::Verifier(_) => "verifier",
             Record::Decision(_) => "decision",
+            Record::Processes(_) => "processes",
         }
     }
 }

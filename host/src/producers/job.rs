@@ -2,31 +2,32 @@
 //! `"background": true` and the `bg_job` tool (SPEC section 6, the launch and
 //! `bg_job` rows; ID-2 `background_job`).
 //!
-//! A job is one command started in its own process group under a small
-//! `bash` wrapper and left running; its **job record** lives in the data
+//! A job is one command started under its supervisor (`supervisor.rs`: a
+//! child subreaper leading a new process group) and left running; its **job record** lives in the data
 //! dir's `effects/jobs/` (control plane, never reachable from a tool path):
 //!
 //! - `job-<generation>.json`: who it is (pid, start token, launch claim),
 //!   written durably once the process exists;
-//! - `job-<generation>.exit`: the wrapper's standard output, to which it
+//! - `job-<generation>.exit`: the supervisor's standard output, to which it
 //!   prints the command's exit status when the command ends (the command's own
 //!   output goes to `job-<generation>.out`, so it cannot write here);
 //! - `job-<generation>.killed`: written (durably) before a kill signals the
 //!   group.
 //!
-//! **The gate.** The wrapper waits for one line on its standard input before
-//! it runs the command. The launcher writes it only once the launch's RUNNING
-//! outcome is durable ([`Gate::open`]); if the launcher dies first, or its
-//! outcome is refused (another process recovered the claim as INTERRUPTED),
-//! the pipe closes unopened and the command never runs. So a command runs only
+//! **The gate.** The supervisor waits for one line on its standard input
+//! before it runs the command. The launcher writes it only once the job's
+//! processes (PROC-2) and the launch's RUNNING outcome are durable
+//! ([`Gate::open`]); if the launcher dies first, or its outcome is refused
+//! (another process recovered the claim as INTERRUPTED), the socket closes
+//! unopened and the command never runs. So a command runs only
 //! under a RUNNING launch the ledger can settle, never behind a claim that is
 //! already settled.
 //!
 //! **Lifecycle**, read from those facts alone, in any process: while the
-//! leader is alive (same PID and start token, not a zombie) or any process of
-//! its group is, the job is RUNNING, whatever its files say (a command can
-//! write into them; a child can outlive the wrapper). Once the whole group is
-//! gone: an exit line means EXITED; a kill marker means KILLED; neither means
+//! supervisor is alive (same PID and start token, not a zombie; it stays
+//! while anything the command started lives, since it is their subreaper) or
+//! any process of its group is, the job is RUNNING, whatever its files say (a
+//! command can write into them). Once all of it is gone: an exit line means EXITED; a kill marker means KILLED; neither means
 //! LOST (it died without a word, e.g. killed from outside or by a crash).
 //! Nothing here needs the process that launched the job to be alive.
 //!
@@ -34,13 +35,9 @@
 //! reads as LOST (and its launch INTERRUPTED), never as finished. Output is
 //! capped at [`OUTPUT_CAP`] bytes; the rest is drained and dropped.
 
-use std::os::fd::AsRawFd;
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use cap_std::fs::{Dir, DirBuilder, OpenOptions};
-use rustix::process::Signal;
 use serde::{Deserialize, Serialize};
 
 use crate::identity::SealedRoot;
@@ -48,30 +45,12 @@ use crate::log::{LogError, Position, durable};
 use crate::model::{JobLifecycle, ProducerFacts};
 
 use super::Produced;
-use super::process::{ProcessRequest, alive, live_members, signal_group, start_token};
+use super::process::ProcessRequest;
+use super::supervisor::{self, Gate, Leader};
+use crate::procfs::{ProcessIdentity, alive, live_members};
 
 /// Most bytes of a job's output kept in its output file.
 pub const OUTPUT_CAP: u64 = 1 << 20;
-
-/// Waits for the gate line, runs the command (`"$@"`) with its output capped
-/// into standard error, and prints the command's exit status on its own
-/// standard output. Without the gate line it exits without running anything.
-const WRAPPER: &str = r#"IFS= read -r gate && [ "$gate" = go ] || exit 125
-"$@" </dev/null 2>&1 | { head -c "$EFFECTS_JOB_OUTPUT_CAP"; cat >/dev/null; } >&2
-printf '%s\n' "${PIPESTATUS[0]}""#;
-
-/// The launcher's end of a job's gate: [`Gate::open`] lets the command run;
-/// dropping it unopened means it never will.
-#[derive(Debug)]
-pub struct Gate(std::process::ChildStdin);
-
-impl Gate {
-    /// Lets the command run. Call only once its RUNNING outcome is durable.
-    pub fn open(mut self) -> std::io::Result<()> {
-        use std::io::Write;
-        self.0.write_all(b"go\n")
-    }
-}
 
 /// Who a job is (written once, when it has started).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,7 +72,7 @@ pub struct JobRecord {
     pub tool: String,
     /// The command text.
     pub command: String,
-    /// The wrapper's PID, which is also the process group id.
+    /// The supervisor's PID, which is also the process group id.
     pub pid: u32,
     /// Its start token (`/proc/PID/stat` field 22): a reused PID is not it.
     pub start_token: u64,
@@ -182,24 +161,19 @@ impl Jobs {
         Ok(file.into_std())
     }
 
-    /// Starts the wrapper of `request` as background job `generation` of the
-    /// launch claimed at `launch_claim`, held at its gate. The result is the
-    /// job record and the gate; `Err` when the wrapper could not be started or
-    /// its record could not be written (then it is torn down again and the
-    /// command never ran).
+    /// Starts the supervisor of `request` as background job `generation` of
+    /// the launch claimed at `launch_claim`, held at its gate. The result is
+    /// the job record, the gate and the supervisor's identity (PROC-2);
+    /// `Err` when the supervisor could not be started or its record could not
+    /// be written (then it is torn down again and the command never ran).
     pub fn launch(
         &self,
         root: &SealedRoot,
         request: &ProcessRequest,
         generation: u64,
         launch: (Position, &str, &str, &str),
-    ) -> Produced<(JobRecord, Gate)> {
+    ) -> Produced<(JobRecord, Gate, Leader)> {
         let (launch_claim, run_id, lineage, request_id) = launch;
-        let (program, flag) = match request.tool.as_str() {
-            "bash" => ("bash", "-c"),
-            "python" => ("python3", "-c"),
-            other => return Produced::not_run(format!("no process producer for {other:?}")),
-        };
         let id = job_id(generation);
         let files = self
             .create(&format!("{id}.exit"))
@@ -208,22 +182,16 @@ impl Jobs {
             Ok(files) => files,
             Err(error) => return Produced::not_run(format!("cannot prepare job {id}: {error}")),
         };
-        let cwd = format!("/proc/self/fd/{}", root.dir().as_raw_fd());
-        let spawned = Command::new("bash")
-            .args(["-c", WRAPPER, "effects-job", program, flag, &request.script])
-            .current_dir(cwd)
-            .env("EFFECTS_JOB_OUTPUT_CAP", OUTPUT_CAP.to_string())
-            .process_group(0)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::from(exit))
-            .stderr(Stdio::from(out))
-            .spawn();
-        let mut child = match spawned {
-            Ok(child) => child,
-            Err(error) => return Produced::not_run(format!("cannot start {program}: {error}")),
+        let mode = supervisor::Mode::Job { output_cap: OUTPUT_CAP };
+        let spawned = supervisor::spawn(root, &request.tool, &request.script, mode, exit.into(), out.into())
+            .and_then(|supervised| supervised.gate().map(|gate| (supervised, gate)));
+        let (supervised, gate) = match spawned {
+            Ok(spawned) => spawned,
+            Err(error) => return Produced::not_run(format!("cannot start {}: {error}", request.tool)),
         };
-        let pid = child.id();
-        let gate = Gate(child.stdin.take().expect("piped"));
+        let leader = supervised.leader.clone();
+        let pid = leader.identity.pid;
+        let mut child = supervised.child;
         let record = JobRecord {
             job_id: id.clone(),
             generation,
@@ -234,9 +202,9 @@ impl Jobs {
             tool: request.tool.clone(),
             command: request.script.clone(),
             pid,
-            start_token: start_token(pid).unwrap_or(0),
+            start_token: leader.identity.start_token,
         };
-        // Reap the wrapper while this process lives; after that, init does.
+        // Reap the supervisor while this process lives; after that, init does.
         std::thread::spawn(move || {
             let _ = child.wait();
         });
@@ -244,7 +212,8 @@ impl Jobs {
         bytes.push(b'\n');
         if let Err(error) = durable::replace(&self.dir, &self.display, &format!("{id}.json"), &bytes) {
             drop(gate); // the command never runs
-            let gone = signal_group(pid, Signal::KILL, Duration::from_secs(2));
+            let gone =
+                supervisor::teardown(&leader.identity, Duration::ZERO).is_some_and(|left| left.is_empty());
             let facts = ProducerFacts {
                 executed: true,
                 exit_code: Some(1),
@@ -257,7 +226,7 @@ impl Jobs {
             };
         }
         let facts = ProducerFacts { executed: true, background_job_id: Some(id), ..ProducerFacts::default() };
-        Produced { facts, result: Ok((record, gate)) }
+        Produced { facts, result: Ok((record, gate, leader)) }
     }
 
     /// The record of `job_id`; `Ok(None)` when there is no such job.
@@ -272,7 +241,7 @@ impl Jobs {
 
     fn exit_code(&self, job: &JobRecord) -> Result<Option<i32>, LogError> {
         let bytes = durable::read(&self.dir, &self.display, &format!("{}.exit", job.job_id))?;
-        // Only a whole line counts: the wrapper may be mid-write.
+        // Only a whole line counts: the supervisor may be mid-write.
         Ok(bytes.and_then(|b| std::str::from_utf8(&b).ok()?.strip_suffix('\n')?.parse().ok()))
     }
 
@@ -294,18 +263,25 @@ impl Jobs {
         Ok(JobStatus { state, exit_code, group_gone: true })
     }
 
-    /// Kills the job's whole group if anything of it is alive: the kill
-    /// marker is written durably first (so a reader that finds the group gone
-    /// mid-kill reads KILLED, not LOST), then SIGTERM, `grace`, SIGKILL.
-    /// Returns its lifecycle afterwards; a job that already ended keeps its
-    /// own end (the launch then settles by how it really ended).
+    /// Kills the job's whole tree if anything of it is alive: the kill
+    /// marker is written durably first (so a reader that finds the job gone
+    /// mid-kill reads KILLED, not LOST), then every descendant of its
+    /// supervisor gets SIGTERM, `grace`, SIGKILL (PROC-1), and the
+    /// supervisor and whatever is left of its group are killed. Returns its
+    /// lifecycle afterwards; a job that already ended keeps its own end (the
+    /// launch then settles by how it really ended).
     pub fn kill(&self, job: &JobRecord, grace: Duration) -> Result<JobStatus, LogError> {
-        if !group(job).is_empty() {
+        let supervisor = ProcessIdentity {
+            pid: job.pid,
+            start_token: job.start_token,
+            boot_id: crate::procfs::boot_id().to_owned(),
+        };
+        if alive(job.pid, job.start_token) || !group(job).is_empty() {
             if self.exit_code(job)?.is_none() {
                 durable::replace(&self.dir, &self.display, &format!("{}.killed", job.job_id), b"killed\n")?;
             }
-            let _gone = signal_group(job.pid, Signal::TERM, grace)
-                || signal_group(job.pid, Signal::KILL, Duration::from_secs(2));
+            supervisor::teardown(&supervisor, grace);
+            supervisor::sweep_group(&supervisor);
         }
         self.status(job)
     }

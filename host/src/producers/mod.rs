@@ -8,6 +8,7 @@
 pub mod fs;
 pub mod job;
 pub mod process;
+pub mod supervisor;
 
 use crate::model::ProducerFacts;
 

@@ -1,15 +1,16 @@
 //! The reference process producer for `bash` and `python` (SPEC section 6,
-//! the launch row; TRU-1): run a command in the sealed root's directory, in a
-//! new process group, under a timeout, capturing output up to a bound.
+//! the launch row; TRU-1; PROC-1, PROC-2): run a command in the sealed root's
+//! directory under its supervisor (`supervisor.rs`: a child subreaper leading
+//! a new process group), held at a gate until the caller has made its
+//! identity durable, under a timeout, capturing output up to a bound.
 //!
-//! On timeout the whole group is torn down (SIGTERM, a grace period, then
-//! SIGKILL) and the facts say whether every process of the group is dead
-//! (`teardown_dead`), as read from `/proc`: a process that ignores SIGTERM
-//! and outlives the timeout is killed, or the facts say teardown failed;
-//! never "clean" while one of the group is alive. A process that left the
-//! group (`setsid`) is beyond what a group teardown can see.
+//! When the command exits, or its timeout fires, everything it left running
+//! is torn down (SIGTERM, a grace period, then SIGKILL), `setsid` and double
+//! forks included, and the facts say whether `/proc` shows every descendant
+//! gone (`teardown_dead`); survivors are named in the result, never called
+//! gone.
 //!
-//! The process's identity carries its start token (`/proc/PID/stat` field
+//! The supervisor's identity carries its start token (`/proc/PID/stat` field
 //! 22, clock ticks since boot), so a reused PID is a different process
 //! (ID-2).
 //!
@@ -17,20 +18,17 @@
 //! `classify-process`. Background launches run through `job.rs` instead.
 
 use std::io::Read;
-use std::os::fd::AsRawFd;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant};
-
-use rustix::process::{Pid, Signal, kill_process_group};
+use std::time::Duration;
 
 use crate::identity::SealedRoot;
 use crate::model::ProducerFacts;
 
 use super::Produced;
+use super::supervisor::{self, Leader};
 
 /// How to run one command.
 #[derive(Debug, Clone)]
@@ -39,7 +37,7 @@ pub struct ProcessRequest {
     pub tool: String,
     /// The command text.
     pub script: String,
-    /// When to tear the group down.
+    /// When to tear the command's processes down.
     pub timeout: Duration,
     /// How long processes get between SIGTERM and SIGKILL.
     pub grace: Duration,
@@ -63,7 +61,7 @@ impl ProcessRequest {
 /// What a command did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ran {
-    /// The group leader's PID (the process group id too).
+    /// The supervisor's PID (the process group id too).
     pub pid: u32,
     /// Its start token (`/proc/PID/stat` field 22).
     pub start_token: u64,
@@ -73,8 +71,11 @@ pub struct Ran {
     pub stderr: Vec<u8>,
     /// Output beyond the cap was discarded.
     pub truncated: bool,
-    /// The signal that ended the leader, if one did.
+    /// The signal that ended the command, if one did.
     pub signal: Option<i32>,
+    /// Processes of the command still alive after its teardown (PROC-1):
+    /// empty when every one is known gone.
+    pub survivors: Vec<u32>,
 }
 
 /// Output read from one pipe, up to a cap; the rest is drained and dropped.
@@ -103,145 +104,145 @@ fn capture(mut pipe: impl Read + Send + 'static, cap: usize, done: mpsc::Sender<
     shared
 }
 
-/// The fields of one `/proc/PID/stat` line this module reads. They follow the
-/// command name, which may itself contain spaces and parentheses.
-struct Stat {
-    /// Field 3: `R`, `S`, ..., `Z` for a zombie.
-    zombie: bool,
-    /// Field 5: the process group id.
-    group: u32,
-    /// Field 22: start time in clock ticks since boot.
-    start_token: u64,
+/// A command started under its supervisor and held at its gate: nothing of
+/// it has run yet. [`Pending::run`] opens the gate; dropping it unrun means
+/// the command never runs (the supervisor is torn down and reaped).
+pub struct Pending {
+    supervised: Option<supervisor::Supervised>,
+    request: ProcessRequest,
+    stdout: Arc<Mutex<Capture>>,
+    stderr: Arc<Mutex<Capture>>,
+    finished: mpsc::Receiver<()>,
+    status: mpsc::Receiver<Option<i32>>,
 }
 
-fn parse_stat(stat: &str) -> Option<Stat> {
-    let (_, after_name) = stat.rsplit_once(')')?;
-    // Fields after the name start at field 3 (state).
-    let fields: Vec<&str> = after_name.split_whitespace().collect();
-    Some(Stat {
-        zombie: *fields.first()? == "Z",
-        group: fields.get(2)?.parse().ok()?,
-        start_token: fields.get(19)?.parse().ok()?,
-    })
-}
-
-#[allow(clippy::disallowed_methods)] // `/proc` is the kernel's view of processes, not a file under a root
-fn stat_of(pid: u32) -> Option<Stat> {
-    parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
-}
-
-/// The start token of `pid` (`/proc/PID/stat` field 22).
-pub fn start_token(pid: u32) -> Option<u64> {
-    stat_of(pid).map(|stat| stat.start_token)
-}
-
-/// Field 22 of a `/proc/PID/stat` line.
-pub fn parse_start_token(stat: &str) -> Option<u64> {
-    parse_stat(stat).map(|stat| stat.start_token)
-}
-
-/// Live (not zombie) processes whose process group is `pgid`.
-#[allow(clippy::disallowed_methods)] // `/proc` is the kernel's view of processes, not a file under a root
-pub fn live_members(pgid: u32) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
-    entries
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| stat_of(pid).is_some_and(|stat| stat.group == pgid && !stat.zombie))
-        .collect()
-}
-
-/// Whether the process `pid` with start token `token` is alive (not a
-/// zombie): the same PID with another start token is another process.
-pub fn alive(pid: u32, token: u64) -> bool {
-    stat_of(pid).is_some_and(|stat| !stat.zombie && stat.start_token == token)
-}
-
-/// Signals the whole group, then waits up to `within` for it to be gone.
-pub fn signal_group(pgid: u32, signal: Signal, within: Duration) -> bool {
-    if let Some(pid) = Pid::from_raw(pgid as i32) {
-        let _ = kill_process_group(pid, signal);
-    }
-    let deadline = Instant::now() + within;
-    loop {
-        if live_members(pgid).is_empty() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// Runs `request` in `root`'s directory, in a new process group. The result
-/// is the captured output whenever the command started (its exit status,
-/// timeout and teardown are in the facts); `Err` only when it could not start.
-pub fn run(root: &SealedRoot, request: &ProcessRequest) -> Produced<Ran> {
-    let (program, flag) = match request.tool.as_str() {
-        "bash" => ("bash", "-c"),
-        "python" => ("python3", "-c"),
-        other => return Produced::not_run(format!("no process producer for {other:?}")),
-    };
-    // The child changes into the root through its own copy of the root's
-    // descriptor (it is inherited until exec), so no path is resolved again.
-    let cwd = format!("/proc/self/fd/{}", root.dir().as_raw_fd());
-    let spawned = Command::new(program)
-        .arg(flag)
-        .arg(&request.script)
-        .current_dir(cwd)
-        .process_group(0)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
-    let child = match spawned {
-        Ok(child) => child,
-        Err(error) => return Produced::not_run(format!("cannot start {program}: {error}")),
-    };
-    let pid = child.id();
-    let start_token = start_token(pid).unwrap_or(0);
+/// Starts `request` in `root`'s directory under its supervisor
+/// (`supervisor.rs`), held at its gate: the caller makes [`Pending::leader`]
+/// durable (PROC-2), then calls [`Pending::run`]. `Err` when it could not
+/// start.
+pub fn start(root: &SealedRoot, request: &ProcessRequest) -> Result<Pending, String> {
+    let mut supervised = supervisor::spawn(
+        root,
+        &request.tool,
+        &request.script,
+        supervisor::Mode::Foreground,
+        Stdio::piped(),
+        Stdio::piped(),
+    )
+    .map_err(|error| format!("cannot start {}: {error}", request.tool))?;
     let (done, finished) = mpsc::channel();
-    let mut child = child;
-    let stdout = capture(child.stdout.take().expect("piped"), request.output_cap, done.clone());
-    let stderr = capture(child.stderr.take().expect("piped"), request.output_cap, done);
-    // A waiter thread reaps the leader, so the exit is seen at once (no polling).
-    let (exited, status) = mpsc::channel();
-    thread::spawn(move || {
-        let _ = exited.send(child.wait().ok());
-    });
-    let (status, timed_out, teardown_dead) = match status.recv_timeout(request.timeout) {
-        Ok(status) => (status, false, None),
-        Err(_) => {
-            let gone = signal_group(pid, Signal::TERM, request.grace)
-                || signal_group(pid, Signal::KILL, Duration::from_secs(2));
-            (status.recv_timeout(Duration::from_secs(2)).ok().flatten(), true, Some(gone))
+    let stdout = capture(supervised.child.stdout.take().expect("piped"), request.output_cap, done.clone());
+    let stderr = capture(supervised.child.stderr.take().expect("piped"), request.output_cap, done);
+    let status = match supervised.status() {
+        Ok(status) => status,
+        Err(error) => {
+            supervisor::teardown(&supervised.leader.identity, Duration::ZERO);
+            let _ = supervised.child.wait();
+            return Err(format!("cannot watch {}: {error}", request.tool));
         }
     };
-    // Give the readers a moment to drain what the group wrote; a survivor
-    // holding a pipe open must not hold the call.
-    for _ in 0..2 {
-        let _ = finished.recv_timeout(Duration::from_millis(200));
+    Ok(Pending { supervised: Some(supervised), request: request.clone(), stdout, stderr, finished, status })
+}
+
+/// Runs `request` in `root`'s directory under its supervisor. `started` is
+/// called with the supervisor's identity while it waits at its gate; the
+/// command runs only if it returns `Ok` (PROC-2: the caller makes the
+/// identity durable there). The result is the captured output whenever the
+/// command started (its exit status, timeout and teardown are in the facts);
+/// `Err` only when it never ran.
+pub fn run(
+    root: &SealedRoot,
+    request: &ProcessRequest,
+    started: impl FnOnce(&Leader) -> Result<(), String>,
+) -> Produced<Ran> {
+    let pending = match start(root, request) {
+        Ok(pending) => pending,
+        Err(error) => return Produced::not_run(error),
+    };
+    match started(pending.leader()) {
+        Ok(()) => pending.run(),
+        Err(error) => Produced::not_run(format!("{} was not run: {error}", request.tool)),
     }
-    let take = |shared: &Arc<Mutex<Capture>>| {
-        let capture = shared.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        (capture.bytes.clone(), capture.truncated)
-    };
-    let ((stdout, out_cut), (stderr, err_cut)) = (take(&stdout), take(&stderr));
-    let exit_code = status.and_then(|s| s.code());
-    let facts = ProducerFacts {
-        executed: true,
-        exit_code: if timed_out { None } else { exit_code },
-        timed_out,
-        teardown_dead,
-        ..ProducerFacts::default()
-    };
-    let ran = Ran {
-        pid,
-        start_token,
-        stdout,
-        stderr,
-        truncated: out_cut || err_cut,
-        signal: status.and_then(|s| s.signal()),
-    };
-    Produced { facts, result: Ok(ran) }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        // Never run: the supervisor leaves at its closed gate; make sure of it.
+        if let Some(mut supervised) = self.supervised.take() {
+            supervisor::teardown(&supervised.leader.identity, Duration::ZERO);
+            let _ = supervised.child.wait();
+        }
+    }
+}
+
+impl Pending {
+    /// Who the command's processes are (what PROC-2 records).
+    pub fn leader(&self) -> &Leader {
+        &self.supervised.as_ref().expect("held until run").leader
+    }
+
+    /// Opens the gate and runs the command to its end: its exit, or its
+    /// timeout; then tears down whatever it left running (PROC-1).
+    pub fn run(mut self) -> Produced<Ran> {
+        let mut supervised = self.supervised.take().expect("held until run");
+        let request = &self.request;
+        let leader = supervised.leader.clone();
+        if let Err(error) = supervised.open_gate() {
+            self.supervised = Some(supervised);
+            return Produced::not_run(format!("cannot open the gate of {}: {error}", request.tool));
+        }
+        let status = &self.status;
+        let (exit_status, timed_out) = match status.recv_timeout(request.timeout) {
+            Ok(status) => (status, false),
+            Err(_) => (None, true),
+        };
+        // PROC-1: at the leader's exit (or the timeout), whatever it left
+        // running is torn down, and only /proc attests that it is gone.
+        // A supervisor killed from outside took the sight of its tree with
+        // it: its group is swept, and its cleanup is not attested.
+        let (survivors, attested) = match supervisor::teardown(&leader.identity, request.grace) {
+            Some(survivors) => (survivors, true),
+            None => (supervisor::sweep_group(&leader.identity), false),
+        };
+        // Reap the supervisor (killed by the teardown) on a thread: a survivor
+        // that cannot be killed must not hold the call.
+        let (reaped, waited) = mpsc::channel();
+        let mut child = supervised.child;
+        thread::spawn(move || {
+            let _ = reaped.send(child.wait().ok());
+        });
+        let _ = waited.recv_timeout(Duration::from_secs(2));
+        // Give the readers a moment to drain what the tree wrote; a survivor
+        // holding a pipe open must not hold the call.
+        for _ in 0..2 {
+            let _ = self.finished.recv_timeout(Duration::from_millis(200));
+        }
+        let take = |shared: &Arc<Mutex<Capture>>| {
+            let capture = shared.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            (capture.bytes.clone(), capture.truncated)
+        };
+        let ((stdout, out_cut), (stderr, err_cut)) = (take(&self.stdout), take(&self.stderr));
+        // The supervisor reports `$?`: 128 + N when a signal N ended the command.
+        let (exit_code, signal) = match exit_status {
+            Some(code) if code > 128 => (None, Some(code - 128)),
+            other => (other, None),
+        };
+        let facts = ProducerFacts {
+            executed: true,
+            exit_code: if timed_out { None } else { exit_code },
+            timed_out,
+            teardown_dead: if attested || !survivors.is_empty() { Some(survivors.is_empty()) } else { None },
+            ..ProducerFacts::default()
+        };
+        let ran = Ran {
+            pid: leader.identity.pid,
+            start_token: leader.identity.start_token,
+            stdout,
+            stderr,
+            truncated: out_cut || err_cut,
+            signal,
+            survivors,
+        };
+        Produced { facts, result: Ok(ran) }
+    }
 }

@@ -19,13 +19,13 @@ use anyhow::{Context, anyhow};
 use clap::Args;
 use serde_json::{Value, json};
 
-use effect_ledger::ledger::Verified;
 use effect_ledger::ledger::{Dispatch, Dispatched, LaunchLink, Ledger, Recorded, Run};
+use effect_ledger::ledger::{Verified, VerifyError};
 use effect_ledger::model::{JobLifecycle, ProducerFacts};
 use effect_ledger::producers::Produced;
 use effect_ledger::producers::fs;
 use effect_ledger::producers::job::JobStatus;
-use effect_ledger::producers::process::{self, ProcessRequest};
+use effect_ledger::producers::process::ProcessRequest;
 
 use super::Failure;
 use super::decide::{decision_json, describe_decision};
@@ -54,9 +54,14 @@ pub struct SessionArgs {
     /// The directory the tools work beneath (a sealed root; created if missing).
     #[arg(long)]
     root: PathBuf,
-    /// Continue this run (runs outlive processes); default: a new run.
-    #[arg(long)]
+    /// Continue this run (runs outlive processes): its log must be in the
+    /// data dir, and the root must be the one it works beneath (ID-5).
+    #[arg(long, conflicts_with = "new_run")]
     run: Option<String>,
+    /// Start a new run with this id (refused if it exists); default: a new
+    /// run with a fresh id.
+    #[arg(long, value_name = "ID")]
+    new_run: Option<String>,
     /// One JSON object per step, then a summary object.
     #[arg(long)]
     json: bool,
@@ -116,6 +121,9 @@ fn produce(
         let produced = ledger.launch_job(run, dispatched, &request);
         return (produced.facts, produced.result.map(|job| format!("started background job {job}")));
     }
+    if matches!(tool, "bash" | "python") {
+        return produce_command(ledger, run, tool, input, dispatched);
+    }
     let ledger: &Ledger = ledger;
     let root = ledger.root().dir();
     let path = dispatched.bound.paths.first().map(String::as_str).unwrap_or(".");
@@ -154,23 +162,6 @@ fn produce(
             let produced = fs::read_file(root, path, offset, limit, 16 << 20);
             Produced { facts: produced.facts, result: produced.result.map(|read| read.text) }
         }
-        "bash" | "python" => {
-            let timeout =
-                Duration::from_millis(input.get("timeout_ms").and_then(Value::as_u64).unwrap_or(60_000));
-            let produced = process::run(ledger.root(), &ProcessRequest::new(tool, text("command"), timeout));
-            let facts = produced.facts.clone();
-            let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).trim_end().to_owned();
-            let result = produced.result.and_then(|ran| match (facts.timed_out, facts.exit_code) {
-                (true, _) => Err(format!(
-                    "timed out after {timeout:?}; process group torn down ({})",
-                    if facts.teardown_dead == Some(true) { "all dead" } else { "a process survived" }
-                )),
-                (false, Some(0)) => Ok(text(&ran.stdout)),
-                (false, Some(code)) => Err(format!("exit status {code}: {}", text(&ran.stderr))),
-                (false, None) => Err(format!("killed by signal {}", ran.signal.unwrap_or(0))),
-            });
-            Produced { facts, result }
-        }
         "bg_job" => {
             let produced = ledger.job_action(dispatched);
             let result = produced.result.map(|status| describe_job(ledger, dispatched, &status));
@@ -182,6 +173,40 @@ fn produce(
         other => unreachable!("the script parser admits only known tools, not {other}"),
     };
     (produced.facts, produced.result)
+}
+
+/// Runs a dispatched `bash` / `python` step under its claim (PROC-1, PROC-2).
+fn produce_command(
+    ledger: &mut Ledger,
+    run: &Run,
+    tool: &str,
+    input: &Value,
+    dispatched: &Dispatched,
+) -> (ProducerFacts, Result<String, String>) {
+    let text = |key: &str| input.get(key).and_then(Value::as_str).unwrap_or_default();
+    let timeout = Duration::from_millis(input.get("timeout_ms").and_then(Value::as_u64).unwrap_or(60_000));
+    let request = ProcessRequest::new(tool, text("command"), timeout);
+    let produced = ledger.run_command(run, dispatched, &request);
+    let facts = produced.facts.clone();
+    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).trim_end().to_owned();
+    let result = produced.result.and_then(|ran| {
+        let survivors = if ran.survivors.is_empty() {
+            String::new()
+        } else {
+            format!("; processes that survived teardown: {:?}", ran.survivors)
+        };
+        match (facts.timed_out, facts.exit_code) {
+            (true, _) => Err(format!(
+                "timed out after {timeout:?}; its processes were torn down ({}){survivors}",
+                if ran.survivors.is_empty() { "all dead" } else { "some survived" }
+            )),
+            (false, Some(0)) if survivors.is_empty() => Ok(text(&ran.stdout)),
+            (false, Some(0)) => Err(format!("exit status 0{survivors}")),
+            (false, Some(code)) => Err(format!("exit status {code}: {}{survivors}", text(&ran.stderr))),
+            (false, None) => Err(format!("killed by signal {}{survivors}", ran.signal.unwrap_or(0))),
+        }
+    });
+    (facts, result)
 }
 
 fn outcome_json(recorded: &Recorded) -> Value {
@@ -317,6 +342,8 @@ struct Tally {
     claims: usize,
     refused: usize,
     blocked: usize,
+    /// Steps whose outcome, observations or check could not be recorded.
+    not_recorded: usize,
 }
 
 /// Runs one tool step and reports it.
@@ -373,6 +400,18 @@ fn tool_step(
     report
 }
 
+/// The first evidence record after position `at` in the run's lineage (any
+/// process's), if there is one: then a decision recorded at `at` is stale
+/// (CMP-12).
+fn later_evidence(ledger: &mut Ledger, run: &Run, at: u64) -> Option<u64> {
+    let history = ledger.history(&run.lineage).ok()?;
+    history
+        .iter()
+        .skip_while(|framed| framed.position <= at)
+        .find(|framed| !matches!(framed.record, effect_ledger::log::Record::Decision(_)))
+        .map(|framed| framed.position)
+}
+
 impl SessionArgs {
     pub fn run(self, data_dir: Option<PathBuf>) -> Result<ExitCode, Failure> {
         let steps = script::parse(&read_script(&self.script)?).map_err(|(line, message)| {
@@ -390,9 +429,10 @@ impl SessionArgs {
             parent.unwrap_or_else(|| PathBuf::from(".")).join(".effects")
         });
         let (mut ledger, display_data) = open_ledger(&self.root, &data_dir, self.manifest.as_deref())?;
-        let run = match &self.run {
-            Some(id) => ledger.continue_run(id).map_err(|e| bad(anyhow!(e)))?,
-            None => ledger.begin_run(None),
+        let run = match (&self.run, &self.new_run) {
+            (Some(id), _) => ledger.continue_run(id).map_err(|e| bad(anyhow!(e)))?,
+            (None, Some(id)) => ledger.new_run(id).map_err(|e| bad(anyhow!(e)))?,
+            (None, None) => ledger.begin_run(None),
         };
         if !self.json {
             println!("run {} (data dir {})", run.id, display_data);
@@ -403,6 +443,10 @@ impl SessionArgs {
             let report = match &step.action {
                 script::Action::Tool(tool) => {
                     let mut report = tool_step(&mut ledger, &run, tool, index, &mut tally);
+                    if let Some(error) = report["record_error"].as_str() {
+                        tally.not_recorded += 1;
+                        eprintln!("effects: step {}: its outcome was NOT RECORDED: {error}", index + 1);
+                    }
                     report["line"] = json!(step.line);
                     if !self.json {
                         println!("{}", describe_step(&report));
@@ -413,7 +457,13 @@ impl SessionArgs {
                     let timeout = Duration::from_millis(verify.timeout_ms);
                     let mut report = match ledger.verify(&run, &verify.command, timeout) {
                         Ok(verified) => verifier_json(&verified),
-                        Err(error) => json!({ "status": "error", "reason": error.to_string() }),
+                        Err(error) => {
+                            if matches!(error, VerifyError::Log(_)) {
+                                tally.not_recorded += 1;
+                                eprintln!("effects: step {}: the check was NOT RECORDED: {error}", index + 1);
+                            }
+                            json!({ "status": "error", "reason": error.to_string() })
+                        }
                     };
                     report["step"] = json!(index + 1);
                     report["line"] = json!(step.line);
@@ -448,21 +498,42 @@ impl SessionArgs {
         let claims = tally.claims;
         let log =
             (claims > 0 || self.run.is_some()).then(|| format!("{display_data}/effects/{}.log", run.lineage));
+        // CMP-12: the last decision is current only if nothing was recorded
+        // after it, by this process or any other on the lineage.
+        let stale_since = match decision.as_ref().and_then(|d| d["recorded"].as_u64()) {
+            Some(at) => later_evidence(&mut ledger, &run, at),
+            None => None,
+        };
         let mut summary = json!({ "summary": {
             "run_id": run.id, "lineage": run.lineage, "steps": steps.len(), "claims": claims,
-            "refused": tally.refused, "blocked": tally.blocked, "data_dir": display_data, "log": log,
+            "refused": tally.refused, "blocked": tally.blocked, "not_recorded": tally.not_recorded,
+            "data_dir": display_data, "log": log,
         }});
-        // The final object carries the last decision's fields at the top level.
+        // The final object carries the last decision's fields at the top
+        // level while it is current; a stale one only under `last_decision`.
         if let Some(Value::Object(fields)) = &decision {
-            for key in ["verdict", "reasons", "disclosures", "assessments", "answer"] {
+            let mut last = json!({ "stale": stale_since.is_some(), "stale_since": stale_since });
+            for key in ["verdict", "reasons", "disclosures", "assessments", "answer", "recorded"] {
                 if let Some(value) = fields.get(key) {
-                    summary[key] = value.clone();
+                    last[key] = value.clone();
+                    if stale_since.is_none() {
+                        summary[key] = value.clone();
+                    }
                 }
             }
+            summary["last_decision"] = last;
         }
         if self.json {
             println!("{summary}");
         } else {
+            if let (Some(since), Some(Value::Object(fields))) = (stale_since, &decision) {
+                println!(
+                    "the last decision ({} at #{}) is STALE: evidence was recorded after it (#{since}); \
+                     decide again before presenting it",
+                    fields.get("verdict").and_then(Value::as_str).unwrap_or_default(),
+                    fields.get("recorded").map(Value::to_string).unwrap_or_default(),
+                );
+            }
             println!(
                 "{} step(s): {claims} claimed, {} refused, {} blocked; continue with --run {}",
                 steps.len(),
@@ -470,6 +541,14 @@ impl SessionArgs {
                 tally.blocked,
                 run.id
             );
+        }
+        if tally.not_recorded > 0 {
+            eprintln!(
+                "effects: {} step(s) ran but what they did was NOT RECORDED; the log holds their claims \
+                 unsettled, and no decision may rely on them",
+                tally.not_recorded
+            );
+            return Ok(ExitCode::from(super::exit::PROBLEMS));
         }
         Ok(ExitCode::SUCCESS)
     }

@@ -1,0 +1,76 @@
+//! Executors (LOG-7) and the recovery of a dead executor's processes (PROC-2).
+//!
+//! Every claim names its executor: the process that runs or reports its
+//! effect (this process, for the reference producers; the agent's process,
+//! for a runtime that reports). Recovery settles a claim as INTERRUPTED only
+//! when its executor is **known dead** (another boot, or its PID now names
+//! another process or none): a live executor's claim is left alone, whoever
+//! opens the log, so two processes can share a run and neither turns the
+//! other's work INTERRUPTED.
+//!
+//! A dead executor's command may have left processes running. If the claim
+//! has its processes recorded (PROC-2), [`judge`] finds them by that identity
+//! and tears them down before the claim is settled, and the cleanup it
+//! records is what it observed: CLEAN only when its supervisor was alive
+//! (so the whole tree was beneath it) and `/proc` then shows every descendant
+//! gone; FAILED when something survived; UNKNOWN when the supervisor was
+//! already gone (a process may have escaped with it), which keeps the
+//! effect's window open (INV-2). A claim without processes ran none (its
+//! command never passed its gate, or it was no command) and is UNKNOWN as
+//! every recovered claim was before.
+
+use std::time::Duration;
+
+use crate::log::{ClaimRecord, Executor, ProcessesRecord, Recovery};
+use crate::model::CleanupState;
+use crate::procfs;
+use crate::producers::supervisor;
+
+/// This process, as the executor of the claims it makes.
+pub fn current() -> Executor {
+    Executor::Process(procfs::current())
+}
+
+/// Whether `executor` is known dead. A claim from before executors were
+/// recorded (`None`) has no one to ask and is judged dead, as it always was.
+pub fn is_dead(executor: Option<&Executor>) -> bool {
+    match executor {
+        None => true,
+        Some(Executor::Process(identity)) => !procfs::is_alive(identity),
+    }
+}
+
+/// How long recovery gives survivors between SIGTERM and SIGKILL.
+const RECOVERY_GRACE: Duration = Duration::from_millis(500);
+
+/// Recovery's judge (LOG-7, PROC-2) for one unsettled claim.
+pub fn judge(claim: &ClaimRecord, processes: Option<&ProcessesRecord>) -> Recovery {
+    if !is_dead(claim.executor.as_ref()) {
+        return Recovery::Alive;
+    }
+    let Some(processes) = processes else {
+        return Recovery::Dead { cleanup: CleanupState::Unknown };
+    };
+    Recovery::Dead { cleanup: tear_down(processes) }
+}
+
+/// Tears a dead executor's command down by its recorded identity and says
+/// what was observed.
+fn tear_down(processes: &ProcessesRecord) -> CleanupState {
+    let leader = &processes.leader;
+    if !leader.boot_id.is_empty() && leader.boot_id != procfs::boot_id() {
+        // Every process of an earlier boot is dead.
+        return CleanupState::Clean;
+    }
+    if let Some(survivors) = supervisor::teardown(leader, RECOVERY_GRACE) {
+        if survivors.is_empty() {
+            tracing::info!(claim = processes.claim, "tore down the processes of an interrupted command");
+            return CleanupState::Clean;
+        }
+        tracing::warn!(claim = processes.claim, ?survivors, "processes of an interrupted command survived");
+        return CleanupState::Failed;
+    }
+    // The supervisor is gone: what is left of its group is the command's,
+    // but a process that left the group may have escaped with it.
+    if supervisor::sweep_group(leader).is_empty() { CleanupState::Unknown } else { CleanupState::Failed }
+}

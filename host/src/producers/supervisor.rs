@@ -1,0 +1,281 @@
+//! The supervisor: how a command's processes stay its own (PROC-1, PROC-2).
+//!
+//! Every command (`bash` / `python`, in the foreground or as a background
+//! job, and designated checks) runs as the child of a small `bash` wrapper,
+//! the **supervisor**, which leads the command's process group and is made a
+//! *child subreaper* (`PR_SET_CHILD_SUBREAPER`, set before `exec` and kept
+//! across it): whatever the command starts, `setsid` and double forks
+//! included, stays beneath it, because an orphan is re-parented to its
+//! nearest subreaper ancestor, not to init. The supervisor's identity (PID,
+//! start token, group, session) is therefore the identity of all of the
+//! command's processes, and it is what PROC-2 makes durable.
+//!
+//! Protocol, over one socket pair on the supervisor's standard input:
+//!
+//! 1. **gate**: the supervisor waits for the line `go`. The caller writes it
+//!    only once the identity is durable in the log; if the caller dies or
+//!    refuses first, the socket closes and the command never runs.
+//! 2. the command runs with `/dev/null` as its input, so it cannot reach the
+//!    socket; in the foreground its output is the supervisor's, and its exit
+//!    status comes back as one line on the socket; a job's output goes to
+//!    its files and its status to the supervisor's standard output.
+//! 3. **teardown** ([`teardown`]): the supervisor is stopped (so it forks
+//!    nothing more, yet orphans still land beneath it), every live descendant
+//!    gets SIGTERM and SIGCONT, then after a grace period SIGKILL, until
+//!    `/proc` shows none; then the supervisor itself is killed. What
+//!    survived is named, never called gone.
+//!
+//! If the caller dies while the command runs, the supervisor stays while it
+//! has children, so the next process that recovers the claim finds the whole
+//! tree beneath the recorded identity (`executor.rs`), and exits once the
+//! tree is empty.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal, kill_process, kill_process_group};
+
+use crate::identity::SealedRoot;
+use crate::procfs::{self, ProcessIdentity};
+
+/// The supervisor's script. `$1` is the mode (`foreground` or `job`), the
+/// rest the command. The status write to a closed socket (its caller died)
+/// must not kill the supervisor, so it happens in a subshell ignoring
+/// SIGPIPE; the command itself keeps the default disposition.
+const SUPERVISOR: &str = r#"IFS= read -r gate && [ "$gate" = go ] || exit 125
+mode=$1; shift
+if [ "$mode" = job ]; then
+  "$@" </dev/null 2>&1 | { head -c "$EFFECTS_JOB_OUTPUT_CAP"; cat >/dev/null; } >&2
+  printf '%s\n' "${PIPESTATUS[0]}"
+else
+  "$@" </dev/null
+  status=$?
+  (trap '' PIPE; printf '%s\n' "$status" >&0) 2>/dev/null
+fi
+IFS= read -r _
+while :; do kids=; read -r kids </proc/$$/task/$$/children; [ -n "$kids" ] || exit 0; sleep 0.1; done"#;
+
+/// How the command's output and status travel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Output on the supervisor's stdout and stderr, status on the socket.
+    Foreground,
+    /// Output (capped at this many bytes) on the supervisor's stderr, status
+    /// on its stdout.
+    Job {
+        /// Most bytes of output kept.
+        output_cap: u64,
+    },
+}
+
+/// The identity PROC-2 records before the command runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leader {
+    /// The supervisor.
+    pub identity: ProcessIdentity,
+    /// Its process group (its own PID).
+    pub group: u32,
+    /// Its session.
+    pub session: u32,
+}
+
+/// A started supervisor, held at its gate.
+#[derive(Debug)]
+pub struct Supervised {
+    /// The supervisor process (the caller reaps it).
+    pub child: Child,
+    /// Who it is.
+    pub leader: Leader,
+    control: UnixStream,
+}
+
+/// The caller's end of a supervisor's gate: [`Gate::open`] lets the command
+/// run; dropping it unopened means it never will.
+#[derive(Debug)]
+pub struct Gate(UnixStream);
+
+impl Gate {
+    /// Lets the command run. Call only once its identity is durable.
+    pub fn open(mut self) -> std::io::Result<()> {
+        self.0.write_all(b"go\n")
+    }
+}
+
+/// The interpreter and flag of a process tool.
+pub fn interpreter(tool: &str) -> Option<(&'static str, &'static str)> {
+    match tool {
+        "bash" => Some(("bash", "-c")),
+        "python" => Some(("python3", "-c")),
+        _ => None,
+    }
+}
+
+/// Starts the supervisor of `tool`'s `script` in `root`'s directory, in a new
+/// process group, held at its gate.
+pub fn spawn(
+    root: &SealedRoot,
+    tool: &str,
+    script: &str,
+    mode: Mode,
+    stdout: Stdio,
+    stderr: Stdio,
+) -> std::io::Result<Supervised> {
+    let (program, flag) = interpreter(tool).ok_or_else(|| {
+        std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("no process producer for {tool:?}"))
+    })?;
+    let (control, theirs) = UnixStream::pair()?;
+    // The child changes into the root through its own copy of the root's
+    // descriptor (it is inherited until exec), so no path is resolved again.
+    let cwd = format!("/proc/self/fd/{}", root.dir().as_raw_fd());
+    let mut command = Command::new("bash");
+    let mode_name = match mode {
+        Mode::Foreground => "foreground",
+        Mode::Job { output_cap } => {
+            command.env("EFFECTS_JOB_OUTPUT_CAP", output_cap.to_string());
+            "job"
+        }
+    };
+    command
+        .args(["-c", SUPERVISOR, "effects-supervisor", mode_name, program, flag, script])
+        .current_dir(cwd)
+        .process_group(0)
+        .stdin(Stdio::from(OwnedFd::from(theirs)))
+        .stdout(stdout)
+        .stderr(stderr);
+    // SAFETY: the closure only makes one system call (prctl), which is
+    // async-signal-safe, and touches no memory of the parent.
+    unsafe {
+        command.pre_exec(|| {
+            // PROC-1: orphans of the command are re-parented here, not to init.
+            rustix::process::set_child_subreaper(Some(Pid::INIT)).map_err(std::io::Error::from)
+        });
+    }
+    let child = command.spawn()?;
+    let pid = child.id();
+    let stat = procfs::stat_of(pid);
+    let leader = Leader {
+        identity: ProcessIdentity {
+            pid,
+            start_token: stat.map_or(0, |s| s.start_token),
+            boot_id: procfs::boot_id().to_owned(),
+        },
+        group: stat.map_or(pid, |s| s.group),
+        session: stat.map_or(0, |s| s.session),
+    };
+    Ok(Supervised { child, leader, control })
+}
+
+impl Supervised {
+    /// The gate, for a caller that opens it later (a background job).
+    pub fn gate(&self) -> std::io::Result<Gate> {
+        Ok(Gate(self.control.try_clone()?))
+    }
+
+    /// Lets the command run (its identity is durable).
+    pub fn open_gate(&mut self) -> std::io::Result<()> {
+        self.control.write_all(b"go\n")
+    }
+
+    /// A thread that delivers the foreground command's exit status (as the
+    /// supervisor's `$?` saw it: 128 + N for a signal N) or `None` when the
+    /// supervisor died or closed without saying.
+    pub fn status(&self) -> std::io::Result<std::sync::mpsc::Receiver<Option<i32>>> {
+        let socket = self.control.try_clone()?;
+        let (send, receive) = std::sync::mpsc::channel();
+        thread::spawn(move || {
+            let mut line = String::new();
+            let status =
+                BufReader::new(socket).read_line(&mut line).ok().and_then(|_| line.trim().parse().ok());
+            let _ = send.send(status);
+        });
+        Ok(receive)
+    }
+}
+
+/// Signals one process, ignoring one that is already gone.
+fn signal(pid: u32, signal: Signal) {
+    if let Some(pid) = Pid::from_raw(pid as i32) {
+        let _ = kill_process(pid, signal);
+    }
+}
+
+/// PROC-1 teardown of the tree beneath the supervisor `leader` (alive now,
+/// identity checked by the caller): stop it, TERM and CONT every descendant,
+/// wait up to `grace` for them, SIGKILL what is left (up to two seconds),
+/// then kill the supervisor. Returns the PIDs `/proc` still shows beneath it
+/// afterwards (empty: every descendant is known gone), or `None` when the
+/// supervisor was already gone: then its tree cannot be seen, and nothing is
+/// attested (callers sweep its group, [`sweep_group`]).
+pub fn teardown(leader: &ProcessIdentity, grace: Duration) -> Option<Vec<u32>> {
+    if !procfs::is_alive(leader) {
+        return None;
+    }
+    let pid = leader.pid;
+    // Stopped, the supervisor forks nothing more (its own wait loop) and
+    // reaps nothing, yet stays the subreaper every orphan of the tree goes to.
+    signal(pid, Signal::STOP);
+    let remaining = |_: ()| -> Vec<u32> {
+        // Fast path: a subreaper with no children has no descendants.
+        match procfs::children(pid) {
+            Some(children) if children.iter().all(|&c| procfs::stat_of(c).is_none_or(|s| s.zombie)) => {
+                Vec::new()
+            }
+            _ => procfs::descendants(pid),
+        }
+    };
+    let mut left = remaining(());
+    if !left.is_empty() {
+        for &p in &left {
+            signal(p, Signal::TERM);
+            signal(p, Signal::CONT);
+        }
+        let deadline = Instant::now() + grace;
+        while !left.is_empty() && Instant::now() < deadline {
+            thread::sleep(Duration::from_millis(10));
+            left = remaining(());
+        }
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while !left.is_empty() {
+            for &p in &left {
+                signal(p, Signal::KILL);
+            }
+            if Instant::now() >= deadline {
+                break;
+            }
+            thread::sleep(Duration::from_millis(10));
+            left = remaining(());
+        }
+    }
+    signal(pid, Signal::KILL);
+    Some(left)
+}
+
+/// Kills whatever is left of a process group whose supervisor is gone
+/// (recovery after the supervisor itself was killed): Linux does not reuse a
+/// PID while a group of that id exists, so its members are the command's,
+/// unless another process now has that PID (the group died out and the PID
+/// was reused): then none are. Returns the members still alive afterwards.
+pub fn sweep_group(leader: &ProcessIdentity) -> Vec<u32> {
+    let group = leader.pid;
+    let reused = || procfs::identity_of(group).is_some_and(|now| now.start_token != leader.start_token);
+    let members = || if reused() { Vec::new() } else { procfs::live_members(group) };
+    if members().is_empty() {
+        return Vec::new();
+    }
+    if let Some(pgid) = Pid::from_raw(group as i32) {
+        let _ = kill_process_group(pgid, Signal::KILL);
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let left = members();
+        if left.is_empty() || Instant::now() >= deadline {
+            return left;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+}

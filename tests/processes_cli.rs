@@ -1,0 +1,383 @@
+//! Truth across processes (LOG-7, PROC-1, PROC-2, ID-5, CMP-7b, CMP-12),
+//! through the `effects` binary with real processes: a second process on a
+//! run, a `decide` beside a live command, commands whose children outlive
+//! them, a SIGKILLed session whose command survives, four sessions on one
+//! run at once, a run continued elsewhere, a file changed behind the
+//! ledger's back, and a decision that a later effect makes stale.
+
+#![allow(clippy::disallowed_methods)] // tests drive the binary with real paths
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::session::{Session, log_records, reports, session};
+
+fn write(path: &str, content: &str) -> String {
+    json!({ "tool": "write_file", "input": { "path": path, "content": content } }).to_string()
+}
+
+fn read(path: &str) -> String {
+    json!({ "tool": "read_file", "input": { "path": path } }).to_string()
+}
+
+fn bash(command: &str, timeout_ms: u64) -> String {
+    json!({ "tool": "bash", "input": { "command": command, "timeout_ms": timeout_ms } }).to_string()
+}
+
+fn complete(required: &[&str]) -> String {
+    json!({ "complete": { "required": required, "answer": "" } }).to_string()
+}
+
+fn script(lines: &[&str]) -> String {
+    lines.join("\n") + "\n"
+}
+
+/// Runs a session that must succeed; its JSON reports.
+fn ok(s: &Session, lines: &[&str], extra: &[&str]) -> Vec<Value> {
+    let out = s.run(&script(lines), extra);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    reports(&out)
+}
+
+/// `effects decide` of `run` requiring `required`, as JSON.
+fn decide(s: &Session, run: &str, required: &[&str]) -> Value {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_effects"));
+    command.arg("--data-dir").arg(&s.data).args(["decide", "--run", run, "--json"]);
+    for path in required {
+        command.args(["--require", path]);
+    }
+    let out = command.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Waits up to 30 s for `condition`.
+fn wait_for(what: &str, mut condition: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !condition() {
+        assert!(started.elapsed() < Duration::from_secs(30), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The log's records for `run`.
+fn records(s: &Session, run: &str) -> Vec<Value> {
+    log_records(&s.data.join("effects").join(format!("{run}.log")))
+}
+
+fn interrupted(records: &[Value]) -> usize {
+    records.iter().filter(|r| r["kind"] == "outcome" && r["execution"] == "INTERRUPTED").count()
+}
+
+fn alive(pid: u32) -> bool {
+    effect_ledger::procfs::stat_of(pid).is_some_and(|s| !s.zombie)
+}
+
+fn pid_in(path: &Path) -> u32 {
+    std::fs::read_to_string(path).unwrap().trim().parse().unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn a_peer_s_command_in_flight_blocks_completion_and_its_outcome_is_still_recorded() {
+    let s = session();
+    ok(&s, &[&write("seed.txt", "seed\n")], &["--new-run", "x"]);
+    // B: a command that rewrites a.txt two seconds from now.
+    let b = s.spawn(&script(&[&bash("touch b-started; sleep 2; echo bad > a.txt", 20_000)]), &["--run", "x"]);
+    wait_for("B's command to start", || s.root.join("b-started").exists());
+    // A, meanwhile: write, read back, complete. B is in flight.
+    let a = ok(&s, &[&write("a.txt", "good\n"), &read("a.txt"), &complete(&["a.txt"])], &["--run", "x"]);
+    let decision = a.last().unwrap();
+    assert_eq!(decision["verdict"], "BLOCKED", "{decision:#}");
+    // B ends, and its own outcome is recorded: nobody "recovered" it.
+    let b = b.wait_with_output().unwrap();
+    assert!(b.status.success(), "{}", stderr(&b));
+    let b = reports(&b);
+    assert_eq!(b[0]["outcome"]["execution"], "REPORTED_SUCCESS", "{:#}", b[0]);
+    assert!(b[0].get("record_error").is_none(), "{:#}", b[0]);
+    assert_eq!(interrupted(&records(&s, "x")), 0);
+    assert_eq!(std::fs::read_to_string(s.root.join("a.txt")).unwrap(), "bad\n");
+    // A's write was superseded by B's command: never COMPLETED now.
+    let later = decide(&s, "x", &["a.txt"]);
+    assert_ne!(later["verdict"], "COMPLETED", "{later:#}");
+}
+
+#[test]
+fn a_decide_beside_a_live_command_leaves_it_alone() {
+    let s = session();
+    let live = s.spawn(
+        &script(&[
+            &bash("touch started; sleep 2", 20_000),
+            &write("a.txt", "good\n"),
+            &read("a.txt"),
+            &complete(&["a.txt"]),
+        ]),
+        &["--new-run", "x"],
+    );
+    wait_for("the command to start", || s.root.join("started").exists());
+    let meanwhile = decide(&s, "x", &["a.txt"]);
+    assert_ne!(meanwhile["verdict"], "COMPLETED", "{meanwhile:#}");
+    let out = live.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let steps = reports(&out);
+    assert_eq!(steps[0]["outcome"]["execution"], "REPORTED_SUCCESS", "{:#}", steps[0]);
+    assert_eq!(steps[0]["outcome"]["cleanup"], "clean");
+    assert_eq!(steps[3]["verdict"], "COMPLETED", "{:#}", steps[3]);
+    assert_eq!(interrupted(&records(&s, "x")), 0, "the decide recovered nothing of a live executor");
+}
+
+/// A command that leaves `leftover` running, then a write and read of a.txt;
+/// 1.5 s later a decide: never COMPLETED with a.txt rewritten.
+fn leftover_never_rewrites_a_verified_file(leftover: &str) {
+    let s = session();
+    let steps =
+        ok(&s, &[&bash(leftover, 20_000), &write("a.txt", "good\n"), &read("a.txt")], &["--new-run", "x"]);
+    assert_eq!(steps[0]["outcome"]["cleanup"], "clean", "{:#}", steps[0]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let decision = decide(&s, "x", &["a.txt"]);
+    let content = std::fs::read_to_string(s.root.join("a.txt")).unwrap();
+    if content != "good\n" {
+        assert_ne!(decision["verdict"], "COMPLETED", "a.txt = {content:?}: {decision:#}");
+    }
+    // And in fact the leftover was torn down when its command ended.
+    assert_eq!(content, "good\n");
+    assert_eq!(decision["verdict"], "COMPLETED", "{decision:#}");
+}
+
+#[test]
+fn a_background_child_of_a_command_never_rewrites_a_verified_file() {
+    leftover_never_rewrites_a_verified_file("(sleep 1; echo bad > a.txt) >/dev/null 2>&1 &");
+}
+
+#[test]
+fn a_setsid_child_of_a_command_never_rewrites_a_verified_file() {
+    leftover_never_rewrites_a_verified_file("setsid bash -c 'sleep 1; echo bad > a.txt' >/dev/null 2>&1 &");
+}
+
+#[test]
+fn a_timeout_while_a_setsid_child_lives_is_not_all_dead_unless_it_is() {
+    let s = session();
+    let command =
+        "setsid bash -c 'echo $$ > child.pid; sleep 1; echo bad > a.txt' >/dev/null 2>&1 & sleep 30";
+    let steps =
+        ok(&s, &[&bash(command, 500), &write("a.txt", "good\n"), &read("a.txt")], &["--new-run", "x"]);
+    assert_eq!(steps[0]["outcome"]["execution"], "TIMED_OUT", "{:#}", steps[0]);
+    let child = pid_in(&s.root.join("child.pid"));
+    let clean = steps[0]["outcome"]["cleanup"] == "clean";
+    assert_eq!(
+        clean,
+        !alive(child),
+        "cleanup said {} while the child alive = {}",
+        steps[0]["outcome"]["cleanup"],
+        alive(child)
+    );
+    assert!(clean, "the setsid child is beneath the supervisor, so teardown reaches it");
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(std::fs::read_to_string(s.root.join("a.txt")).unwrap(), "good\n");
+    assert_eq!(decide(&s, "x", &["a.txt"])["verdict"], "COMPLETED");
+}
+
+#[test]
+fn the_next_process_tears_down_what_a_killed_session_left_running() {
+    let s = session();
+    let survivor = "setsid bash -c 'echo $$ > survivor.pid; while :; do echo bad > a.txt; sleep 0.05; done' \
+                    >/dev/null 2>&1 & touch started; sleep 60";
+    let mut first = s.spawn(&script(&[&bash(survivor, 120_000)]), &["--new-run", "x"]);
+    wait_for("the command to start", || {
+        s.root.join("started").exists() && s.root.join("survivor.pid").exists()
+    });
+    // SIGKILL the session alone: its command and the setsid orphan live on.
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let orphan = pid_in(&s.root.join("survivor.pid"));
+    assert!(alive(orphan), "the orphan outlived its session");
+    // The next process on the run recovers the dead executor's claim: it
+    // tears the survivors down first, and records what it observed.
+    let steps = ok(&s, &[&write("a.txt", "good\n"), &read("a.txt"), &complete(&["a.txt"])], &["--run", "x"]);
+    assert!(!alive(orphan), "the orphan was torn down by recovery");
+    let log = records(&s, "x");
+    let recovered: Vec<&Value> =
+        log.iter().filter(|r| r["kind"] == "outcome" && r["record"]["outcome"]["recovery"] == true).collect();
+    assert_eq!(recovered.len(), 1, "{log:#?}");
+    assert_eq!(recovered[0]["execution"], "INTERRUPTED");
+    std::thread::sleep(Duration::from_millis(300));
+    let content = std::fs::read_to_string(s.root.join("a.txt")).unwrap();
+    let decision = steps.last().unwrap();
+    if content != "good\n" {
+        assert_ne!(decision["verdict"], "COMPLETED", "{decision:#}");
+    }
+    assert_eq!(content, "good\n", "nothing rewrote a.txt after the readback");
+    assert_eq!(decision["verdict"], "COMPLETED", "{decision:#}");
+}
+
+#[test]
+fn four_sessions_on_one_run_all_record_their_outcomes() {
+    let s = session();
+    ok(&s, &[&write("seed.txt", "seed\n")], &["--new-run", "x"]);
+    let children: Vec<_> = (1..=4)
+        .map(|n| {
+            s.spawn(&script(&[&bash(&format!("sleep 1; echo p{n} > p{n}.txt"), 20_000)]), &["--run", "x"])
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let step = &reports(&out)[0];
+        assert_eq!(step["outcome"]["execution"], "REPORTED_SUCCESS", "{step:#}");
+        assert!(step.get("record_error").is_none(), "{step:#}");
+    }
+    let log = records(&s, "x");
+    assert_eq!(interrupted(&log), 0, "{log:#?}");
+    let settled = log.iter().filter(|r| r["kind"] == "outcome").count();
+    assert_eq!(settled, 5, "the seed's write and the four commands, each settled once");
+    let files = ["p1.txt", "p2.txt", "p3.txt", "p4.txt"];
+    let reads: Vec<String> = files.iter().map(|f| read(f)).collect();
+    let reads: Vec<&str> = reads.iter().map(String::as_str).collect();
+    ok(&s, &reads, &["--run", "x"]);
+    // Nothing is in flight or unsettled. The files are a command's products,
+    // which CMP-7 cannot verify (no postcondition): UNVERIFIED, not BLOCKED.
+    let decision = decide(&s, "x", &files);
+    assert_eq!(decision["verdict"], "UNVERIFIED", "{decision:#}");
+    let codes: Vec<&str> =
+        decision["reasons"].as_array().unwrap().iter().map(|r| r["code"].as_str().unwrap()).collect();
+    assert!(codes.iter().all(|c| *c == "UNVERIFIED_ARTIFACT"), "{codes:?}");
+}
+
+/// `effects --data-dir DATA session --root ROOT ARGS -` with `script` on
+/// standard input.
+fn session_in(data: &Path, root: &Path, args: &[&str], script: &str) -> Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_effects"))
+        .arg("--data-dir")
+        .arg(data)
+        .arg("session")
+        .arg("--root")
+        .arg(root)
+        .args(args)
+        .arg("-")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_run_is_continued_only_where_it_lives() {
+    let s = session();
+    ok(&s, &[&write("a.txt", "a\n")], &["--new-run", "x"]);
+    let step = script(&[&write("b.txt", "b\n")]);
+    // Another data dir: no log there.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let out = session_in(elsewhere.path(), &s.root, &["--run", "x"], &step);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&elsewhere.path().join("effects").display().to_string()),
+        "{}",
+        stderr(&out)
+    );
+    // Another root: refused, naming the run's own root.
+    let other = tempfile::tempdir().unwrap();
+    let out = session_in(&s.data, other.path(), &["--run", "x"], &step);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains(&s.root.canonicalize().unwrap().display().to_string()), "{}", stderr(&out));
+    assert!(stderr(&out).contains("ID-5"), "{}", stderr(&out));
+    assert!(!other.path().join("b.txt").exists(), "nothing ran under the other root");
+    // `decide --root` another root: refused too.
+    let out = Command::new(env!("CARGO_BIN_EXE_effects"))
+        .arg("--data-dir")
+        .arg(&s.data)
+        .args(["decide", "--run", "x", "--require", "a.txt", "--root"])
+        .arg(other.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    // A new run only when asked for, and never over an existing one.
+    let out = s.run(&script(&[&read("a.txt")]), &["--new-run", "x"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("already exists"), "{}", stderr(&out));
+    let out = s.run(&script(&[&read("a.txt")]), &["--run", "never-made"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("has no log"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_change_behind_the_ledger_s_back_is_read_at_decision_time() {
+    let s = session();
+    ok(&s, &[&write("a.txt", "good\n"), &read("a.txt")], &["--new-run", "x"]);
+    assert_eq!(decide(&s, "x", &["a.txt"])["verdict"], "COMPLETED");
+    // Rewritten in place (same inode), outside any tool: the last readback
+    // cannot see it, the decision-time read does (CMP-7b).
+    std::fs::write(s.root.join("a.txt"), "tampered\n").unwrap();
+    let decision = decide(&s, "x", &["a.txt"]);
+    assert_eq!(decision["verdict"], "FAILED", "{decision:#}");
+    // The read was recorded before the decision, as evidence.
+    let log = records(&s, "x");
+    let last_decision = log.iter().rposition(|r| r["kind"] == "decision").unwrap();
+    assert_eq!(log[last_decision - 1]["kind"], "observation", "{log:#?}");
+}
+
+#[test]
+fn a_required_directory_is_bad_input() {
+    let s = session();
+    ok(&s, &[&write("dir/a.txt", "a\n")], &["--new-run", "x"]);
+    let out = Command::new(env!("CARGO_BIN_EXE_effects"))
+        .arg("--data-dir")
+        .arg(&s.data)
+        .args(["decide", "--run", "x", "--require", "dir"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("directory"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_decision_older_than_the_last_effect_is_never_reported_as_current() {
+    let s = session();
+    let steps = ok(
+        &s,
+        &[&write("a.txt", "good\n"), &read("a.txt"), &complete(&["a.txt"]), &bash("echo x > a.txt", 10_000)],
+        &["--new-run", "x"],
+    );
+    assert_eq!(steps[2]["verdict"], "COMPLETED");
+    let summary = steps.last().unwrap();
+    assert!(summary.get("verdict").is_none(), "a stale verdict at the top level: {summary:#}");
+    assert_eq!(summary["last_decision"]["stale"], true, "{summary:#}");
+    assert_eq!(summary["last_decision"]["verdict"], "COMPLETED");
+    // Text mode says so too.
+    let out = session_in(
+        &s.data,
+        &s.root,
+        &["--run", "x"],
+        &script(&[&complete(&["a.txt"]), &bash("true", 10_000)]),
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("STALE"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn an_outcome_that_is_not_recorded_fails_the_session_loudly() {
+    let s = session();
+    ok(&s, &[&write("seed.txt", "seed\n")], &["--new-run", "x"]);
+    // The command cuts the log it runs under (the store is within its reach
+    // today: issue 9's concern); its own outcome then cannot be appended.
+    let cut = format!(": > {}", s.data.join("effects/x.log").display());
+    let out = s.run(&script(&[&bash(&cut, 10_000)]), &["--run", "x"]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("NOT RECORDED"), "{}", stderr(&out));
+    let steps = reports(&out);
+    assert!(steps[0]["record_error"].is_string(), "{:#}", steps[0]);
+    assert_eq!(steps.last().unwrap()["summary"]["not_recorded"], 1);
+}
