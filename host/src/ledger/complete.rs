@@ -109,8 +109,9 @@ impl Ledger {
         // Assembled from the log's own records, borrowed: no copy of the history.
         let ledger = match self.log(&run.lineage, false)? {
             Some(log) => {
-                for observation in observations {
-                    log.record_observation(&run.id, observation)?;
+                // One batch, one fsync, however many artifacts are required.
+                if !observations.is_empty() {
+                    log.record_observations(&run.id, observations)?;
                 }
                 assemble(log.history()?, &[], &required_refs, answer)
             }

@@ -340,6 +340,22 @@ impl<S: Storage> EffectLog<S> {
         result
     }
 
+    /// Appends observations as one batch (one write, one fsync); a failure
+    /// marks `run_id` degraded (LOG-5). Positions in input order.
+    pub fn record_observations(
+        &mut self,
+        run_id: &str,
+        observations: Vec<ObservationRecord>,
+    ) -> Result<Vec<Position>, LogError> {
+        let records: Vec<Record> = observations.into_iter().map(Record::Observation).collect();
+        let batch: Vec<(&str, &Record)> = records.iter().map(|record| (run_id, record)).collect();
+        let result: Result<Vec<Position>, LogError> = self.append_batch(&batch).into_iter().collect();
+        if result.is_err() {
+            self.degraded.insert(run_id.to_owned());
+        }
+        result
+    }
+
     /// Appends a verifier run (CMP-5); a failure marks `run_id` degraded
     /// (LOG-5), since a check that is not on disk vouches for nothing.
     pub fn record_verifier(&mut self, run_id: &str, verifier: VerifierRecord) -> Result<Position, LogError> {

@@ -198,12 +198,17 @@ impl Pending {
         };
         // PROC-1: at the leader's exit (or the timeout), whatever it left
         // running is torn down, and only /proc attests that it is gone.
-        // A supervisor killed from outside took the sight of its tree with
-        // it: its group is swept, and its cleanup is not attested.
-        let (survivors, attested) = match supervisor::teardown(&leader.identity, request.grace) {
-            Some(survivors) => (survivors, true),
-            None => (supervisor::sweep_group(&leader.identity), false),
-        };
+        // A supervisor that ended without reporting a status (killed from
+        // outside) took the sight of its tree with it, however much of it
+        // /proc still shows as it dies: what is left is torn down and its
+        // group swept, but its cleanup is not attested.
+        let lost = exit_status.is_none() && !timed_out;
+        let torn = supervisor::teardown(&leader.identity, request.grace);
+        let attested = torn.is_some() && !lost;
+        let mut survivors = torn.unwrap_or_default();
+        if !attested {
+            survivors.extend(supervisor::sweep_group(&leader.identity));
+        }
         // Reap the supervisor (killed by the teardown) on a thread: a survivor
         // that cannot be killed must not hold the call.
         let (reaped, waited) = mpsc::channel();
@@ -231,7 +236,7 @@ impl Pending {
             executed: true,
             exit_code: if timed_out { None } else { exit_code },
             timed_out,
-            teardown_dead: if attested || !survivors.is_empty() { Some(survivors.is_empty()) } else { None },
+            teardown_dead: (attested || !survivors.is_empty()).then_some(survivors.is_empty()),
             ..ProducerFacts::default()
         };
         let ran = Ran {
