@@ -1,7 +1,7 @@
 //! The supervisor: how a command's processes stay its own (PROC-1, PROC-2).
 //!
 //! Every command (`bash` / `python`, in the foreground or as a background
-//! job, and designated checks) runs as the child of a small `bash` wrapper,
+//! job, and designated checks) runs as the child of a small shell wrapper,
 //! the **supervisor**, which leads the command's process group and is made a
 //! *child subreaper* (`PR_SET_CHILD_SUBREAPER`, set before `exec` and kept
 //! across it): whatever the command starts, `setsid` and double forks
@@ -43,20 +43,24 @@ use rustix::process::{Pid, Signal, kill_process, kill_process_group};
 use crate::identity::SealedRoot;
 use crate::procfs::{self, ProcessIdentity};
 
-/// The supervisor's script. `$1` is the mode (`foreground` or `job`), the
-/// rest the command. The status write to a closed socket (its caller died)
-/// must not kill the supervisor, so it happens in a subshell ignoring
-/// SIGPIPE; the command itself keeps the default disposition.
-const SUPERVISOR: &str = r#"IFS= read -r gate && [ "$gate" = go ] || exit 125
-mode=$1; shift
-if [ "$mode" = job ]; then
-  "$@" </dev/null 2>&1 | { head -c "$EFFECTS_JOB_OUTPUT_CAP"; cat >/dev/null; } >&2
-  printf '%s\n' "${PIPESTATUS[0]}"
-else
-  "$@" </dev/null
-  status=$?
-  (trap '' PIPE; printf '%s\n' "$status" >&0) 2>/dev/null
-fi
+/// The supervisor's script for a foreground command, POSIX `sh` (it starts
+/// faster than `bash`, and every command pays for it): the command's status
+/// comes back on the socket. The status write to a closed socket (its
+/// caller died) must not kill the supervisor, so it happens in a subshell
+/// ignoring SIGPIPE; the command itself keeps the default disposition.
+const FOREGROUND: &str = r#"IFS= read -r gate && [ "$gate" = go ] || exit 125
+"$@" </dev/null
+status=$?
+(trap '' PIPE; printf '%s\n' "$status" >&0) 2>/dev/null
+IFS= read -r _
+while :; do kids=; read -r kids </proc/$$/task/$$/children; [ -n "$kids" ] || exit 0; sleep 0.1; done"#;
+
+/// The supervisor's script for a background job (`bash`, for `PIPESTATUS`):
+/// the output capped into its standard error, the status on its standard
+/// output; then it stays while anything the command started lives.
+const JOB: &str = r#"IFS= read -r gate && [ "$gate" = go ] || exit 125
+"$@" </dev/null 2>&1 | { head -c "$EFFECTS_JOB_OUTPUT_CAP"; cat >/dev/null; } >&2
+printf '%s\n' "${PIPESTATUS[0]}"
 IFS= read -r _
 while :; do kids=; read -r kids </proc/$$/task/$$/children; [ -n "$kids" ] || exit 0; sleep 0.1; done"#;
 
@@ -132,16 +136,20 @@ pub fn spawn(
     // The child changes into the root through its own copy of the root's
     // descriptor (it is inherited until exec), so no path is resolved again.
     let cwd = format!("/proc/self/fd/{}", root.dir().as_raw_fd());
-    let mut command = Command::new("bash");
-    let mode_name = match mode {
-        Mode::Foreground => "foreground",
+    let mut command = match mode {
+        Mode::Foreground => {
+            let mut command = Command::new("sh");
+            command.args(["-c", FOREGROUND]);
+            command
+        }
         Mode::Job { output_cap } => {
-            command.env("EFFECTS_JOB_OUTPUT_CAP", output_cap.to_string());
-            "job"
+            let mut command = Command::new("bash");
+            command.args(["-c", JOB]).env("EFFECTS_JOB_OUTPUT_CAP", output_cap.to_string());
+            command
         }
     };
     command
-        .args(["-c", SUPERVISOR, "effects-supervisor", mode_name, program, flag, script])
+        .args(["effects-supervisor", program, flag, script])
         .current_dir(cwd)
         .process_group(0)
         .stdin(Stdio::from(OwnedFd::from(theirs)))
@@ -234,9 +242,13 @@ pub fn teardown(leader: &ProcessIdentity, grace: Duration) -> Option<Vec<u32>> {
             signal(p, Signal::TERM);
             signal(p, Signal::CONT);
         }
+        // Most leftovers are already exiting (the status writer, a child
+        // killed with its parent): poll soon, then back off to 10 ms.
         let deadline = Instant::now() + grace;
+        let mut pause = Duration::from_micros(250);
         while !left.is_empty() && Instant::now() < deadline {
-            thread::sleep(Duration::from_millis(10));
+            thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(10));
             left = remaining(());
         }
         let deadline = Instant::now() + Duration::from_secs(2);
