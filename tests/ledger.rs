@@ -15,7 +15,7 @@ use cap_std::fs::Dir;
 use effect_ledger::digest::Sha256Digest;
 use effect_ledger::identity::{ControlPlane, SealedRoot};
 use effect_ledger::ledger::{Dispatch, Dispatched, Ledger, LedgerConfig};
-use effect_ledger::log::{OpenMode, OpenOptionsLog, Record, open_lineage};
+use effect_ledger::log::{Executor, OpenMode, OpenOptionsLog, Record, open_lineage};
 use effect_ledger::model::{Coverage, Execution, Postcondition};
 use effect_ledger::policy::{PolicyOptions, PolicySet, PolicySource, SandboxLimits};
 use effect_ledger::producers::fs::{read_file, write_file};
@@ -174,4 +174,42 @@ fn a_classifier_that_fails_still_claims_unknown_scope_and_says_why() {
     };
     assert!(claim.impact_scope.is_empty(), "POL-4: unknown scope");
     assert!(claim.policy_failure.as_deref().unwrap().contains("out of fuel"), "and the reason is on disk");
+}
+
+#[test]
+fn recovery_settles_the_claims_of_dead_executors_only() {
+    // LOG-7: two claims made for other processes (as a hook claims for the
+    // agent): one whose executor has died, one whose executor lives.
+    let setup = setup();
+    let mut first = ledger(&setup);
+    let run = first.begin_run(None);
+    let mut dead = std::process::Command::new("sleep").arg("0.05").spawn().unwrap();
+    let dead_identity = effect_ledger::procfs::identity_of(dead.id()).unwrap();
+    let mut live = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+    let live_identity = effect_ledger::procfs::identity_of(live.id()).unwrap();
+    let input = json!({ "path": "a.txt", "content": "a\n" });
+    let as_dead = Executor::Process(dead_identity);
+    let as_live = Executor::Process(live_identity);
+    let gone = run_now(first.dispatch_as(&run, "write_file", &input, "r1", as_dead)).claim.unwrap();
+    let lives = run_now(first.dispatch_as(&run, "write_file", &input, "r2", as_live)).claim.unwrap();
+    dead.wait().unwrap();
+    // Another handle (as another process would) opens the run: only the dead
+    // executor's claim is recorded INTERRUPTED, and a second pass adds nothing.
+    let mut second = ledger(&setup);
+    let continued = second.continue_run(&run.id).unwrap();
+    assert_eq!(second.recover(&continued.lineage).unwrap(), Vec::<u64>::new(), "idempotent");
+    let settled: Vec<u64> = on_disk(&setup.data, &run.lineage)
+        .iter()
+        .filter_map(|record| match record {
+            Record::Outcome(o) if o.recovery && o.outcome.execution == Execution::Interrupted => {
+                Some(o.claim)
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(settled, vec![gone]);
+    // Once the live executor dies too, its claim is recovered.
+    live.kill().unwrap();
+    live.wait().unwrap();
+    assert_eq!(second.recover(&continued.lineage).unwrap(), vec![lives]);
 }

@@ -381,3 +381,32 @@ fn an_outcome_that_is_not_recorded_fails_the_session_loudly() {
     assert!(steps[0]["record_error"].is_string(), "{:#}", steps[0]);
     assert_eq!(steps.last().unwrap()["summary"]["not_recorded"], 1);
 }
+
+#[test]
+fn a_command_whose_processes_are_not_known_dead_keeps_its_window_open() {
+    let s = session();
+    // The command kills its own supervisor: what it started can no longer be
+    // seen, so its cleanup is not attested, and its window never closes
+    // (INV-2): a later write and readback of a.txt may still be overwritten.
+    let steps = ok(
+        &s,
+        &[
+            &bash("kill -KILL $PPID; sleep 0.2", 10_000),
+            &write("a.txt", "good\n"),
+            &read("a.txt"),
+            &complete(&["a.txt"]),
+        ],
+        &["--new-run", "x"],
+    );
+    assert_eq!(steps[0]["outcome"]["cleanup"], "unknown", "{:#}", steps[0]);
+    let decision = &steps[3];
+    assert_eq!(decision["verdict"], "BLOCKED", "{decision:#}");
+    // The same command whose processes are known dead closes its window.
+    let clean = ok(
+        &s,
+        &[&bash("sleep 0.2", 10_000), &write("b.txt", "good\n"), &read("b.txt"), &complete(&["b.txt"])],
+        &["--new-run", "y"],
+    );
+    assert_eq!(clean[0]["outcome"]["cleanup"], "clean");
+    assert_eq!(clean[3]["verdict"], "COMPLETED", "{:#}", clean[3]);
+}

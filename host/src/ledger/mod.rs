@@ -265,14 +265,11 @@ impl Ledger {
         crate::log::check_run_id(id).map_err(RunError::BadId)?;
         let effects = self.effects_display();
         let ours = self.config.root.root().clone();
-        let Some(log) = self.log(id, false)? else {
+        if self.log(id, false)?.is_none() {
             return Err(RunError::NoSuchRun { run: id.to_owned(), effects });
-        };
-        let recorded = log.history()?.iter().find_map(|framed| match &framed.record {
-            Record::Claim(claim) if framed.run_id == id => claim.root.clone(),
-            _ => None,
-        });
-        if let Some(recorded) = recorded
+        }
+        let run = Run { id: id.to_owned(), lineage: id.to_owned(), parent: None };
+        if let Some(recorded) = self.recorded_root(&run)?
             && (recorded.device, recorded.inode) != (ours.device, ours.inode)
         {
             return Err(RunError::OtherRoot {
@@ -283,10 +280,11 @@ impl Ledger {
                 given: ours.path,
             });
         }
-        Ok(Run { id: id.to_owned(), lineage: id.to_owned(), parent: None })
+        Ok(run)
     }
 
-    /// The root a run's claims record (ID-5), if its log has one.
+    /// The root a run's claims record (ID-5), if its log has one (logs from
+    /// before roots were recorded have none).
     pub fn recorded_root(&mut self, run: &Run) -> Result<Option<crate::model::FilesystemRoot>, LogError> {
         let Some(log) = self.log(&run.lineage, false)? else { return Ok(None) };
         Ok(log.history()?.iter().find_map(|framed| match &framed.record {
@@ -395,7 +393,22 @@ impl Ledger {
     }
 
     /// Binds, classifies and (for an effect) durably claims one tool call.
+    /// Its executor (LOG-7) is this process, which runs or reports it.
     pub fn dispatch(&mut self, run: &Run, tool: &str, input: &Value, request_id: &str) -> Dispatch {
+        self.dispatch_as(run, tool, input, request_id, crate::executor::current())
+    }
+
+    /// [`Ledger::dispatch`] for an effect another process runs or reports
+    /// (a runtime's own tool, claimed by a hook): `executor` is that process,
+    /// and recovery leaves the claim alone while it lives (LOG-7).
+    pub fn dispatch_as(
+        &mut self,
+        run: &Run,
+        tool: &str,
+        input: &Value,
+        request_id: &str,
+        executor: crate::log::Executor,
+    ) -> Dispatch {
         let mut bound = match bind::bind(&self.config.root, tool, input, request_id, self.config.read_cap) {
             Ok(bound) => bound,
             Err(error) => return Dispatch::Refused(error.to_string()),
@@ -469,7 +482,7 @@ impl Ledger {
             parent_run_id: run.parent.clone(),
             external: plan.external,
             policy_failure: policy_failure.clone(),
-            executor: Some(crate::executor::current()),
+            executor: Some(executor),
             root: Some(self.config.root.root().clone()),
         };
         let position = self

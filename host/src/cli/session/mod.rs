@@ -19,8 +19,8 @@ use anyhow::{Context, anyhow};
 use clap::Args;
 use serde_json::{Value, json};
 
+use effect_ledger::ledger::{CompleteError, Verified, VerifyError};
 use effect_ledger::ledger::{Dispatch, Dispatched, LaunchLink, Ledger, Recorded, Run};
-use effect_ledger::ledger::{Verified, VerifyError};
 use effect_ledger::model::{JobLifecycle, ProducerFacts};
 use effect_ledger::producers::Produced;
 use effect_ledger::producers::fs;
@@ -476,7 +476,16 @@ impl SessionArgs {
                 script::Action::Complete(complete) => {
                     let mut report = match ledger.complete(&run, &complete.required, &complete.answer) {
                         Ok(completion) => decision_json(&completion),
-                        Err(error) => json!({ "status": "refused", "reason": error.to_string() }),
+                        Err(error) => {
+                            if matches!(error, CompleteError::Log(_)) {
+                                tally.not_recorded += 1;
+                                eprintln!(
+                                    "effects: step {}: the decision was NOT RECORDED: {error}",
+                                    index + 1
+                                );
+                            }
+                            json!({ "status": "refused", "reason": error.to_string() })
+                        }
                     };
                     report["step"] = json!(index + 1);
                     report["line"] = json!(step.line);
