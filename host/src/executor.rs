@@ -58,7 +58,7 @@ pub fn judge(claim: &ClaimRecord, processes: Option<&ProcessesRecord>) -> Recove
 /// what was observed.
 fn tear_down(processes: &ProcessesRecord) -> CleanupState {
     let leader = &processes.leader;
-    if !leader.boot_id.is_empty() && leader.boot_id != procfs::boot_id() {
+    if procfs::of_another_boot(leader) {
         // Every process of an earlier boot is dead.
         return CleanupState::Clean;
     }

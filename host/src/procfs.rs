@@ -35,6 +35,8 @@ pub struct ProcessIdentity {
 pub struct Stat {
     /// Field 3: `Z` for a zombie.
     pub zombie: bool,
+    /// Field 3: `T` (stopped by a signal) or `t` (stopped by a tracer).
+    pub stopped: bool,
     /// Field 4: the parent's PID.
     pub parent: u32,
     /// Field 5: the process group id.
@@ -52,6 +54,7 @@ pub fn parse_stat(stat: &str) -> Option<Stat> {
     let fields: Vec<&str> = after_name.split_whitespace().collect();
     Some(Stat {
         zombie: *fields.first()? == "Z",
+        stopped: matches!(*fields.first()?, "T" | "t"),
         parent: fields.get(1)?.parse().ok()?,
         group: fields.get(2)?.parse().ok()?,
         session: fields.get(3)?.parse().ok()?,
@@ -107,12 +110,18 @@ pub fn alive(pid: u32, token: u64) -> bool {
     stat_of(pid).is_some_and(|stat| !stat.zombie && stat.start_token == token)
 }
 
+/// Whether `identity` ran in an earlier boot, as far as anyone can tell:
+/// only when both boot ids are known and differ.
+pub fn of_another_boot(identity: &ProcessIdentity) -> bool {
+    let now = boot_id();
+    !identity.boot_id.is_empty() && !now.is_empty() && identity.boot_id != now
+}
+
 /// Whether `identity` names a process that is alive now. One of another boot
-/// is dead; an identity with no boot id (the kernel did not say) is judged by
-/// PID and start token alone.
+/// is dead; where either boot id is unknown (the kernel did not say), it is
+/// judged by PID and start token alone.
 pub fn is_alive(identity: &ProcessIdentity) -> bool {
-    let this_boot = identity.boot_id.is_empty() || identity.boot_id == boot_id();
-    this_boot && alive(identity.pid, identity.start_token)
+    !of_another_boot(identity) && alive(identity.pid, identity.start_token)
 }
 
 /// Every live (not zombie) process, with its stat: one walk of `/proc`.

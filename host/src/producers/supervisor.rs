@@ -110,6 +110,22 @@ impl Gate {
     }
 }
 
+/// The `effects-supervisor` helper beside the running executable (or beside
+/// its directory, where test binaries live), if there is one.
+fn helper() -> Option<&'static std::path::Path> {
+    static HELPER: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    HELPER
+        .get_or_init(|| {
+            let exe = std::env::current_exe().ok()?;
+            let dir = exe.parent()?;
+            [dir, dir.parent()?]
+                .into_iter()
+                .map(|d| d.join("effects-supervisor"))
+                .find(|candidate| candidate.is_file())
+        })
+        .as_deref()
+}
+
 /// The interpreter and flag of a process tool.
 pub fn interpreter(tool: &str) -> Option<(&'static str, &'static str)> {
     match tool {
@@ -136,18 +152,23 @@ pub fn spawn(
     // The child changes into the root through its own copy of the root's
     // descriptor (it is inherited until exec), so no path is resolved again.
     let cwd = format!("/proc/self/fd/{}", root.dir().as_raw_fd());
-    let mut command = match mode {
-        Mode::Foreground => {
-            let mut command = Command::new("sh");
-            command.args(["-c", FOREGROUND]);
-            command
-        }
-        Mode::Job { output_cap } => {
-            let mut command = Command::new("bash");
-            command.args(["-c", JOB]).env("EFFECTS_JOB_OUTPUT_CAP", output_cap.to_string());
-            command
-        }
+    let (shell, script_text) = match mode {
+        Mode::Foreground => ("sh", FOREGROUND),
+        Mode::Job { .. } => ("bash", JOB),
     };
+    let helper = helper();
+    let mut command = match helper {
+        Some(helper) => {
+            let mut command = Command::new(helper);
+            command.arg(shell);
+            command
+        }
+        None => Command::new(shell),
+    };
+    command.args(["-c", script_text]);
+    if let Mode::Job { output_cap } = mode {
+        command.env("EFFECTS_JOB_OUTPUT_CAP", output_cap.to_string());
+    }
     command
         .args(["effects-supervisor", program, flag, script])
         .current_dir(cwd)
@@ -155,13 +176,18 @@ pub fn spawn(
         .stdin(Stdio::from(OwnedFd::from(theirs)))
         .stdout(stdout)
         .stderr(stderr);
-    // SAFETY: the closure only makes one system call (prctl), which is
-    // async-signal-safe, and touches no memory of the parent.
-    unsafe {
-        command.pre_exec(|| {
-            // PROC-1: orphans of the command are re-parented here, not to init.
-            rustix::process::set_child_subreaper(Some(Pid::INIT)).map_err(std::io::Error::from)
-        });
+    // PROC-1: orphans of the command are re-parented to the supervisor, not
+    // to init. The helper makes it a subreaper and execs the shell, so the
+    // host can use posix_spawn; without it, the child does so itself before
+    // exec, which forces a fork of the whole host.
+    if helper.is_none() {
+        // SAFETY: the closure only makes one system call (prctl), which is
+        // async-signal-safe, and touches no memory of the parent.
+        unsafe {
+            command.pre_exec(|| {
+                rustix::process::set_child_subreaper(Some(Pid::INIT)).map_err(std::io::Error::from)
+            });
+        }
     }
     let child = command.spawn()?;
     let pid = child.id();
@@ -217,8 +243,9 @@ fn signal(pid: u32, signal: Signal) {
 /// wait up to `grace` for them, SIGKILL what is left (up to two seconds),
 /// then kill the supervisor. Returns the PIDs `/proc` still shows beneath it
 /// afterwards (empty: every descendant is known gone), or `None` when the
-/// supervisor was already gone: then its tree cannot be seen, and nothing is
-/// attested (callers sweep its group, [`sweep_group`]).
+/// supervisor was gone, or did not stay stopped, before the walk ended: then
+/// its tree could not be seen whole, and nothing is attested (callers sweep
+/// its group, [`sweep_group`]).
 pub fn teardown(leader: &ProcessIdentity, grace: Duration) -> Option<Vec<u32>> {
     if !procfs::is_alive(leader) {
         return None;
@@ -228,13 +255,17 @@ pub fn teardown(leader: &ProcessIdentity, grace: Duration) -> Option<Vec<u32>> {
     // reaps nothing, yet stays the subreaper every orphan of the tree goes to.
     signal(pid, Signal::STOP);
     let remaining = |_: ()| -> Vec<u32> {
-        // Fast path: a subreaper with no children has no descendants.
-        match procfs::children(pid) {
-            Some(children) if children.iter().all(|&c| procfs::stat_of(c).is_none_or(|s| s.zombie)) => {
-                Vec::new()
-            }
-            _ => procfs::descendants(pid),
+        // Fast path: a subreaper whose children are all zombies has no live
+        // descendants, if the list is the same when read again (a child
+        // forking and exiting between the reads would change it).
+        let first = procfs::children(pid);
+        if let Some(children) = &first
+            && children.iter().all(|&c| procfs::stat_of(c).is_none_or(|s| s.zombie))
+            && procfs::children(pid) == first
+        {
+            return Vec::new();
         }
+        procfs::descendants(pid)
     };
     let mut left = remaining(());
     if !left.is_empty() {
@@ -263,8 +294,12 @@ pub fn teardown(leader: &ProcessIdentity, grace: Duration) -> Option<Vec<u32>> {
             left = remaining(());
         }
     }
+    // The walk saw the whole tree only if the supervisor was its subreaper
+    // all along: still this process, still stopped. A descendant that killed
+    // it (from a signal handler, say) may have sent a child past it to init.
+    let held = procfs::stat_of(pid).is_some_and(|s| s.stopped && s.start_token == leader.start_token);
     signal(pid, Signal::KILL);
-    Some(left)
+    held.then_some(left)
 }
 
 /// Kills whatever is left of a process group whose supervisor is gone
