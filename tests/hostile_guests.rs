@@ -131,7 +131,7 @@ fn a_component_built_for_the_wrong_world_is_refused() {
     // Run directly as a classifier...
     let error = refusal("wrong-world", World::Classifier, "an evaluator is not a classifier");
     assert_eq!(error.kind(), "wrong_world", "{error}");
-    assert!(error.to_string().contains("effects:policy/evaluate@1.0.0"), "{error}");
+    assert!(error.to_string().contains("effects:policy/evaluate@2.0.0"), "{error}");
     // ...and shipped under a classifier's name with a correct pin.
     let copy = PolicyCopy::new();
     let bytes = fixture("wrong-world");
