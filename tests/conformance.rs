@@ -116,6 +116,9 @@ mod random_ledgers {
         Execution::Interrupted,
     ];
 
+    const CLEANUPS: [Option<CleanupState>; 4] =
+        [None, Some(CleanupState::Clean), Some(CleanupState::Failed), Some(CleanupState::Unknown)];
+
     fn file(i: usize) -> VectorResource {
         VectorResource::File(FILES[i % FILES.len()].to_owned())
     }
@@ -135,28 +138,32 @@ mod random_ledgers {
                 }],
                 external: false,
                 no_op: false,
+                processes: false,
             })),
-            (any::<bool>()).prop_map(|external| VectorRecord::Claim(VectorClaim {
-                at: None,
-                tool: if external { "external".into() } else { "bash".into() },
-                scope: external.then(|| vec![VectorResource::Other(OtherResource::External("s/t".into()))]),
-                obligations: Vec::new(),
-                external,
-                no_op: false,
-            })),
-            (0..40u64, 0..7usize, any::<bool>(), any::<bool>()).prop_map(
-                |(claim, e, attempted, failed_cleanup)| {
-                    VectorRecord::Outcome(VectorOutcome {
-                        at: None,
-                        claim,
-                        execution: EXECUTIONS[e],
-                        cleanup: failed_cleanup.then_some(CleanupState::Failed),
-                        mutation_attempted: attempted,
-                        recovery: false,
-                        remote_acknowledged: false,
-                    })
-                }
-            ),
+            (any::<bool>(), any::<bool>()).prop_map(|(external, processes)| {
+                let scope =
+                    external.then(|| vec![VectorResource::Other(OtherResource::External("s/t".into()))]);
+                VectorRecord::Claim(VectorClaim {
+                    at: None,
+                    tool: if external { "external".into() } else { "bash".into() },
+                    scope,
+                    obligations: Vec::new(),
+                    external,
+                    no_op: false,
+                    processes: processes && !external,
+                })
+            }),
+            (0..40u64, 0..7usize, any::<bool>(), 0..4usize).prop_map(|(claim, e, attempted, cleanup)| {
+                VectorRecord::Outcome(VectorOutcome {
+                    at: None,
+                    claim,
+                    execution: EXECUTIONS[e],
+                    cleanup: CLEANUPS[cleanup],
+                    mutation_attempted: attempted,
+                    recovery: false,
+                    remote_acknowledged: false,
+                })
+            }),
             (0..4usize, 0..2usize, 0..3usize, any::<bool>(), any::<bool>(), any::<bool>()).prop_map(
                 |(f, c, m, partial, replaced, exists)| VectorRecord::Observation(VectorObservation {
                     at: None,

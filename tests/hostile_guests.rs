@@ -127,11 +127,36 @@ fn a_component_built_against_another_shape_of_the_contract_is_refused_at_load() 
 }
 
 #[test]
+fn a_component_built_for_the_previous_contract_is_refused_naming_its_exports() {
+    // The shipped evaluator with its contract version spelled 1.0.0 (same
+    // length, so still a valid component): the export names a component built
+    // for effects:policy@1.0.0 carries. 2.0.0 changed what a claim's flags
+    // mean, so such a component is refused by name, before any call.
+    let mut previous = support::shipped("evaluate.wasm");
+    let mut renamed = 0;
+    for at in 0..previous.len().saturating_sub(5) {
+        if &previous[at..at + 6] == b"@2.0.0" {
+            previous[at..at + 6].copy_from_slice(b"@1.0.0");
+            renamed += 1;
+        }
+    }
+    assert!(renamed > 0, "the shipped evaluator names its contract version");
+    match load_unpinned("previous", World::Evaluator, &previous, &PolicyOptions::default()).err() {
+        Some(error @ PolicyError::WrongWorld { .. }) => {
+            let message = error.to_string();
+            assert!(message.contains("effects:policy/evaluate@1.0.0"), "{message}");
+            assert!(message.contains("effects:policy/evaluate@2.0.0"), "{message}");
+        }
+        other => panic!("expected a wrong-world refusal, got {other:?}"),
+    }
+}
+
+#[test]
 fn a_component_built_for_the_wrong_world_is_refused() {
     // Run directly as a classifier...
     let error = refusal("wrong-world", World::Classifier, "an evaluator is not a classifier");
     assert_eq!(error.kind(), "wrong_world", "{error}");
-    assert!(error.to_string().contains("effects:policy/evaluate@1.0.0"), "{error}");
+    assert!(error.to_string().contains("effects:policy/evaluate@2.0.0"), "{error}");
     // ...and shipped under a classifier's name with a correct pin.
     let copy = PolicyCopy::new();
     let bytes = fixture("wrong-world");

@@ -69,6 +69,7 @@ pub fn ledger(effects: usize, files: usize) -> EvidenceLedger {
             }],
             external: false,
             no_op: false,
+            processes: false,
         }));
         records.push(VectorRecord::Outcome(VectorOutcome {
             at: None,

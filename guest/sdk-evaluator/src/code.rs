@@ -131,7 +131,9 @@ mod tests {
         assert_eq!(ObservationFlags::from_code(both.bits()), Some(both));
         assert_eq!(ObservationFlags::EXISTS.bits(), 1, "the first flag is bit 0");
         assert_eq!(ObservationFlags::from_code(1 << 4), None, "observation-flags has four flags");
-        assert_eq!(ClaimFlags::from_code(1 << 3), None, "claim-flags has three");
+        assert_eq!(ClaimFlags::PROCESSES.bits(), 1 << 3, "processes (2.0.0) follows the older bits");
+        assert_eq!(ClaimFlags::from_code(ClaimFlags::all().bits()), Some(ClaimFlags::all()));
+        assert_eq!(ClaimFlags::from_code(1 << 4), None, "claim-flags has four");
         assert_eq!(OutcomeFlags::from_code(OutcomeFlags::all().bits()), Some(OutcomeFlags::all()));
         assert_eq!(ResourceFlags::from_code(1 << 2), None);
     }

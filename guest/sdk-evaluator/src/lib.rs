@@ -1,4 +1,4 @@
-//! The evaluator world's bindings for `effects:policy@1.0.0`.
+//! The evaluator world's bindings for `effects:policy@2.0.0`.
 //!
 //! A separate crate from `effects-policy-sdk` because both worlds export the
 //! `types` interface (so that neither imports it) and wit-bindgen's export

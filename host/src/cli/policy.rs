@@ -139,7 +139,7 @@ fn inspect(file: &Path, json: bool) -> Result<ExitCode, Failure> {
         }
         print_json(&Inspected { file: file.display().to_string(), shape: &shape });
     } else {
-        let world = shape.world.map_or_else(|| "none of effects:policy@1.0.0".to_owned(), |w| w.to_string());
+        let world = shape.world.map_or_else(|| format!("none of {}", policy::WIT_PACKAGE), |w| w.to_string());
         let list = |names: &[String]| if names.is_empty() { "none".to_owned() } else { names.join(", ") };
         println!("file:    {}", file.display());
         println!("world:   {world}");

@@ -86,6 +86,7 @@ pub fn assemble(
                     obligations,
                     external: claim.external,
                     no_op: not_executed.contains(&position),
+                    processes: false,
                 }));
             }
             Record::Outcome(outcome) => {

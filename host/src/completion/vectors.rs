@@ -124,6 +124,9 @@ pub struct VectorClaim {
     /// Refused as a no-op.
     #[serde(default)]
     pub no_op: bool,
+    /// It ran processes (PROC-2; INV-2 keeps its window open until a CLEAN cleanup).
+    #[serde(default)]
+    pub processes: bool,
 }
 
 /// An obligation: exactly one of `content`, `content_sha256`, `absent`, `exists`.
@@ -379,6 +382,7 @@ impl Vector {
                         obligations,
                         external: claim.external,
                         no_op: claim.no_op,
+                        processes: claim.processes,
                     })
                 }
                 VectorRecord::Outcome(outcome) => EvidenceRecord::Outcome(OutcomeEvidence {

@@ -48,6 +48,11 @@ pub struct ClaimEvidence {
     pub external: bool,
     /// Refused as a no-op (INV-1 excludes it from invalidation).
     pub no_op: bool,
+    /// It ran processes (a command, a background job, a check) whose identity
+    /// the log records (PROC-2): its window (INV-2) closes only at a settled
+    /// outcome whose cleanup is CLEAN. Absent in JSON means false.
+    #[serde(default)]
+    pub processes: bool,
 }
 
 /// An outcome in the ledger.

@@ -1,4 +1,4 @@
-//! The one module that holds generated bindings for `effects:policy@1.0.0`, and
+//! The one module that holds generated bindings for `effects:policy@2.0.0`, and
 //! the explicit conversions between them and the crate's own [`crate::model`]
 //! types. Nothing generated is re-exported: the rest of the host sees only model
 //! types, and this file is where the WIT and the model are kept in step (a field
@@ -543,6 +543,9 @@ macro_rules! conversions {
                 if claim.scope.is_none() {
                     flags |= wit::ClaimFlags::UNKNOWN_SCOPE;
                 }
+                if claim.processes {
+                    flags |= wit::ClaimFlags::PROCESSES;
+                }
                 let run_id = self.repeating(Repeating::RunId, &claim.run_id);
                 let action_id = self.string(&claim.action_id);
                 let tool = self.repeating(Repeating::Tool, &claim.tool);
@@ -711,7 +714,8 @@ mod tests {
     use crate::model::{CleanupState, Coverage, Execution, Impact, JobLifecycle, Mechanism, ResourceRole};
 
     /// The last case of each enum the ledger carries as a `code`, and one bit
-    /// of each flags type, through one generation of the bindings.
+    /// of each flags type (two of claim-flags: `processes` came with 2.0.0,
+    /// after the others), through one generation of the bindings.
     macro_rules! codes {
         () => {
             (
@@ -728,6 +732,7 @@ mod tests {
                 [
                     wit::ResourceFlags::SNAPSHOT.code(),
                     wit::ClaimFlags::UNKNOWN_SCOPE.code(),
+                    wit::ClaimFlags::PROCESSES.code(),
                     wit::OutcomeFlags::DETACHED.code(),
                     wit::ObservationFlags::JOB_STATE.code(),
                 ],
@@ -748,7 +753,7 @@ mod tests {
             codes!()
         };
         assert_eq!(host, native);
-        assert_eq!(host, ([7, 6, 3, 3, 4, 1, 1, 2], [1 << 1, 1 << 2, 1 << 4, 1 << 3]));
+        assert_eq!(host, ([7, 6, 3, 3, 4, 1, 1, 2], [1 << 1, 1 << 2, 1 << 3, 1 << 4, 1 << 3]));
     }
 
     /// A string equal to the one before it in a repeating column is laid out

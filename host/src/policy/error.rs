@@ -107,8 +107,9 @@ pub enum PolicyError {
     /// host's contract: it was built against another shape of `wit/`.
     #[error(
         "component {component}: refused: it exports the {world} world's names, but its types are not this host's \
-         contract (effects:policy@1.0.0 in wit/policy.wit): {detail}. Rebuild it against this wit/ \
-         (`cargo xtask policies` for the shipped ones)"
+         contract ({} in wit/policy.wit): {detail}. Rebuild it against this wit/ \
+         (`cargo xtask policies` for the shipped ones)",
+        super::WIT_PACKAGE
     )]
     ContractMismatch {
         /// Component name.

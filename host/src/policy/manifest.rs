@@ -5,7 +5,7 @@
 //! Format (written by `cargo xtask policies`, read here):
 //!
 //! ```toml
-//! wit = "effects:policy@1.0.0"         # the contract the components were built for
+//! wit = "effects:policy@2.0.0"         # the contract the components were built for
 //! route = "debian"                      # toolchain route the pinned bytes come from
 //! toolchain = "rustc 1.96.0 ..."        # that toolchain's version line
 //!
@@ -28,7 +28,7 @@ use crate::digest::Sha256Digest;
 
 use super::WIT_PACKAGE;
 
-/// The worlds of `effects:policy@1.0.0`.
+/// The worlds of `effects:policy@2.0.0`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum World {
@@ -50,7 +50,8 @@ impl World {
     /// The fully qualified export names a component of this world carries:
     /// `types` (exported so that it is not imported) and the world's interface.
     pub fn export_names(self) -> [String; 2] {
-        ["effects:policy/types@1.0.0".to_owned(), format!("effects:policy/{}@1.0.0", self.interface())]
+        let (package, version) = WIT_PACKAGE.split_once('@').expect("a versioned package name");
+        [format!("{package}/types@{version}"), format!("{package}/{}@{version}", self.interface())]
     }
 }
 
@@ -212,7 +213,7 @@ mod tests {
             (manifest(&(classifier("a", r#"["x"]"#) + &classifier("b", r#"["x"]"#))), "served by both"),
             (manifest(&classifier("a", "[]")), "serves no tools"),
             (manifest(&classifier("a", r#"["x"]"#).replace("a.wasm", "../a.wasm")), "plain file name"),
-            (manifest(&classifier("a", r#"["x"]"#)).replace("1.0.0", "2.0.0"), "this host speaks"),
+            (manifest(&classifier("a", r#"["x"]"#)).replace("2.0.0", "1.0.0"), "this host speaks"),
             (manifest(&classifier("a", r#"["x"]"#)).replace(DIGEST, "abc"), "SHA-256"),
             (manifest(&classifier("a", r#"["x"]"#)) + "color = \"blue\"\n", "unknown field"),
         ];

@@ -1,7 +1,7 @@
 //! The sandboxed policy runtime (SPEC section 8, POL-1..5).
 //!
 //! Classification and completion evaluation are WebAssembly components behind
-//! the WIT contract `effects:policy@1.0.0` (`wit/policy.wit`). This module loads
+//! the WIT contract `effects:policy@2.0.0` (`wit/policy.wit`). This module loads
 //! them only by SHA-256 pin from a manifest, refuses any that import anything or
 //! export the wrong world, and calls them under fuel, a memory cap and a bounded
 //! stack. Guests get no authority at all: the linker is empty.
@@ -47,4 +47,4 @@ pub use set::{ComponentCheck, LoadedComponent, PolicyOptions, PolicySet, load_un
 pub use source::PolicySource;
 
 /// The WIT package every component must be built against.
-pub const WIT_PACKAGE: &str = "effects:policy@1.0.0";
+pub const WIT_PACKAGE: &str = "effects:policy@2.0.0";

@@ -5,6 +5,8 @@
 //! owned-record read, a remote readback), and only if it came after the claim
 //! settled. It decides only if it is FRESH and COMPLETE (CMP-3); otherwise the
 //! obligation is UNVERIFIED: there is no fallback to an earlier complete check.
+//! A check taken while the claim's own window is still open (its processes not
+//! known dead, INV-2) is UNSETTLED, so it decides nothing either.
 //! Job state, process ownership, browser sessions and receipts never verify
 //! (VER-3): they are not verifying mechanisms of any kind.
 

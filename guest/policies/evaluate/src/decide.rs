@@ -6,10 +6,13 @@
 //! depth of a location's ancestor chain per artifact or effect: no rule compares
 //! every effect with every other.
 //!
-//! Time is measured by an effect's **end**: its settled outcome's position, or
-//! "never" while it is attempted or RUNNING. An effect that was in flight when
-//! a write or a verifier happened may have changed things after it, so
-//! "after X" below means "ends after X", not "was claimed after X".
+//! Time is measured by an effect's **end**, where its window closes (INV-2,
+//! [`window_end`](crate::history::Claim::window_end)): its settled outcome's
+//! position, or "never" while it is attempted or RUNNING, and for an effect
+//! that ran processes, never unless it settled with cleanup CLEAN (survivors
+//! may still be changing things). An effect that was in flight when a write or
+//! a verifier happened may have changed things after it, so "after X" below
+//! means "ends after X", not "was claimed after X".
 
 use effects_evaluator_sdk::types::{Assessment, Execution, Reason, ReasonCode, Verdict};
 
@@ -176,9 +179,10 @@ fn execution_name(execution: Execution) -> &'static str {
     }
 }
 
-/// A claim's end: its settled outcome's position, or never (`u64::MAX`).
+/// A claim's end: where its window closes
+/// ([`window_end`](crate::history::Claim::window_end)), or never (`u64::MAX`).
 fn end(history: &History<'_>, claim: usize) -> u64 {
-    history.claims[claim].state.settled().map_or(u64::MAX, |s| s.position)
+    history.claims[claim].window_end().unwrap_or(u64::MAX)
 }
 
 impl<'h, 'a> Index<'h, 'a> {
@@ -372,7 +376,7 @@ impl<'h, 'a> Index<'h, 'a> {
         }
         match settled.execution {
             Execution::ReportedSuccess => {
-                if matches!(assessment, Some(Assessment::Verified)) || self.verifier_covers(loc, settled.position).is_some() {
+                if matches!(assessment, Some(Assessment::Verified)) || self.verifier_covers(loc, end(self.history, latest)).is_some() {
                     return;
                 }
                 reasons.push(reason(
@@ -571,6 +575,95 @@ impl<'h, 'a> Index<'h, 'a> {
                 self.claim_evidence(i),
                 Some(disclosure),
             ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use effects_evaluator_sdk::types::{CleanupState, Execution, ReasonCode, Verdict};
+
+    use crate::tables::tests::Built;
+
+    fn decided(built: &Built) -> (Verdict, Vec<ReasonCode>) {
+        let decision = crate::evaluate(&built.ledger).expect("a consistent ledger");
+        let mut codes: Vec<ReasonCode> = decision.reasons.iter().map(|r| r.code).collect();
+        codes.sort_by_key(|&c| c as u8);
+        (decision.verdict, codes)
+    }
+
+    /// A command with processes settled with `cleanup`, then a write of the
+    /// required `d/a.txt` read back as intended.
+    fn write_after_command(cleanup: CleanupState) -> Built {
+        let mut built = Built::new();
+        let command = built.command(true);
+        built.settle(command, Execution::ReportedSuccess, cleanup);
+        let write = built.write();
+        built.settle(write, Execution::ReportedSuccess, CleanupState::NotApplicable);
+        built.read();
+        built
+    }
+
+    #[test]
+    fn a_process_effect_not_known_dead_ends_never_so_a_later_write_is_unsettled() {
+        // CMP-2: it ends after the write, so it may have changed the file since.
+        for cleanup in [CleanupState::Failed, CleanupState::Unknown, CleanupState::NotApplicable] {
+            assert_eq!(
+                decided(&write_after_command(cleanup)),
+                (Verdict::Blocked, vec![ReasonCode::UnsettledArtifact, ReasonCode::UnverifiedArtifact]),
+                "{cleanup:?}"
+            );
+        }
+        assert_eq!(decided(&write_after_command(CleanupState::Clean)), (Verdict::Completed, vec![]));
+    }
+
+    /// A passing verifier and a command with (or without) processes settled
+    /// with cleanup UNKNOWN, in the order `command_first` says; no artifact.
+    fn verifier_and_command(command_first: bool, processes: bool) -> Built {
+        let mut built = Built::new();
+        built.ledger.required.clear();
+        if !command_first {
+            built.verifier(true);
+        }
+        let command = built.command(processes);
+        built.settle(command, Execution::ReportedSuccess, CleanupState::Unknown);
+        if command_first {
+            built.verifier(true);
+        }
+        built
+    }
+
+    #[test]
+    fn a_process_effect_not_known_dead_stales_a_verifier_before_or_after_its_outcome() {
+        // CMP-5: it ends never, so after any check.
+        for command_first in [false, true] {
+            assert_eq!(
+                decided(&verifier_and_command(command_first, true)),
+                (Verdict::Blocked, vec![ReasonCode::StaleVerifier]),
+                "command first: {command_first}"
+            );
+            assert_eq!(decided(&verifier_and_command(command_first, false)), (Verdict::Completed, vec![]));
+        }
+    }
+
+    #[test]
+    fn a_verifier_covers_a_change_only_once_every_process_effect_before_it_ended() {
+        // CMP-7: an unread write covered by a passing check after it, unless a
+        // command's processes may still be changing things.
+        for (cleanup, covered) in [(CleanupState::Clean, true), (CleanupState::Failed, false)] {
+            let mut built = Built::new();
+            let write = built.write();
+            built.settle(write, Execution::ReportedSuccess, CleanupState::NotApplicable);
+            let command = built.command(true);
+            built.settle(command, Execution::ReportedSuccess, cleanup);
+            built.verifier(true);
+            let (verdict, codes) = decided(&built);
+            if covered {
+                assert_eq!((verdict, codes), (Verdict::Completed, vec![]));
+            } else {
+                assert_eq!(verdict, Verdict::Blocked);
+                assert!(codes.contains(&ReasonCode::UnverifiedArtifact), "{codes:?}");
+            }
         }
     }
 }

@@ -1,8 +1,16 @@
 //! The ledger as a history: each claim's state (ATTEMPTED, RUNNING or settled,
-//! OUT-1, HIS-1) and each observation's freshness (INV-1..3).
+//! OUT-1, HIS-1), its window (INV-2, [`Claim::window_end`]) and each
+//! observation's freshness (INV-1..3).
 //!
-//! Cost: two passes over the records. The forward pass tracks which claims are
-//! still open (attempted or running) per location; the reverse pass tracks the
+//! A claim's window opens at the claim and closes at its settled outcome,
+//! except that an effect that ran processes (the `processes` claim flag,
+//! PROC-2) closes only when they are known dead: at a settled outcome whose
+//! cleanup is CLEAN. One that settled otherwise (cleanup FAILED, UNKNOWN, or an
+//! INTERRUPTED one whose recovery observed no cleanup) stays open for good. An
+//! in-process producer's effect (a file tool) ends with its executor.
+//!
+//! Cost: two passes over the records. The forward pass tracks which claims'
+//! windows are still open per location; the reverse pass tracks the
 //! nearest later claim and the later incarnations per location. Each record
 //! costs the depth of its locations' ancestor chains, never the number of other
 //! records, so a ledger of n effects is evaluated in O(n log n) at worst (the
@@ -48,6 +56,8 @@ pub struct Claim<'a> {
     pub external: bool,
     /// Recorded as refused (a no-op); see [`Claim::no_op`] for when it is believed.
     pub refused: bool,
+    /// It ran processes (PROC-2); see [`Claim::window_end`] for what that changes.
+    pub processes: bool,
     /// Its tool.
     pub tool: &'a str,
     /// Its exact scope, or `None` for unknown scope.
@@ -75,7 +85,8 @@ pub enum Freshness {
     Fresh,
     /// Invalidated by the record at this position (INV-1).
     Stale(u64),
-    /// An earlier overlapping effect was still attempted or running.
+    /// An earlier overlapping effect's window was still open: attempted,
+    /// running, or its processes not known dead ([`Claim::window_end`]).
     Unsettled,
 }
 
@@ -140,6 +151,24 @@ impl Claim<'_> {
         }
     }
 
+    /// INV-2: where the effect's window closes, `None` while it is open (or
+    /// never closes). It closes at the settled outcome, but an effect that ran
+    /// processes only when they are known dead: at a settled outcome whose
+    /// cleanup is CLEAN (NOT_EXECUTED ran none). Every rule that takes
+    /// settlement as the end of an effect asks this.
+    pub fn window_end(&self) -> Option<u64> {
+        match self.state {
+            State::Settled(s)
+                if !self.processes
+                    || matches!(s.cleanup, CleanupState::Clean)
+                    || matches!(s.execution, Execution::NotExecuted) =>
+            {
+                Some(s.position)
+            }
+            State::Attempted | State::Running(_) | State::Settled(_) => None,
+        }
+    }
+
     /// CMP-2: may this effect have changed state without settled evidence?
     pub fn unresolved(&self) -> bool {
         if self.no_op() {
@@ -147,6 +176,9 @@ impl Claim<'_> {
         }
         match (&self.state, self.targets.is_some()) {
             (State::Attempted | State::Running(_), _) => true,
+            // Settled, but its processes may still be alive and change things
+            // (INV-2), whatever its scope.
+            (State::Settled(_), _) if self.window_end().is_none() => true,
             (State::Settled(s), true) => match s.execution {
                 Execution::Interrupted | Execution::Cancelled | Execution::TimedOut => true,
                 Execution::Failed => s.mutation_attempted,
@@ -209,6 +241,7 @@ impl<'a> History<'a> {
                 position,
                 external: flags.contains(ClaimFlags::EXTERNAL),
                 refused: flags.contains(ClaimFlags::NO_OP),
+                processes: flags.contains(ClaimFlags::PROCESSES),
                 tool: tables.strings.get(claim_table.tool[i])?,
                 targets,
                 obligations,
@@ -300,8 +333,9 @@ impl<'a> History<'a> {
         Ok(history)
     }
 
-    /// INV-2, UNSETTLED: an earlier overlapping effect was attempted or running
-    /// when the observation was taken (forward pass over open claims).
+    /// INV-2, UNSETTLED: an earlier overlapping effect's window was open when
+    /// the observation was taken (forward pass over open claims: a claim
+    /// opens one, the outcome at its [`Claim::window_end`] closes it).
     fn mark_unsettled(&mut self, tables: &Tables<'_>, settles: &[usize]) {
         let n = self.locations.len();
         let (mut open_self, mut open_below) = (vec![0u32; n], vec![0u32; n]);
@@ -321,8 +355,7 @@ impl<'a> History<'a> {
                     let position = tables.ledger.outcomes.position[next_outcome];
                     let claim = &self.claims[settles[next_outcome]];
                     next_outcome += 1;
-                    let closes = matches!(claim.state.settled(), Some(s) if s.position == position);
-                    if closes && !claim.no_op() {
+                    if claim.window_end() == Some(position) && !claim.no_op() {
                         self.open(claim.targets, -1, &mut open_self, &mut open_below, &mut open_unknown);
                     }
                 }
@@ -445,8 +478,92 @@ fn outside_scope<'o, 'a>(scope: &[LocId], obligations: &'o [Obligation<'a>]) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tables::tests::ledger;
+    use crate::tables::tests::{Built, ledger};
     use effects_evaluator_sdk::types::EvidenceLedger;
+
+    /// A claim at 1 in `state`, with or without processes, of exact or unknown scope.
+    fn claim(processes: bool, exact: bool, state: State) -> Claim<'static> {
+        const TARGETS: &[LocId] = &[0];
+        Claim {
+            position: 1,
+            external: false,
+            refused: false,
+            processes,
+            tool: "bash",
+            targets: exact.then_some(TARGETS),
+            obligations: &[],
+            state,
+        }
+    }
+
+    fn settled(execution: Execution, cleanup: CleanupState) -> State {
+        State::Settled(Settled { position: 2, execution, cleanup, mutation_attempted: false })
+    }
+
+    #[test]
+    fn a_process_effect_s_window_closes_only_at_a_clean_settlement() {
+        use CleanupState as C;
+        use Execution as E;
+        for exact in [true, false] {
+            for execution in [E::ReportedSuccess, E::Failed, E::TimedOut, E::Cancelled, E::Interrupted] {
+                for cleanup in [C::NotApplicable, C::Clean, C::Failed, C::Unknown] {
+                    let state = settled(execution, cleanup);
+                    let why = format!("{execution:?} with cleanup {cleanup:?}, exact scope {exact}");
+                    // An in-process producer's effect ends with its settlement.
+                    assert_eq!(claim(false, exact, state).window_end(), Some(2), "{why}");
+                    let process = claim(true, exact, state);
+                    let clean = matches!(cleanup, C::Clean);
+                    assert_eq!(process.window_end(), clean.then_some(2), "{why}");
+                    // Its processes may still change things: unresolved (CMP-2).
+                    if !clean {
+                        assert!(process.unresolved(), "{why}");
+                    }
+                }
+            }
+            for state in [State::Attempted, State::Running(2)] {
+                assert_eq!(claim(false, exact, state).window_end(), None);
+                assert_eq!(claim(true, exact, state).window_end(), None);
+            }
+            // NOT_EXECUTED ran nothing: a no-op, closed, never unresolved.
+            let not_executed = claim(true, exact, settled(E::NotExecuted, C::NotApplicable));
+            assert_eq!(not_executed.window_end(), Some(2));
+            assert!(!not_executed.unresolved());
+        }
+        // A clean, successful command is resolved; without processes, an
+        // unknown cleanup of a successful command is too (as before 2.0.0).
+        assert!(!claim(true, false, settled(E::ReportedSuccess, C::Clean)).unresolved());
+        assert!(!claim(false, false, settled(E::ReportedSuccess, C::Unknown)).unresolved());
+        assert!(!claim(false, true, settled(E::ReportedSuccess, C::Failed)).unresolved());
+    }
+
+    /// The freshness of a read of `d/a.txt` written after a command that
+    /// settled with `execution` and `cleanup`, with or without processes.
+    fn read_after_command(processes: bool, execution: Execution, cleanup: CleanupState) -> Freshness {
+        let mut built = Built::new();
+        let command = built.command(processes);
+        built.settle(command, execution, cleanup);
+        let write = built.write();
+        built.settle(write, Execution::ReportedSuccess, CleanupState::NotApplicable);
+        built.read();
+        let tables = Tables::new(&built.ledger).expect("well-formed tables");
+        let history = History::build(&tables).expect("a consistent history");
+        history.observations[0].freshness
+    }
+
+    #[test]
+    fn a_read_after_a_process_effect_not_known_dead_is_unsettled() {
+        use CleanupState as C;
+        use Execution as E;
+        assert_eq!(read_after_command(true, E::ReportedSuccess, C::Failed), Freshness::Unsettled);
+        assert_eq!(read_after_command(true, E::ReportedSuccess, C::NotApplicable), Freshness::Unsettled);
+        assert_eq!(read_after_command(true, E::Interrupted, C::Unknown), Freshness::Unsettled);
+        assert_eq!(read_after_command(true, E::ReportedSuccess, C::Clean), Freshness::Fresh);
+        assert_eq!(read_after_command(true, E::Interrupted, C::Clean), Freshness::Fresh);
+        // Without processes (a file tool, an unbound tool) the window closed
+        // at settlement, whatever the cleanup says.
+        assert_eq!(read_after_command(false, E::ReportedSuccess, C::Failed), Freshness::Fresh);
+        assert_eq!(read_after_command(false, E::Interrupted, C::Unknown), Freshness::Fresh);
+    }
 
     #[test]
     fn an_outcome_settles_an_earlier_claim_only() {

@@ -540,6 +540,134 @@ pub(crate) mod tests {
         }
     }
 
+    /// `d/a.txt` (required), built record by record, each at the next
+    /// position: for the rules' tests. Claims name tool `write_file` or
+    /// `bash`, reads `read`, verifiers `cargo test`.
+    pub(crate) struct Built {
+        pub(crate) ledger: EvidenceLedger,
+        next: u64,
+    }
+
+    impl Built {
+        pub(crate) fn new() -> Self {
+            let mut ledger = ledger();
+            let strings = &mut ledger.strings;
+            for s in ["bash", "cargo test"] {
+                strings.text.push_str(s);
+                strings.ends.push(strings.text.len() as u32);
+            }
+            let obligations = ObligationTable { target: Vec::new(), kind: Vec::new(), digest: Vec::new() };
+            ledger.claims = ClaimTable {
+                position: Vec::new(),
+                run_id: Vec::new(),
+                action_id: Vec::new(),
+                tool: Vec::new(),
+                scope: Vec::new(),
+                scope_ends: Vec::new(),
+                dependencies: Vec::new(),
+                dependency_ends: Vec::new(),
+                obligations,
+                obligation_ends: Vec::new(),
+                flags: Vec::new(),
+            };
+            let o = &mut ledger.outcomes;
+            for column in [&mut o.position, &mut o.claim] {
+                column.clear();
+            }
+            for column in [&mut o.execution, &mut o.impact, &mut o.cleanup, &mut o.flags] {
+                column.clear();
+            }
+            let seen = &mut ledger.observations;
+            for column in [&mut seen.position, &mut seen.source_claim] {
+                column.clear();
+            }
+            for column in [&mut seen.resource, &mut seen.source_action, &mut seen.content_sha256] {
+                column.clear();
+            }
+            for column in [&mut seen.mechanism, &mut seen.coverage, &mut seen.job_state, &mut seen.flags] {
+                column.clear();
+            }
+            Built { ledger, next: 0 }
+        }
+
+        fn position(&mut self) -> u64 {
+            self.next += 1;
+            self.next
+        }
+
+        fn claim(&mut self, tool: u32, scope: &[u32], flags: ClaimFlags) -> u64 {
+            let position = self.position();
+            let c = &mut self.ledger.claims;
+            c.position.push(position);
+            c.run_id.push(2);
+            c.action_id.push(3);
+            c.tool.push(tool);
+            c.scope.extend_from_slice(scope);
+            c.scope_ends.push(c.scope.len() as u32);
+            c.dependency_ends.push(0);
+            for &target in scope {
+                c.obligations.target.push(target);
+                c.obligations.kind.push(PostconditionKind::Exists as u8);
+                c.obligations.digest.push(0);
+            }
+            c.obligation_ends.push(c.obligations.target.len() as u32);
+            c.flags.push(flags.bits());
+            position
+        }
+
+        /// A write of `d/a.txt` that must leave it existing.
+        pub(crate) fn write(&mut self) -> u64 {
+            self.claim(4, &[0], ClaimFlags::empty())
+        }
+
+        /// An unknown-scope command, with the `processes` flag if asked.
+        pub(crate) fn command(&mut self, processes: bool) -> u64 {
+            let flags = if processes { ClaimFlags::PROCESSES } else { ClaimFlags::empty() };
+            self.claim(6, &[], ClaimFlags::UNKNOWN_SCOPE | flags)
+        }
+
+        /// An outcome of `claim`.
+        pub(crate) fn settle(&mut self, claim: u64, execution: Execution, cleanup: CleanupState) -> u64 {
+            let position = self.position();
+            let impact =
+                if matches!(execution, Execution::NotExecuted) { Impact::None } else { Impact::Possible };
+            let o = &mut self.ledger.outcomes;
+            o.position.push(position);
+            o.claim.push(claim);
+            o.execution.push(execution as u8);
+            o.impact.push(impact as u8);
+            o.cleanup.push(cleanup as u8);
+            o.flags.push(OutcomeFlags::empty().bits());
+            position
+        }
+
+        /// A COMPLETE read of `d/a.txt` that finds it.
+        pub(crate) fn read(&mut self) -> u64 {
+            let position = self.position();
+            let seen = &mut self.ledger.observations;
+            seen.position.push(position);
+            seen.resource.push(0);
+            seen.mechanism.push(Mechanism::FilesystemRead as u8);
+            seen.coverage.push(Coverage::Complete as u8);
+            seen.source_action.push(5);
+            seen.source_claim.push(0);
+            seen.content_sha256.push(0);
+            seen.job_state.push(0);
+            seen.flags.push(ObservationFlags::EXISTS.bits());
+            position
+        }
+
+        /// A verifier run.
+        pub(crate) fn verifier(&mut self, passed: bool) -> u64 {
+            let position = self.position();
+            let run = &mut self.ledger.verifiers;
+            run.position.push(position);
+            run.command.push(7);
+            run.passed.push(passed);
+            position
+        }
+    }
+
     fn refusal(ledger: &EvidenceLedger) -> String {
         Tables::new(ledger).err().expect("the ledger is refused")
     }
@@ -640,8 +768,8 @@ pub(crate) mod tests {
         role.resources.role[0] = 5;
         assert!(refusal(&role).contains("resources.role: entry 0 is 5, which is no resource-role"));
         let mut bits = ledger();
-        bits.claims.flags[0] = 1 << 3;
-        assert!(refusal(&bits).contains("claims.flags: entry 0 is 8, which is no claim-flags"));
+        bits.claims.flags[0] = 1 << 4;
+        assert!(refusal(&bits).contains("claims.flags: entry 0 is 16, which is no claim-flags"));
         // A second observation, at 4, with a job state that is no case.
         let mut job = ledger();
         let seen = &mut job.observations;
