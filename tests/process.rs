@@ -188,3 +188,20 @@ fn a_supervisor_killed_from_outside_attests_no_cleanup() {
     let pid = produced.result.unwrap().pid;
     assert!(live_members(pid).is_empty(), "the group was swept");
 }
+
+#[test]
+fn a_descendant_that_kills_its_supervisor_during_teardown_is_never_called_gone() {
+    let (dir, root) = sealed();
+    // On SIGTERM the escaped child kills the (stopped) supervisor and starts
+    // a grandchild, which then goes to init, past the dying subreaper: the
+    // teardown cannot have seen the whole tree, so it attests nothing.
+    let script = r#"export SUP=$PPID; cat > child.sh <<'EOF'
+trap 'kill -KILL $SUP; (sh -c "sleep 2; echo bad > late.txt" &); exit' TERM
+echo ready > ready
+while :; do sleep 0.01; done
+EOF
+setsid bash child.sh >/dev/null 2>&1 & while [ ! -e ready ]; do sleep 0.01; done"#;
+    let produced = go(&root, &bash(script, 10_000));
+    assert_ne!(produced.facts.teardown_dead, Some(true), "{:?}", produced.facts);
+    assert!(dir.path().join("ready").exists());
+}

@@ -207,6 +207,7 @@ fn the_next_process_tears_down_what_a_killed_session_left_running() {
         log.iter().filter(|r| r["kind"] == "outcome" && r["record"]["outcome"]["recovery"] == true).collect();
     assert_eq!(recovered.len(), 1, "{log:#?}");
     assert_eq!(recovered[0]["execution"], "INTERRUPTED");
+    assert_eq!(recovered[0]["record"]["outcome"]["outcome"]["cleanup"], "clean", "{:#}", recovered[0]);
     std::thread::sleep(Duration::from_millis(300));
     let content = std::fs::read_to_string(s.root.join("a.txt")).unwrap();
     let decision = steps.last().unwrap();
@@ -409,4 +410,30 @@ fn a_command_whose_processes_are_not_known_dead_keeps_its_window_open() {
     );
     assert_eq!(clean[0]["outcome"]["cleanup"], "clean");
     assert_eq!(clean[3]["verdict"], "COMPLETED", "{:#}", clean[3]);
+}
+
+#[test]
+fn a_killed_session_whose_supervisor_died_too_keeps_the_window_open() {
+    let s = session();
+    // The session and its command's whole group (the supervisor included)
+    // are killed: recovery can observe nothing, so the command's window
+    // stays open and a later write cannot be COMPLETED over it (INV-2).
+    let (run, _) = s.kill_mid_step(&script(&[&bash("echo $PPID > pgid; sleep 60", 120_000)]), "pgid");
+    let steps = ok(&s, &[&write("a.txt", "good\n"), &read("a.txt"), &complete(&["a.txt"])], &["--run", &run]);
+    let log = records(&s, &run);
+    let recovered =
+        log.iter().find(|r| r["kind"] == "outcome" && r["record"]["outcome"]["recovery"] == true).unwrap();
+    assert_eq!(recovered["record"]["outcome"]["outcome"]["cleanup"], "unknown", "{recovered:#}");
+    assert_eq!(steps.last().unwrap()["verdict"], "BLOCKED", "{:#}", steps.last().unwrap());
+}
+
+#[test]
+fn a_decision_taken_before_the_run_had_a_log_is_stale_after_a_claim() {
+    let s = session();
+    std::fs::write(s.root.join("a.txt"), "a\n").unwrap();
+    let steps = ok(&s, &[&read("a.txt"), &complete(&["a.txt"]), &write("a.txt", "b\n")], &["--new-run", "x"]);
+    assert_eq!(steps[1]["recorded"], Value::Null, "a read-only run had no log to record it in");
+    let summary = steps.last().unwrap();
+    assert!(summary.get("verdict").is_none(), "{summary:#}");
+    assert_eq!(summary["last_decision"]["stale"], true, "{summary:#}");
 }

@@ -15,9 +15,10 @@
 //! (so the whole tree was beneath it) and `/proc` then shows every descendant
 //! gone; FAILED when something survived; UNKNOWN when the supervisor was
 //! already gone (a process may have escaped with it), which keeps the
-//! effect's window open (INV-2). A claim without processes ran none (its
-//! command never passed its gate, or it was no command) and is UNKNOWN as
-//! every recovered claim was before.
+//! effect's window open (INV-2). A claim without a processes record ran no
+//! command of ours (the record is durable before the gate opens; recovery
+//! reads the log again before it settles a claim judged without one), and is
+//! UNKNOWN as every recovered claim was before.
 
 use std::time::Duration;
 

@@ -49,14 +49,22 @@ pub fn assemble(
 ) -> EvidenceLedger {
     let mut resources = Resources::default();
     let required = required.iter().map(|r| resources.of(r)).collect();
-    // INV-1's no-op: an effect whose backend never ran changed nothing.
-    let not_executed: HashSet<Position> = history
-        .iter()
-        .filter_map(|framed| match &framed.record {
-            Record::Outcome(o) if o.outcome.execution == Execution::NotExecuted => Some(o.claim),
-            _ => None,
-        })
-        .collect();
+    // INV-1's no-op: an effect whose backend never ran changed nothing. And
+    // INV-2's process effects: claims whose commands' processes the log
+    // records (PROC-2), whose windows close only once those are known dead.
+    let mut not_executed: HashSet<Position> = HashSet::new();
+    let mut processes: HashSet<Position> = HashSet::new();
+    for framed in history {
+        match &framed.record {
+            Record::Outcome(o) if o.outcome.execution == Execution::NotExecuted => {
+                not_executed.insert(o.claim);
+            }
+            Record::Processes(p) => {
+                processes.insert(p.claim);
+            }
+            _ => {}
+        }
+    }
     let next = history.last().map_or(0, |framed| framed.position + 1);
     let all = history
         .iter()
@@ -86,7 +94,7 @@ pub fn assemble(
                     obligations,
                     external: claim.external,
                     no_op: not_executed.contains(&position),
-                    processes: false,
+                    processes: processes.contains(&position),
                 }));
             }
             Record::Outcome(outcome) => {

@@ -43,7 +43,7 @@ pub enum Recovery {
     Alive,
     /// Its executor is dead: the claim is recorded INTERRUPTED with the
     /// cleanup recovery observed of its processes (PROC-2): CLEAN only when
-    /// every one is known gone, NOT_APPLICABLE when it ran none.
+    /// every one is known gone; UNKNOWN when nothing could be observed.
     Dead {
         /// The cleanup observed.
         cleanup: CleanupState,
@@ -452,11 +452,33 @@ impl<S: Storage> EffectLog<S> {
     ) -> Result<Vec<Position>, LogError> {
         self.with_lock(LockKind::Shared, |log| log.merge(false).map(drop))?;
         let mut candidates: Vec<(Position, String, Record)> = Vec::new();
+        let mut judged_without_processes = Vec::new();
         for claim in self.history.unsettled_claims() {
             let framed = &self.records[claim as usize];
             let Record::Claim(record) = &framed.record else { continue };
-            if let Recovery::Dead { cleanup } = judge(record, self.processes_of(claim)) {
+            let processes = self.processes_of(claim);
+            if let Recovery::Dead { cleanup } = judge(record, processes) {
+                if processes.is_none() {
+                    judged_without_processes.push(candidates.len());
+                }
                 candidates.push((claim, framed.run_id.clone(), Record::Outcome(interrupted(claim, cleanup))));
+            }
+        }
+        // A dead executor may have recorded its command's processes after the
+        // merge above and before it died: read again, and judge those claims
+        // again with their processes, so their survivors are torn down.
+        if !judged_without_processes.is_empty() {
+            self.with_lock(LockKind::Shared, |log| log.merge(false).map(drop))?;
+            for index in judged_without_processes {
+                let claim = candidates[index].0;
+                let (Some(processes), Record::Claim(record)) =
+                    (self.processes_of(claim), &self.records[claim as usize].record)
+                else {
+                    continue;
+                };
+                if let Recovery::Dead { cleanup } = judge(record, Some(processes)) {
+                    candidates[index].2 = Record::Outcome(interrupted(claim, cleanup));
+                }
             }
         }
         if candidates.is_empty() {

@@ -10,7 +10,8 @@
 //!   written durably once the process exists;
 //! - `job-<generation>.exit`: the supervisor's standard output, to which it
 //!   prints the command's exit status when the command ends (the command's own
-//!   output goes to `job-<generation>.out`, so it cannot write here);
+//!   output goes to `job-<generation>.out`; without confinement (ID-6) a
+//!   same-user command could still reach this file through `/proc`);
 //! - `job-<generation>.killed`: written (durably) before a kill signals the
 //!   group.
 //!

@@ -254,6 +254,20 @@ pub fn teardown(leader: &ProcessIdentity, grace: Duration) -> Option<Vec<u32>> {
     // Stopped, the supervisor forks nothing more (its own wait loop) and
     // reaps nothing, yet stays the subreaper every orphan of the tree goes to.
     signal(pid, Signal::STOP);
+    // SIGSTOP is delivered asynchronously: wait until it has stopped, so the
+    // walk below sees a tree nothing can leave any more.
+    let stopped =
+        |_: ()| procfs::stat_of(pid).is_some_and(|s| s.stopped && s.start_token == leader.start_token);
+    let deadline = Instant::now() + Duration::from_secs(1);
+    let mut pause = Duration::from_micros(50);
+    while !stopped(()) {
+        if Instant::now() >= deadline || !procfs::is_alive(leader) {
+            signal(pid, Signal::KILL);
+            return None;
+        }
+        thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(10));
+    }
     let remaining = |_: ()| -> Vec<u32> {
         // Fast path: a subreaper whose children are all zombies has no live
         // descendants, if the list is the same when read again (a child
@@ -297,7 +311,7 @@ pub fn teardown(leader: &ProcessIdentity, grace: Duration) -> Option<Vec<u32>> {
     // The walk saw the whole tree only if the supervisor was its subreaper
     // all along: still this process, still stopped. A descendant that killed
     // it (from a signal handler, say) may have sent a child past it to init.
-    let held = procfs::stat_of(pid).is_some_and(|s| s.stopped && s.start_token == leader.start_token);
+    let held = stopped(());
     signal(pid, Signal::KILL);
     held.then_some(left)
 }

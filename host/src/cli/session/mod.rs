@@ -400,16 +400,20 @@ fn tool_step(
     report
 }
 
-/// The first evidence record after position `at` in the run's lineage (any
-/// process's), if there is one: then a decision recorded at `at` is stale
-/// (CMP-12).
-fn later_evidence(ledger: &mut Ledger, run: &Run, at: u64) -> Option<u64> {
-    let history = ledger.history(&run.lineage).ok()?;
+/// Why a decision recorded at `at` (`None`: not recorded, the run had no
+/// log then) is no longer current (CMP-12): the first evidence record after
+/// it in the run's lineage, by any process; or that the log cannot be read,
+/// so currency cannot be shown. `None` when it is current.
+fn stale_since(ledger: &mut Ledger, run: &Run, at: Option<u64>) -> Option<String> {
+    let history = match ledger.history(&run.lineage) {
+        Ok(history) => history,
+        Err(error) => return Some(format!("the log cannot be read to check ({error})")),
+    };
     history
         .iter()
-        .skip_while(|framed| framed.position <= at)
+        .filter(|framed| at.is_none_or(|at| framed.position > at))
         .find(|framed| !matches!(framed.record, effect_ledger::log::Record::Decision(_)))
-        .map(|framed| framed.position)
+        .map(|framed| format!("#{}", framed.position))
 }
 
 impl SessionArgs {
@@ -509,8 +513,8 @@ impl SessionArgs {
             (claims > 0 || self.run.is_some()).then(|| format!("{display_data}/effects/{}.log", run.lineage));
         // CMP-12: the last decision is current only if nothing was recorded
         // after it, by this process or any other on the lineage.
-        let stale_since = match decision.as_ref().and_then(|d| d["recorded"].as_u64()) {
-            Some(at) => later_evidence(&mut ledger, &run, at),
+        let stale_since = match &decision {
+            Some(decision) => stale_since(&mut ledger, &run, decision["recorded"].as_u64()),
             None => None,
         };
         let mut summary = json!({ "summary": {
@@ -537,10 +541,9 @@ impl SessionArgs {
         } else {
             if let (Some(since), Some(Value::Object(fields))) = (stale_since, &decision) {
                 println!(
-                    "the last decision ({} at #{}) is STALE: evidence was recorded after it (#{since}); \
+                    "the last decision ({}) is STALE: evidence was recorded after it ({since}); \
                      decide again before presenting it",
                     fields.get("verdict").and_then(Value::as_str).unwrap_or_default(),
-                    fields.get("recorded").map(Value::to_string).unwrap_or_default(),
                 );
             }
             println!(
