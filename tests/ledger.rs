@@ -213,3 +213,31 @@ fn recovery_settles_the_claims_of_dead_executors_only() {
     live.wait().unwrap();
     assert_eq!(second.recover(&continued.lineage).unwrap(), vec![lives]);
 }
+
+#[test]
+fn two_processes_starting_one_run_beneath_different_roots_cannot_both_claim() {
+    // ID-5 under the writer's lock: both pass `new_run` (no log yet), then
+    // the second root's claim is refused by the log itself, and never runs.
+    let setup = setup();
+    let other_root = setup.root.parent().unwrap().join("other");
+    std::fs::create_dir_all(&other_root).unwrap();
+    let mut here = ledger(&setup);
+    let data = Dir::open_ambient_dir(&setup.data, ambient_authority()).unwrap();
+    let sealed = SealedRoot::new(
+        Dir::open_ambient_dir(&other_root, ambient_authority()).unwrap(),
+        "other",
+        "workspace",
+        "agent",
+        ControlPlane::default(),
+    )
+    .unwrap();
+    let policies = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default()).unwrap();
+    let mut there = Ledger::new(LedgerConfig::new(data, "data", sealed, policies));
+    let (a, b) = (here.new_run("x").unwrap(), there.new_run("x").unwrap());
+    let input = json!({ "path": "a.txt", "content": "a\n" });
+    run_now(here.dispatch(&a, "write_file", &input, "r1"));
+    match there.dispatch(&b, "write_file", &input, "r2") {
+        Dispatch::Blocked(reason) => assert!(reason.contains("ID-5"), "{reason}"),
+        other => panic!("a claim beneath another root was not refused: {other:?}"),
+    }
+}

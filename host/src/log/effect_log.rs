@@ -250,7 +250,7 @@ impl<S: Storage> EffectLog<S> {
         let mut accepted = Vec::new();
         let mut results: Vec<Result<Position, LogError>> = Vec::with_capacity(batch.len());
         for (run_id, record) in batch {
-            if let Err(source) = self.history.admit(record) {
+            if let Err(source) = self.history.admit(run_id, record) {
                 results.push(Err(LogError::Rejected { path: self.path.clone(), source }));
                 continue;
             }

@@ -11,7 +11,12 @@
 //!   and is always INTERRUPTED;
 //! - an observation's source claim, when named, is an earlier claim;
 //! - a command's processes (PROC-2) are recorded once, for an earlier claim
-//!   with no outcome yet: the identity is durable before the command runs.
+//!   with no outcome yet: the identity is durable before the command runs;
+//! - a run's claims all record the same sealed root (ID-5): the root of its
+//!   first claim that records one. Checked under the writer's lock, so two
+//!   processes starting one run beneath different roots cannot both claim.
+
+use std::collections::HashMap;
 
 use crate::model::Execution;
 
@@ -89,6 +94,23 @@ pub enum HistoryError {
         /// What is wrong.
         why: &'static str,
     },
+    /// A claim beneath another root than its run's (ID-5).
+    #[error(
+        "claim of run {run} records the root device {device} inode {inode}, but the run works beneath device \
+         {run_device} inode {run_inode} (ID-5)"
+    )]
+    OtherRoot {
+        /// The run.
+        run: String,
+        /// The claim's root.
+        device: u64,
+        /// The claim's root.
+        inode: u64,
+        /// The run's root.
+        run_device: u64,
+        /// The run's root.
+        run_inode: u64,
+    },
     /// A recovery outcome that is not INTERRUPTED.
     #[error("recovery outcome for claim {claim} is {execution:?}; recovery only writes INTERRUPTED (LOG-7)")]
     RecoveryNotInterrupted {
@@ -116,14 +138,18 @@ fn describe(state: ClaimState) -> &'static str {
 #[derive(Debug, Clone, Default)]
 pub struct History {
     slots: Vec<Slot>,
+    /// Each run's root (device, inode), from its first claim that records one.
+    roots: HashMap<String, (u64, u64)>,
     journal: Option<Journal>,
 }
 
-/// Changes since `begin`: the length then, and each overwritten slot.
+/// Changes since `begin`: the length then, each overwritten slot, and the
+/// runs whose root was first seen.
 #[derive(Debug, Clone, Default)]
 struct Journal {
     len: usize,
     overwritten: Vec<(usize, Slot)>,
+    rooted: Vec<String>,
 }
 
 impl History {
@@ -162,14 +188,33 @@ impl History {
         })
     }
 
-    /// Checks `record` as the next record, without admitting it.
-    pub fn check(&self, record: &Record) -> Result<(), HistoryError> {
+    /// Checks `record` of `run_id` as the next record, without admitting it.
+    pub fn check(&self, run_id: &str, record: &Record) -> Result<(), HistoryError> {
+        self.check_root(run_id, record)?;
         self.next_state(record).map(drop)
+    }
+
+    /// ID-5: a claim's root is its run's.
+    fn check_root(&self, run_id: &str, record: &Record) -> Result<(), HistoryError> {
+        let Record::Claim(claim) = record else { return Ok(()) };
+        let (Some(root), Some(&(run_device, run_inode))) = (&claim.root, self.roots.get(run_id)) else {
+            return Ok(());
+        };
+        if (root.device, root.inode) == (run_device, run_inode) {
+            return Ok(());
+        }
+        Err(HistoryError::OtherRoot {
+            run: run_id.to_owned(),
+            device: root.device,
+            inode: root.inode,
+            run_device,
+            run_inode,
+        })
     }
 
     /// Starts journaling changes, for a [`History::rollback`].
     pub fn begin(&mut self) {
-        self.journal = Some(Journal { len: self.slots.len(), overwritten: Vec::new() });
+        self.journal = Some(Journal { len: self.slots.len(), overwritten: Vec::new(), rooted: Vec::new() });
     }
 
     /// Keeps every change since [`History::begin`].
@@ -184,12 +229,25 @@ impl History {
                 self.slots[index] = slot;
             }
             self.slots.truncate(journal.len);
+            for run in journal.rooted {
+                self.roots.remove(&run);
+            }
         }
     }
 
-    /// Checks and admits `record` as the next record.
-    pub fn admit(&mut self, record: &Record) -> Result<(), HistoryError> {
+    /// Checks and admits `record` of `run_id` as the next record.
+    pub fn admit(&mut self, run_id: &str, record: &Record) -> Result<(), HistoryError> {
+        self.check_root(run_id, record)?;
         let update = self.next_state(record)?;
+        if let Record::Claim(claim) = record
+            && let Some(root) = &claim.root
+            && !self.roots.contains_key(run_id)
+        {
+            self.roots.insert(run_id.to_owned(), (root.device, root.inode));
+            if let Some(journal) = &mut self.journal {
+                journal.rooted.push(run_id.to_owned());
+            }
+        }
         if let Some((claim, state)) = update {
             let index = claim as usize;
             if let Some(journal) = &mut self.journal {
@@ -337,39 +395,66 @@ mod tests {
     #[test]
     fn processes_are_recorded_once_and_only_before_the_outcome() {
         let mut history = History::new();
-        history.admit(&claim()).unwrap();
+        history.admit("r", &claim()).unwrap();
         assert!(!history.has_processes(0));
-        history.admit(&processes(0)).unwrap();
+        history.admit("r", &processes(0)).unwrap();
         assert!(history.has_processes(0));
-        assert!(matches!(history.check(&processes(0)), Err(HistoryError::ProcessesOutOfPlace { .. })));
-        assert!(matches!(history.check(&processes(1)), Err(HistoryError::NoSuchClaim { claim: 1 })));
-        history.admit(&settle(0, Execution::ReportedSuccess)).unwrap();
+        assert!(matches!(history.check("r", &processes(0)), Err(HistoryError::ProcessesOutOfPlace { .. })));
+        assert!(matches!(history.check("r", &processes(1)), Err(HistoryError::NoSuchClaim { claim: 1 })));
+        history.admit("r", &settle(0, Execution::ReportedSuccess)).unwrap();
         assert!(history.has_processes(0), "settling keeps the processes mark");
-        history.admit(&claim()).unwrap();
-        history.admit(&settle(3, Execution::Failed)).unwrap();
-        assert!(matches!(history.check(&processes(3)), Err(HistoryError::ProcessesOutOfPlace { .. })));
+        history.admit("r", &claim()).unwrap();
+        history.admit("r", &settle(3, Execution::Failed)).unwrap();
+        assert!(matches!(history.check("r", &processes(3)), Err(HistoryError::ProcessesOutOfPlace { .. })));
         history.begin();
-        history.admit(&claim()).unwrap();
-        history.admit(&processes(5)).unwrap();
+        history.admit("r", &claim()).unwrap();
+        history.admit("r", &processes(5)).unwrap();
         history.rollback();
         assert_eq!(history.len(), 5);
+    }
+
+    fn claim_beneath(inode: u64) -> Record {
+        let Record::Claim(claim) = claim() else { unreachable!() };
+        let root = crate::model::FilesystemRoot {
+            scope: "s".into(),
+            owner: "o".into(),
+            path: "/r".into(),
+            device: 1,
+            inode,
+        };
+        Record::Claim(ClaimRecord { root: Some(root), ..claim })
+    }
+
+    #[test]
+    fn a_run_keeps_the_root_of_its_first_claim() {
+        let mut history = History::new();
+        history.admit("x", &claim()).unwrap(); // a claim from before roots were recorded
+        history.admit("x", &claim_beneath(7)).unwrap();
+        history.admit("x", &claim_beneath(7)).unwrap();
+        assert!(matches!(history.check("x", &claim_beneath(8)), Err(HistoryError::OtherRoot { .. })));
+        history.admit("y", &claim_beneath(8)).unwrap(); // another run, another root
+        // A tentative first claim's root is forgotten with its batch.
+        history.begin();
+        history.admit("z", &claim_beneath(9)).unwrap();
+        history.rollback();
+        history.admit("z", &claim_beneath(10)).unwrap();
     }
 
     #[test]
     fn rollback_undoes_a_tentative_batch_exactly() {
         let mut history = History::new();
-        history.admit(&claim()).unwrap();
-        history.admit(&settle(0, Execution::Running)).unwrap();
+        history.admit("r", &claim()).unwrap();
+        history.admit("r", &settle(0, Execution::Running)).unwrap();
         history.begin();
-        history.admit(&claim()).unwrap();
-        history.admit(&settle(0, Execution::ReportedSuccess)).unwrap();
+        history.admit("r", &claim()).unwrap();
+        history.admit("r", &settle(0, Execution::ReportedSuccess)).unwrap();
         assert_eq!(history.claim_state(0), Some(ClaimState::Settled(Execution::ReportedSuccess)));
         history.rollback();
         assert_eq!(history.len(), 2);
         assert_eq!(history.claim_state(0), Some(ClaimState::Running));
         assert_eq!(history.unsettled_claims().count(), 0);
         history.begin();
-        history.admit(&claim()).unwrap();
+        history.admit("r", &claim()).unwrap();
         history.commit();
         history.rollback(); // nothing journaled any more
         assert_eq!(history.len(), 3);

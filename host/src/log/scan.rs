@@ -47,7 +47,7 @@ pub fn scan(
         let position = history.len();
         let defect = |reason: String| Defect { line: position + 1, offset: base + start as u64, reason };
         let framed = frame::decode(line, position, &last_check, key).map_err(|e| defect(e.to_string()))?;
-        history.admit(&framed.record).map_err(|e| defect(e.to_string()))?;
+        history.admit(&framed.run_id, &framed.record).map_err(|e| defect(e.to_string()))?;
         last_check = framed.check;
         records.push(framed);
         start += newline + 1;
