@@ -97,23 +97,9 @@ impl DecideArgs {
         })?;
         let recorded = recorded_root(&data_dir, &self.run)?;
         let root = match (&self.root, &recorded) {
-            (Some(root), Some(recorded)) => {
-                let metadata = std::fs::metadata(root)
-                    .map_err(|e| bad(anyhow!("cannot read the root {}: {e}", root.display())))?;
-                if (metadata.dev(), metadata.ino()) != (recorded.device, recorded.inode) {
-                    return Err(bad(anyhow!(
-                        "run {} works beneath {} (device {}, inode {}), not beneath {}: a run is decided in \
-                         its own root (ID-5); leave out --root",
-                        self.run,
-                        recorded.path,
-                        recorded.device,
-                        recorded.inode,
-                        root.display()
-                    )));
-                }
-                root.clone()
-            }
-            (Some(root), None) => root.clone(),
+            // Another root than the recorded one is refused when the run is
+            // continued (ID-5, `Ledger::continue_run`).
+            (Some(root), _) => root.clone(),
             (None, Some(recorded)) => {
                 let path = PathBuf::from(&recorded.path);
                 let metadata = std::fs::metadata(&path).map_err(|e| {

@@ -122,7 +122,14 @@ fn produce(
         return (produced.facts, produced.result.map(|job| format!("started background job {job}")));
     }
     if matches!(tool, "bash" | "python") {
-        return produce_command(ledger, run, tool, input, dispatched);
+        let timeout =
+            Duration::from_millis(input.get("timeout_ms").and_then(Value::as_u64).unwrap_or(60_000));
+        return produce_command(
+            ledger,
+            run,
+            dispatched,
+            &ProcessRequest::new(tool, text("command"), timeout),
+        );
     }
     let ledger: &Ledger = ledger;
     let root = ledger.root().dir();
@@ -179,14 +186,11 @@ fn produce(
 fn produce_command(
     ledger: &mut Ledger,
     run: &Run,
-    tool: &str,
-    input: &Value,
     dispatched: &Dispatched,
+    request: &ProcessRequest,
 ) -> (ProducerFacts, Result<String, String>) {
-    let text = |key: &str| input.get(key).and_then(Value::as_str).unwrap_or_default();
-    let timeout = Duration::from_millis(input.get("timeout_ms").and_then(Value::as_u64).unwrap_or(60_000));
-    let request = ProcessRequest::new(tool, text("command"), timeout);
-    let produced = ledger.run_command(run, dispatched, &request);
+    let timeout = request.timeout;
+    let produced = ledger.run_command(run, dispatched, request);
     let facts = produced.facts.clone();
     let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).trim_end().to_owned();
     let result = produced.result.and_then(|ran| {
