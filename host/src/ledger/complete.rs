@@ -64,10 +64,11 @@ impl Ledger {
         required: &[String],
         answer: &str,
     ) -> Result<Completion, CompleteError> {
+        // Claims of executors that died since the log was opened (LOG-7).
+        self.recover(&run.lineage)?;
         // Launches whose jobs have ended are settled first (the monitor). If
         // that fails the decision is still taken: an unsettled launch only
         // makes it more cautious (CMP-2, CMP-8).
-        self.recover(&run.lineage)?;
         if let Err(error) = self.monitor(run) {
             tracing::warn!("the monitor could not settle finished launches: {error}");
         }

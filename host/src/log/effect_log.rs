@@ -350,9 +350,7 @@ impl<S: Storage> EffectLog<S> {
         let records: Vec<Record> = observations.into_iter().map(Record::Observation).collect();
         let batch: Vec<(&str, &Record)> = records.iter().map(|record| (run_id, record)).collect();
         let result: Result<Vec<Position>, LogError> = self.append_batch(&batch).into_iter().collect();
-        if result.is_err() {
-            self.degraded.insert(run_id.to_owned());
-        }
+        self.mark_degraded_on_failure(run_id, &result);
         result
     }
 
@@ -391,7 +389,7 @@ impl<S: Storage> EffectLog<S> {
         self.append(run_id, &Record::Decision(decision))
     }
 
-    fn mark_degraded_on_failure(&mut self, run_id: &str, result: &Result<Position, LogError>) {
+    fn mark_degraded_on_failure<T>(&mut self, run_id: &str, result: &Result<T, LogError>) {
         if result.is_err() {
             self.degraded.insert(run_id.to_owned());
         }

@@ -3,8 +3,9 @@
 //! `bg_job` rows; ID-2 `background_job`).
 //!
 //! A job is one command started under its supervisor (`supervisor.rs`: a
-//! child subreaper leading a new process group) and left running; its **job record** lives in the data
-//! dir's `effects/jobs/` (control plane, never reachable from a tool path):
+//! child subreaper leading a new process group) and left running; its **job
+//! record** lives in the data dir's `effects/jobs/` (control plane, never
+//! reachable from a tool path):
 //!
 //! - `job-<generation>.json`: who it is (pid, start token, launch claim),
 //!   written durably once the process exists;
@@ -18,9 +19,9 @@
 //! **The gate.** The supervisor waits for one line on its standard input
 //! before it runs the command. The launcher writes it only once the job's
 //! processes (PROC-2) and the launch's RUNNING outcome are durable
-//! ([`Gate::open`]); if the launcher dies first, or its outcome is refused
-//! (another process recovered the claim as INTERRUPTED), the socket closes
-//! unopened and the command never runs. So a command runs only
+//! ([`Gate::open`]); if the launcher dies first (and another process then
+//! recovers the claim as INTERRUPTED), or either record is refused, the
+//! socket closes unopened and the command never runs. So a command runs only
 //! under a RUNNING launch the ledger can settle, never behind a claim that is
 //! already settled.
 //!
@@ -28,8 +29,9 @@
 //! supervisor is alive (same PID and start token, not a zombie; it stays
 //! while anything the command started lives, since it is their subreaper) or
 //! any process of its group is, the job is RUNNING, whatever its files say (a
-//! command can write into them). Once all of it is gone: an exit line means EXITED; a kill marker means KILLED; neither means
-//! LOST (it died without a word, e.g. killed from outside or by a crash).
+//! command can write into them). Once all of it is gone: an exit line means
+//! EXITED; a kill marker means KILLED; neither means LOST (it died without a
+//! word, e.g. killed from outside or by a crash).
 //! Nothing here needs the process that launched the job to be alive.
 //!
 //! The exit and output files are not fsynced: after a machine crash a job

@@ -136,8 +136,7 @@ pub fn start(root: &SealedRoot, request: &ProcessRequest) -> Result<Pending, Str
     let status = match supervised.status() {
         Ok(status) => status,
         Err(error) => {
-            supervisor::teardown(&supervised.leader.identity, Duration::ZERO);
-            let _ = supervised.child.wait();
+            supervised.abandon();
             return Err(format!("cannot watch {}: {error}", request.tool));
         }
     };
@@ -168,9 +167,8 @@ pub fn run(
 impl Drop for Pending {
     fn drop(&mut self) {
         // Never run: the supervisor leaves at its closed gate; make sure of it.
-        if let Some(mut supervised) = self.supervised.take() {
-            supervisor::teardown(&supervised.leader.identity, Duration::ZERO);
-            let _ = supervised.child.wait();
+        if let Some(supervised) = self.supervised.take() {
+            supervised.abandon();
         }
     }
 }

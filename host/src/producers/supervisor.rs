@@ -215,6 +215,13 @@ impl Supervised {
         self.control.write_all(b"go\n")
     }
 
+    /// Abandons a supervisor whose command must never run: tears down what
+    /// there is of it and reaps it.
+    pub fn abandon(mut self) {
+        teardown(&self.leader.identity, Duration::ZERO);
+        let _ = self.child.wait();
+    }
+
     /// A thread that delivers the foreground command's exit status (as the
     /// supervisor's `$?` saw it: 128 + N for a signal N) or `None` when the
     /// supervisor died or closed without saying.
@@ -238,8 +245,25 @@ fn signal(pid: u32, signal: Signal) {
     }
 }
 
-/// PROC-1 teardown of the tree beneath the supervisor `leader` (alive now,
-/// identity checked by the caller): stop it, TERM and CONT every descendant,
+/// Polls `done` until it holds or `within` has passed, sleeping `first`, then
+/// twice as long each time, up to 10 ms. Says whether it held.
+fn poll(within: Duration, first: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    let mut pause = first;
+    loop {
+        if done() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(10));
+    }
+}
+
+/// PROC-1 teardown of the tree beneath the supervisor `leader` (nothing is
+/// signalled unless it is alive with that identity): stop it, TERM and CONT every descendant,
 /// wait up to `grace` for them, SIGKILL what is left (up to two seconds),
 /// then kill the supervisor. Returns the PIDs `/proc` still shows beneath it
 /// afterwards (empty: every descendant is known gone), or `None` when the
@@ -256,19 +280,14 @@ pub fn teardown(leader: &ProcessIdentity, grace: Duration) -> Option<Vec<u32>> {
     signal(pid, Signal::STOP);
     // SIGSTOP is delivered asynchronously: wait until it has stopped, so the
     // walk below sees a tree nothing can leave any more.
-    let stopped =
-        |_: ()| procfs::stat_of(pid).is_some_and(|s| s.stopped && s.start_token == leader.start_token);
-    let deadline = Instant::now() + Duration::from_secs(1);
-    let mut pause = Duration::from_micros(50);
-    while !stopped(()) {
-        if Instant::now() >= deadline || !procfs::is_alive(leader) {
-            signal(pid, Signal::KILL);
-            return None;
-        }
-        thread::sleep(pause);
-        pause = (pause * 2).min(Duration::from_millis(10));
+    let stopped = || procfs::stat_of(pid).is_some_and(|s| s.stopped && s.start_token == leader.start_token);
+    if !poll(Duration::from_secs(1), Duration::from_micros(50), || stopped() || !procfs::is_alive(leader))
+        || !stopped()
+    {
+        signal(pid, Signal::KILL);
+        return None;
     }
-    let remaining = |_: ()| -> Vec<u32> {
+    let remaining = || -> Vec<u32> {
         // Fast path: a subreaper whose children are all zombies has no live
         // descendants, if the list is the same when read again (a child
         // forking and exiting between the reads would change it).
@@ -281,21 +300,18 @@ pub fn teardown(leader: &ProcessIdentity, grace: Duration) -> Option<Vec<u32>> {
         }
         procfs::descendants(pid)
     };
-    let mut left = remaining(());
+    let mut left = remaining();
     if !left.is_empty() {
         for &p in &left {
             signal(p, Signal::TERM);
             signal(p, Signal::CONT);
         }
         // Most leftovers are already exiting (the status writer, a child
-        // killed with its parent): poll soon, then back off to 10 ms.
-        let deadline = Instant::now() + grace;
-        let mut pause = Duration::from_micros(250);
-        while !left.is_empty() && Instant::now() < deadline {
-            thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(10));
-            left = remaining(());
-        }
+        // killed with its parent): poll soon, then back off.
+        poll(grace, Duration::from_micros(250), || {
+            left = remaining();
+            left.is_empty()
+        });
         let deadline = Instant::now() + Duration::from_secs(2);
         while !left.is_empty() {
             for &p in &left {
@@ -305,13 +321,13 @@ pub fn teardown(leader: &ProcessIdentity, grace: Duration) -> Option<Vec<u32>> {
                 break;
             }
             thread::sleep(Duration::from_millis(10));
-            left = remaining(());
+            left = remaining();
         }
     }
     // The walk saw the whole tree only if the supervisor was its subreaper
     // all along: still this process, still stopped. A descendant that killed
     // it (from a signal handler, say) may have sent a child past it to init.
-    let held = stopped(());
+    let held = stopped();
     signal(pid, Signal::KILL);
     held.then_some(left)
 }
@@ -331,12 +347,6 @@ pub fn sweep_group(leader: &ProcessIdentity) -> Vec<u32> {
     if let Some(pgid) = Pid::from_raw(group as i32) {
         let _ = kill_process_group(pgid, Signal::KILL);
     }
-    let deadline = Instant::now() + Duration::from_secs(2);
-    loop {
-        let left = members();
-        if left.is_empty() || Instant::now() >= deadline {
-            return left;
-        }
-        thread::sleep(Duration::from_millis(10));
-    }
+    poll(Duration::from_secs(2), Duration::from_millis(10), || members().is_empty());
+    members()
 }
