@@ -17,11 +17,8 @@ mod common;
 use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
-use cap_std::ambient_authority;
-use cap_std::fs::Dir;
 use common::{median_us, samples, scratch, seal};
-use effect_ledger::ledger::{Dispatch, Ledger, LedgerConfig};
-use effect_ledger::policy::{PolicyOptions, PolicySet, PolicySource};
+use effect_ledger::ledger::Dispatch;
 use effect_ledger::producers::process::{ProcessRequest, run};
 use serde_json::json;
 
@@ -32,9 +29,7 @@ fn main() {
     let samples = samples(400);
     let (_scratch, dirs) = scratch(&["root", "data"]);
     let (root_path, data_path) = (&dirs[0], &dirs[1]);
-    let policies = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default()).unwrap();
-    let data = Dir::open_ambient_dir(data_path, ambient_authority()).unwrap();
-    let mut ledger = Ledger::new(LedgerConfig::new(data, "data", seal(root_path), policies));
+    let mut ledger = common::ledger(root_path, data_path);
     let run_id = ledger.begin_run(None);
     let direct_root = seal(root_path);
     let request = ProcessRequest::new("bash", "true", Duration::from_secs(30));

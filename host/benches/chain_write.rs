@@ -15,7 +15,7 @@ use std::time::Instant;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use common::{median_us as median, samples, scratch, seal};
-use effect_ledger::ledger::{Dispatch, Ledger, LedgerConfig, bind::bind};
+use effect_ledger::ledger::{Dispatch, bind::bind};
 use effect_ledger::policy::{PolicyOptions, PolicySet, PolicySource};
 use effect_ledger::producers::fs::write_file;
 use serde_json::json;
@@ -30,10 +30,7 @@ fn main() {
     let content: String = "0123456789abcdef".repeat(256); // 4 KiB
     let input = json!({ "path": "file.txt", "content": content });
 
-    let root = seal(root_path);
-    let policies = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default()).unwrap();
-    let data = Dir::open_ambient_dir(data_path, ambient_authority()).unwrap();
-    let mut ledger = Ledger::new(LedgerConfig::new(data, "data", root, policies));
+    let mut ledger = common::ledger(root_path, data_path);
     let run = ledger.begin_run(None);
     let direct = Dir::open_ambient_dir(direct_path, ambient_authority()).unwrap();
 

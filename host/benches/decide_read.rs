@@ -15,10 +15,9 @@ use std::time::Instant;
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
-use common::{median_us, samples, scratch, seal};
+use common::{median_us, samples, scratch};
 use effect_ledger::digest::Sha256Digest;
-use effect_ledger::ledger::{Dispatch, Ledger, LedgerConfig};
-use effect_ledger::policy::{PolicyOptions, PolicySet, PolicySource};
+use effect_ledger::ledger::{Dispatch, Ledger};
 use effect_ledger::producers::fs::write_file;
 use serde_json::json;
 
@@ -31,9 +30,7 @@ fn main() {
     let samples = samples(200);
     let (_scratch, dirs) = scratch(&["root", "data"]);
     let (root_path, data_path) = (&dirs[0], &dirs[1]);
-    let policies = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default()).unwrap();
-    let data = Dir::open_ambient_dir(data_path, ambient_authority()).unwrap();
-    let mut ledger = Ledger::new(LedgerConfig::new(data, "data", seal(root_path), policies));
+    let mut ledger = common::ledger(root_path, data_path);
     let run = ledger.begin_run(None);
     let content = "x".repeat(4095) + "\n";
     let names: Vec<String> = (0..FILES).map(|i| format!("f{i}.txt")).collect();

@@ -10,6 +10,8 @@ use std::time::Duration;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use effect_ledger::identity::{ControlPlane, SealedRoot};
+use effect_ledger::ledger::{Ledger, LedgerConfig};
+use effect_ledger::policy::{PolicyOptions, PolicySet, PolicySource};
 
 /// `n` scaled by `$EFFECTS_BENCH_SCALE` (at least 20).
 pub fn samples(n: usize) -> usize {
@@ -45,4 +47,12 @@ pub fn scratch(names: &[&str]) -> (tempfile::TempDir, Vec<PathBuf>) {
 pub fn seal(path: &Path) -> SealedRoot {
     let dir = Dir::open_ambient_dir(path, ambient_authority()).unwrap();
     SealedRoot::new(dir, "root", "bench", "bench", ControlPlane::default()).unwrap()
+}
+
+/// A ledger over the shipped policies, with `root` as its sealed root and
+/// `data` as its data dir.
+pub fn ledger(root: &Path, data: &Path) -> Ledger {
+    let policies = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default()).unwrap();
+    let data = Dir::open_ambient_dir(data, ambient_authority()).unwrap();
+    Ledger::new(LedgerConfig::new(data, "data", seal(root), policies))
 }
