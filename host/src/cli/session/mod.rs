@@ -346,8 +346,18 @@ struct Tally {
     claims: usize,
     refused: usize,
     blocked: usize,
-    /// Steps whose outcome, observations or check could not be recorded.
+    /// Steps whose outcome, observations, check or decision could not be
+    /// recorded.
     not_recorded: usize,
+}
+
+impl Tally {
+    /// Step `index` ran, but `what` it did could not be recorded: said at
+    /// once on stderr, and the session will exit 1.
+    fn lost(&mut self, index: usize, what: &str, error: &dyn std::fmt::Display) {
+        self.not_recorded += 1;
+        eprintln!("effects: step {}: {what} was NOT RECORDED: {error}", index + 1);
+    }
 }
 
 /// Runs one tool step and reports it.
@@ -452,8 +462,7 @@ impl SessionArgs {
                 script::Action::Tool(tool) => {
                     let mut report = tool_step(&mut ledger, &run, tool, index, &mut tally);
                     if let Some(error) = report["record_error"].as_str() {
-                        tally.not_recorded += 1;
-                        eprintln!("effects: step {}: its outcome was NOT RECORDED: {error}", index + 1);
+                        tally.lost(index, "its outcome", &error);
                     }
                     report["line"] = json!(step.line);
                     if !self.json {
@@ -467,8 +476,7 @@ impl SessionArgs {
                         Ok(verified) => verifier_json(&verified),
                         Err(error) => {
                             if matches!(error, VerifyError::Log(_)) {
-                                tally.not_recorded += 1;
-                                eprintln!("effects: step {}: the check was NOT RECORDED: {error}", index + 1);
+                                tally.lost(index, "the check", &error);
                             }
                             json!({ "status": "error", "reason": error.to_string() })
                         }
@@ -486,11 +494,7 @@ impl SessionArgs {
                         Ok(completion) => decision_json(&completion),
                         Err(error) => {
                             if matches!(error, CompleteError::Log(_)) {
-                                tally.not_recorded += 1;
-                                eprintln!(
-                                    "effects: step {}: the decision was NOT RECORDED: {error}",
-                                    index + 1
-                                );
+                                tally.lost(index, "the decision", &error);
                             }
                             json!({ "status": "refused", "reason": error.to_string() })
                         }
