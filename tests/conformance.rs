@@ -101,18 +101,19 @@ mod random_ledgers {
         OtherResource, Vector, VectorClaim, VectorObligation, VectorObservation, VectorOutcome, VectorRecord,
         VectorResource, VectorVerifier,
     };
-    use effect_ledger::model::{CleanupState, Coverage, Execution, Mechanism, Verdict};
+    use effect_ledger::model::{CheckResult, CleanupState, Coverage, Execution, Mechanism, Verdict};
     use proptest::prelude::*;
 
     const FILES: [&str; 4] = ["a.txt", "d/b.txt", "d", "c.txt"];
     const CONTENTS: [&str; 2] = ["x\n", "y\n"];
-    const EXECUTIONS: [Execution; 7] = [
+    const EXECUTIONS: [Execution; 8] = [
         Execution::NotExecuted,
         Execution::ReportedSuccess,
         Execution::Failed,
         Execution::TimedOut,
         Execution::Cancelled,
         Execution::Running,
+        Execution::Unknown,
         Execution::Interrupted,
     ];
 
@@ -139,8 +140,9 @@ mod random_ledgers {
                 external: false,
                 no_op: false,
                 processes: false,
+                unbound: false,
             })),
-            (any::<bool>(), any::<bool>()).prop_map(|(external, processes)| {
+            (any::<bool>(), any::<bool>(), any::<bool>()).prop_map(|(external, processes, unbound)| {
                 let scope =
                     external.then(|| vec![VectorResource::Other(OtherResource::External("s/t".into()))]);
                 VectorRecord::Claim(VectorClaim {
@@ -151,9 +153,10 @@ mod random_ledgers {
                     external,
                     no_op: false,
                     processes: processes && !external,
+                    unbound: unbound && !external,
                 })
             }),
-            (0..40u64, 0..7usize, any::<bool>(), 0..4usize).prop_map(|(claim, e, attempted, cleanup)| {
+            (0..40u64, 0..8usize, any::<bool>(), 0..4usize).prop_map(|(claim, e, attempted, cleanup)| {
                 VectorRecord::Outcome(VectorOutcome {
                     at: None,
                     claim,
@@ -179,10 +182,12 @@ mod random_ledgers {
                     source_claim: None,
                 })
             ),
-            any::<bool>().prop_map(|passed| VectorRecord::Verifier(VectorVerifier {
+            (0..3usize).prop_map(|r| VectorRecord::Verifier(VectorVerifier {
                 at: None,
                 command: None,
-                passed
+                passed: None,
+                result: Some([CheckResult::Passed, CheckResult::Failed, CheckResult::Incomplete][r]),
+                claim: None,
             })),
         ]
     }

@@ -130,9 +130,14 @@ fn run_exits_nonzero_saying_which_failure() {
 
 #[test]
 fn run_refuses_an_evaluate_input_whose_records_are_out_of_log_order() {
-    use effect_ledger::model::{EvidenceLedger, EvidenceRecord, VerifierEvidence};
+    use effect_ledger::model::{CheckResult, EvidenceLedger, EvidenceRecord, VerifierEvidence};
     let verifier = |position| {
-        EvidenceRecord::Verifier(VerifierEvidence { position, command: "cargo test".into(), passed: true })
+        EvidenceRecord::Verifier(VerifierEvidence {
+            position,
+            command: "cargo test".into(),
+            result: CheckResult::Passed,
+            claim: None,
+        })
     };
     let ledger = |positions: [u64; 2]| EvidenceLedger {
         resources: Vec::new(),

@@ -76,7 +76,8 @@ fn a_passing_check_after_the_last_change_covers_an_unread_artifact() {
     // (That a check before the write covers nothing is the conformance vector
     // cmp-7-verifier-before-the-change-does-not-cover: through the CLI the
     // decision's own read of a required file verifies it, CMP-7b.)
-    // A check that times out did not pass.
+    // A check that times out neither passed nor failed (CMP-5): BLOCKED
+    // INCOMPLETE_VERIFIER, not FAILED.
     let slow = run(&[
         WRITE,
         &json!({ "verify": { "command": "sleep 30", "timeout_ms": 200 } }).to_string(),
@@ -84,7 +85,12 @@ fn a_passing_check_after_the_last_change_covers_an_unread_artifact() {
     ]);
     assert_eq!(slow[1]["passed"], false);
     assert_eq!(slow[1]["timed_out"], true);
-    assert_eq!(decision(&slow)["verdict"], "FAILED", "{:#}", decision(&slow));
+    let slow = decision(&slow);
+    assert_eq!(slow["verdict"], "BLOCKED", "{slow:#}");
+    let codes: Vec<&str> =
+        slow["reasons"].as_array().unwrap().iter().map(|r| r["code"].as_str().unwrap()).collect();
+    assert!(codes.contains(&"INCOMPLETE_VERIFIER"), "{slow:#}");
+    assert!(!codes.contains(&"FAILING_VERIFIER"), "{slow:#}");
 }
 
 #[test]

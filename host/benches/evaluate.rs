@@ -70,6 +70,7 @@ pub fn ledger(effects: usize, files: usize) -> EvidenceLedger {
             external: false,
             no_op: false,
             processes: false,
+            unbound: false,
         }));
         records.push(VectorRecord::Outcome(VectorOutcome {
             at: None,

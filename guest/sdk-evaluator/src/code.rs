@@ -4,8 +4,8 @@
 //! `None`, which an evaluator reports as a malformed ledger.
 
 use crate::types::{
-    ClaimFlags, CleanupState, Coverage, Execution, Impact, JobLifecycle, Mechanism, ObservationFlags,
-    OutcomeFlags, PostconditionKind, ResourceFlags, ResourceRole,
+    CheckResult, ClaimFlags, CleanupState, Coverage, Execution, Impact, JobLifecycle, Mechanism,
+    ObservationFlags, OutcomeFlags, PostconditionKind, ResourceFlags, ResourceRole, VerifierFlags,
 };
 
 /// A type a `code` column holds.
@@ -39,7 +39,9 @@ macro_rules! enum_code {
 enum_code! {
     ResourceRole = "resource-role" [Target, Source, SearchRoot, Dependency, Executor]
     PostconditionKind = "postcondition-kind" [ContentSha256, Absent, Exists]
-    Execution = "execution" [NotExecuted, ReportedSuccess, Failed, TimedOut, Cancelled, Running, Interrupted]
+    Execution = "execution" [
+        NotExecuted, ReportedSuccess, Failed, TimedOut, Cancelled, Running, Interrupted, Unknown,
+    ]
     Impact = "impact" [None, Possible]
     CleanupState = "cleanup-state" [NotApplicable, Clean, Failed, Unknown]
     Mechanism = "mechanism" [
@@ -48,6 +50,7 @@ enum_code! {
     ]
     Coverage = "coverage" [Complete, Partial]
     JobLifecycle = "job-lifecycle" [Running, Exited, Killed, Lost]
+    CheckResult = "check-result" [Passed, Failed, Incomplete]
 }
 
 /// Flags: the bits, refusing any the type does not have.
@@ -67,7 +70,8 @@ flags_code!(
     ResourceFlags = "resource-flags",
     ClaimFlags = "claim-flags",
     OutcomeFlags = "outcome-flags",
-    ObservationFlags = "observation-flags"
+    ObservationFlags = "observation-flags",
+    VerifierFlags = "verifier-flags"
 );
 
 #[cfg(test)]
@@ -96,6 +100,7 @@ mod tests {
                 E::Cancelled,
                 E::Running,
                 E::Interrupted,
+                E::Unknown,
             ],
             |e| e as u8,
         );
@@ -123,6 +128,8 @@ mod tests {
         round_trips(&[Coverage::Complete, Coverage::Partial], |c| c as u8);
         use JobLifecycle as J;
         round_trips(&[J::Running, J::Exited, J::Killed, J::Lost], |j| j as u8);
+        use CheckResult as K;
+        round_trips(&[K::Passed, K::Failed, K::Incomplete], |k| k as u8);
     }
 
     #[test]
@@ -133,7 +140,9 @@ mod tests {
         assert_eq!(ObservationFlags::from_code(1 << 4), None, "observation-flags has four flags");
         assert_eq!(ClaimFlags::PROCESSES.bits(), 1 << 3, "processes (2.0.0) follows the older bits");
         assert_eq!(ClaimFlags::from_code(ClaimFlags::all().bits()), Some(ClaimFlags::all()));
-        assert_eq!(ClaimFlags::from_code(1 << 4), None, "claim-flags has four");
+        assert_eq!(ClaimFlags::UNBOUND.bits(), 1 << 4, "unbound (2.0.0) follows processes");
+        assert_eq!(ClaimFlags::from_code(1 << 5), None, "claim-flags has five");
+        assert_eq!(VerifierFlags::from_code(1 << 1), None, "verifier-flags has one");
         assert_eq!(OutcomeFlags::from_code(OutcomeFlags::all().bits()), Some(OutcomeFlags::all()));
         assert_eq!(ResourceFlags::from_code(1 << 2), None);
     }

@@ -95,6 +95,7 @@ pub fn assemble(
                     external: claim.external,
                     no_op: not_executed.contains(&position),
                     processes: processes.contains(&position),
+                    unbound: !crate::ledger::producer_bound(&claim.operation.tool),
                 }));
             }
             Record::Outcome(outcome) => {
@@ -122,7 +123,8 @@ pub fn assemble(
             Record::Verifier(verifier) => records.push(EvidenceRecord::Verifier(VerifierEvidence {
                 position,
                 command: verifier.command.clone(),
-                passed: verifier.passed,
+                result: verifier.result(),
+                claim: Some(verifier.claim),
             })),
             // A command's processes are a fact about its claim (INV-2), not a
             // record of the evidence.

@@ -52,6 +52,7 @@ pub fn policy_failure_decision(answer: &str, why: &str) -> Decision {
             code: ReasonCode::PolicyFailure,
             verdict: Verdict::Blocked,
             message: format!("the evaluator failed: {why}"),
+            remedy: "fix or replace the evaluator (`effects policy verify`), then decide again".to_owned(),
             evidence: Vec::new(),
             disclosure: Some(disclosure.clone()),
         }],

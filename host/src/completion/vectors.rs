@@ -36,10 +36,10 @@ use serde::Deserialize;
 use super::{Decided, Evaluator};
 use crate::digest::Sha256Digest;
 use crate::model::{
-    Assessment, ClaimEvidence, CleanupState, Coverage, EvidenceLedger, EvidenceRecord, Execution,
-    ExternalLocation, FilesystemLocation, FilesystemRoot, Impact, JobLocation, Location, Mechanism,
-    ObligationEvidence, ObservationEvidence, Outcome, OutcomeEvidence, OwnedLocation, Postcondition,
-    ReasonCode, ResourceIndex, ResourceRef, ResourceRole, Verdict, VerifierEvidence,
+    Assessment, CheckResult, ClaimEvidence, CleanupState, Coverage, EvidenceLedger, EvidenceRecord,
+    Execution, ExternalLocation, FilesystemLocation, FilesystemRoot, Impact, JobLocation, Location,
+    Mechanism, ObligationEvidence, ObservationEvidence, Outcome, OutcomeEvidence, OwnedLocation,
+    Postcondition, ReasonCode, ResourceIndex, ResourceRef, ResourceRole, Verdict, VerifierEvidence,
 };
 
 /// One vector file.
@@ -127,6 +127,9 @@ pub struct VectorClaim {
     /// It ran processes (PROC-2; INV-2 keeps its window open until a CLEAN cleanup).
     #[serde(default)]
     pub processes: bool,
+    /// Its tool fell to the unbound fallback (CMP-6).
+    #[serde(default)]
+    pub unbound: bool,
 }
 
 /// An obligation: exactly one of `content`, `content_sha256`, `absent`, `exists`.
@@ -212,8 +215,12 @@ pub struct VectorVerifier {
     pub at: Option<u64>,
     /// The command (default `cargo test`).
     pub command: Option<String>,
-    /// Passed.
-    pub passed: bool,
+    /// Passed or failed; or give `result`.
+    pub passed: Option<bool>,
+    /// `PASSED`, `FAILED` or `INCOMPLETE` (timed out or cancelled, CMP-5).
+    pub result: Option<CheckResult>,
+    /// Position of the claim of the check's own run.
+    pub claim: Option<u64>,
 }
 
 /// An expected assessment.
@@ -383,6 +390,7 @@ impl Vector {
                         external: claim.external,
                         no_op: claim.no_op,
                         processes: claim.processes,
+                        unbound: claim.unbound,
                     })
                 }
                 VectorRecord::Outcome(outcome) => EvidenceRecord::Outcome(OutcomeEvidence {
@@ -413,7 +421,13 @@ impl Vector {
                 VectorRecord::Verifier(v) => EvidenceRecord::Verifier(VerifierEvidence {
                     position: at(v.at),
                     command: v.command.clone().unwrap_or_else(|| "cargo test".into()),
-                    passed: v.passed,
+                    result: match (v.passed, v.result) {
+                        (Some(true), None) => CheckResult::Passed,
+                        (Some(false), None) => CheckResult::Failed,
+                        (None, Some(result)) => result,
+                        _ => return Err(format!("record {index}: a verifier needs exactly one of passed, result")),
+                    },
+                    claim: v.claim,
                 }),
             });
         }

@@ -36,6 +36,13 @@ pub const JOB_TOOLS: &[&str] = &["bg_job"];
 /// resources and records their reported facts, but runs nothing itself.
 pub const REPORTED_TOOLS: &[&str] = &["external", "owned_write", "owned_read", "browser"];
 
+/// Whether a tool family binds `tool` (TRU-1): its lifecycle facts come from a
+/// producer the host bound. Every other tool falls to the unbound fallback, and
+/// an executed effect of one is disclosed by name (CMP-6).
+pub fn producer_bound(tool: &str) -> bool {
+    [FILESYSTEM_TOOLS, PROCESS_TOOLS, JOB_TOOLS, REPORTED_TOOLS].iter().any(|tools| tools.contains(&tool))
+}
+
 /// Why a call cannot be bound.
 #[derive(Debug, thiserror::Error)]
 pub enum BindError {
@@ -259,9 +266,7 @@ pub fn bind(
         input_json,
         bindings,
         pre_states,
-        producer_bound: [FILESYSTEM_TOOLS, PROCESS_TOOLS, JOB_TOOLS, REPORTED_TOOLS]
-            .iter()
-            .any(|tools| tools.contains(&tool)),
+        producer_bound: producer_bound(tool),
     };
     Ok(Bound { operation, paths })
 }

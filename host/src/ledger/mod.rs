@@ -58,7 +58,7 @@ use crate::producers::Produced;
 use crate::producers::process::{self, ProcessRequest, Ran};
 use crate::producers::supervisor::Leader;
 
-pub use bind::{Bound, FILESYSTEM_TOOLS, JOB_TOOLS, PROCESS_TOOLS, REPORTED_TOOLS};
+pub use bind::{Bound, FILESYSTEM_TOOLS, JOB_TOOLS, PROCESS_TOOLS, REPORTED_TOOLS, producer_bound};
 pub use complete::{CompleteError, Completion};
 pub use jobs::LaunchLink;
 pub use verify::{Verified, VerifyError};

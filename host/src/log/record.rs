@@ -9,8 +9,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    Coverage, FilesystemRoot, JobLifecycle, Mechanism, Outcome, Postcondition, ProducerFacts, ReasonCode,
-    ResourceRef, Verdict,
+    CheckResult, Coverage, FilesystemRoot, JobLifecycle, Mechanism, Outcome, Postcondition, ProducerFacts,
+    ReasonCode, ResourceRef, Verdict,
 };
 use crate::procfs::ProcessIdentity;
 
@@ -154,6 +154,18 @@ pub struct VerifierRecord {
     pub exit_code: Option<i32>,
     /// The timeout fired (the check then did not pass).
     pub timed_out: bool,
+}
+
+impl VerifierRecord {
+    /// How the check ended (CMP-5): a timed-out check neither passed nor
+    /// failed, it did not finish.
+    pub fn result(&self) -> CheckResult {
+        match (self.passed, self.timed_out) {
+            (true, _) => CheckResult::Passed,
+            (false, true) => CheckResult::Incomplete,
+            (false, false) => CheckResult::Failed,
+        }
+    }
 }
 
 /// The evaluator that took a decision, and what the call cost (POL-4).

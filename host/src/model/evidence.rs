@@ -53,6 +53,10 @@ pub struct ClaimEvidence {
     /// outcome whose cleanup is CLEAN. Absent in JSON means false.
     #[serde(default)]
     pub processes: bool,
+    /// No tool family bound its tool: the unbound fallback classified it, so
+    /// nothing the host produced speaks for it (CMP-6). Absent means false.
+    #[serde(default)]
+    pub unbound: bool,
 }
 
 /// An outcome in the ledger.
@@ -95,6 +99,18 @@ pub struct ObservationEvidence {
     pub job_state: Option<JobLifecycle>,
 }
 
+/// How a check ended (CMP-5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum CheckResult {
+    /// Exited 0 within its time.
+    Passed,
+    /// Ran to the end and said no.
+    Failed,
+    /// Timed out or was cancelled: neither pass nor fail.
+    Incomplete,
+}
+
 /// A verifier run (CMP-5, CMP-7).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -103,8 +119,11 @@ pub struct VerifierEvidence {
     pub position: Position,
     /// The command.
     pub command: String,
-    /// Passed.
-    pub passed: bool,
+    /// How it ended.
+    pub result: CheckResult,
+    /// The claim of the check's own run (the log always has it).
+    #[serde(default)]
+    pub claim: Option<Position>,
 }
 
 /// One ledger record, in log order.
@@ -177,6 +196,12 @@ pub enum ReasonCode {
     FailedEffect,
     /// POL-4.
     PolicyFailure,
+    /// CMP-5, the latest check timed out or was cancelled.
+    IncompleteVerifier,
+    /// CMP-6, an executed owned-record effect is not verified.
+    OwnedEffectUnverified,
+    /// CMP-6, an executed effect of an unbound tool.
+    UnboundEffectUnverified,
 }
 
 /// One reason of a decision.
@@ -189,6 +214,8 @@ pub struct Reason {
     pub verdict: Verdict,
     /// Explanation.
     pub message: String,
+    /// What would clear it.
+    pub remedy: String,
     /// Evidence positions relied on.
     pub evidence: Vec<Position>,
     /// Server-authored sentence for the final answer.

@@ -12,7 +12,7 @@ mod resource;
 mod wire_size;
 
 pub use evidence::{
-    Assessment, ClaimEvidence, Decision, EffectAssessment, EvidenceLedger, EvidenceRecord,
+    Assessment, CheckResult, ClaimEvidence, Decision, EffectAssessment, EvidenceLedger, EvidenceRecord,
     ObligationEvidence, ObservationEvidence, OutcomeEvidence, Position, Reason, ReasonCode, ResourceIndex,
     Verdict, VerifierEvidence,
 };

@@ -63,6 +63,9 @@ pub enum Execution {
     Running,
     /// The writer died before settling (LOG-7).
     Interrupted,
+    /// The call reached its backend, but nobody reported how it ended (a hook
+    /// with no exit status, a lost connection): impact POSSIBLE (OUT-1).
+    Unknown,
 }
 
 /// Whether anything may have changed (OUT-1).

@@ -173,8 +173,8 @@ impl Recorded<'_> {
 mod tests {
     use super::*;
     use crate::model::{
-        Binding, ClaimPlan, FilesystemLocation, FilesystemRoot, Location, PlannedObligation, Reason,
-        ReasonCode, ResourceRef, ResourceRole, VerifierEvidence,
+        Binding, CheckResult, ClaimPlan, FilesystemLocation, FilesystemRoot, Location, PlannedObligation,
+        Reason, ReasonCode, ResourceRef, ResourceRole, VerifierEvidence,
     };
 
     fn operation_with(bindings: usize) -> BoundOperation {
@@ -293,7 +293,8 @@ mod tests {
             records: vec![EvidenceRecord::Verifier(VerifierEvidence {
                 position: 4,
                 command: "t".into(),
-                passed: false,
+                result: CheckResult::Failed,
+                claim: None,
             })],
             answer: String::new(),
         };
@@ -301,6 +302,7 @@ mod tests {
             code: ReasonCode::FailingVerifier,
             verdict,
             message: String::new(),
+            remedy: String::new(),
             evidence,
             disclosure: None,
         };
@@ -325,7 +327,12 @@ mod tests {
     #[test]
     fn recorded_positions_are_found_forwards_backwards_and_far_away() {
         let verifier = |i: u64| {
-            EvidenceRecord::Verifier(VerifierEvidence { position: 3 * i, command: "t".into(), passed: true })
+            EvidenceRecord::Verifier(VerifierEvidence {
+                position: 3 * i,
+                command: "t".into(),
+                result: CheckResult::Passed,
+                claim: None,
+            })
         };
         let records: Vec<EvidenceRecord> = (0..100).map(verifier).collect();
         let mut recorded = Recorded { records: &records, at: 0 };

@@ -243,7 +243,17 @@ macro_rules! conversions {
 
         // Facts and outcomes.
         unit_enum!(JobLifecycle { Running, Exited, Killed, Lost });
-        unit_enum!(Execution { NotExecuted, ReportedSuccess, Failed, TimedOut, Cancelled, Running, Interrupted });
+        unit_enum!(Execution {
+            NotExecuted,
+            ReportedSuccess,
+            Failed,
+            TimedOut,
+            Cancelled,
+            Running,
+            Interrupted,
+            Unknown,
+        });
+        unit_enum!(CheckResult { Passed, Failed, Incomplete });
         unit_enum!(Impact { None, Possible });
         unit_enum!(CleanupState { NotApplicable, Clean, Failed, Unknown });
         unit_enum!(Mechanism {
@@ -403,7 +413,9 @@ macro_rules! conversions {
                     verifiers: wit::VerifierTable {
                         position: Vec::with_capacity(verifiers),
                         command: Vec::with_capacity(verifiers),
-                        passed: Vec::with_capacity(verifiers),
+                        result: Vec::with_capacity(verifiers),
+                        claim: Vec::with_capacity(verifiers),
+                        flags: Vec::with_capacity(verifiers),
                     },
                     answer: model.answer.clone(),
                 };
@@ -527,7 +539,13 @@ macro_rules! conversions {
                         let table = &mut self.ledger.verifiers;
                         table.position.push(v.position);
                         table.command.push(command);
-                        table.passed.push(v.passed);
+                        table.result.push(code!(CheckResult, v.result));
+                        table.claim.push(v.claim.unwrap_or(0));
+                        let mut flags = wit::VerifierFlags::empty();
+                        if v.claim.is_some() {
+                            flags |= wit::VerifierFlags::CLAIM;
+                        }
+                        table.flags.push(flags.code());
                     }
                 }
             }
@@ -545,6 +563,9 @@ macro_rules! conversions {
                 }
                 if claim.processes {
                     flags |= wit::ClaimFlags::PROCESSES;
+                }
+                if claim.unbound {
+                    flags |= wit::ClaimFlags::UNBOUND;
                 }
                 let run_id = self.repeating(Repeating::RunId, &claim.run_id);
                 let action_id = self.string(&claim.action_id);
@@ -591,9 +612,12 @@ macro_rules! conversions {
             UnsupportedClaim,
             FailedEffect,
             PolicyFailure,
+            IncompleteVerifier,
+            OwnedEffectUnverified,
+            UnboundEffectUnverified,
         });
         unit_enum!(Assessment { Verified, StateObserved, Failed, Contradicted, Unverified, Pending });
-        record!(from Reason { code, verdict, message, evidence, disclosure });
+        record!(from Reason { code, verdict, message, remedy, evidence, disclosure });
 
         /// A decision, its assessments read back from the WIT's columns; `Err`
         /// names a column whose length is not the claim column's (a malformed
@@ -671,7 +695,7 @@ mod component {
             }
         )*};
     }
-    flags_code!(ResourceFlags, ClaimFlags, OutcomeFlags, ObservationFlags);
+    flags_code!(ResourceFlags, ClaimFlags, OutcomeFlags, ObservationFlags, VerifierFlags);
 }
 
 /// Conversions for the guest types of the shipped evaluator compiled natively
@@ -692,7 +716,7 @@ mod native {
             }
         )*};
     }
-    flags_code!(ResourceFlags, ClaimFlags, OutcomeFlags, ObservationFlags);
+    flags_code!(ResourceFlags, ClaimFlags, OutcomeFlags, ObservationFlags, VerifierFlags);
 }
 
 /// The shipped evaluator compiled natively, called through the same
@@ -711,7 +735,9 @@ pub(crate) fn evaluate_natively(ledger: &model::EvidenceLedger) -> Result<model:
 #[cfg(test)]
 mod tests {
     use super::{Code, ToGuest};
-    use crate::model::{CleanupState, Coverage, Execution, Impact, JobLifecycle, Mechanism, ResourceRole};
+    use crate::model::{
+        CheckResult, CleanupState, Coverage, Execution, Impact, JobLifecycle, Mechanism, ResourceRole,
+    };
 
     /// The last case of each enum the ledger carries as a `code`, and one bit
     /// of each flags type (two of claim-flags: `processes` came with 2.0.0,
@@ -721,7 +747,8 @@ mod tests {
             (
                 [
                     code!(Mechanism, Mechanism::Receipt),
-                    code!(Execution, Execution::Interrupted),
+                    code!(Execution, Execution::Unknown),
+                    code!(CheckResult, CheckResult::Incomplete),
                     code!(JobLifecycle, JobLifecycle::Lost),
                     code!(CleanupState, CleanupState::Unknown),
                     code!(ResourceRole, ResourceRole::Executor),
@@ -733,6 +760,8 @@ mod tests {
                     wit::ResourceFlags::SNAPSHOT.code(),
                     wit::ClaimFlags::UNKNOWN_SCOPE.code(),
                     wit::ClaimFlags::PROCESSES.code(),
+                    wit::ClaimFlags::UNBOUND.code(),
+                    wit::VerifierFlags::CLAIM.code(),
                     wit::OutcomeFlags::DETACHED.code(),
                     wit::ObservationFlags::JOB_STATE.code(),
                 ],
@@ -753,7 +782,7 @@ mod tests {
             codes!()
         };
         assert_eq!(host, native);
-        assert_eq!(host, ([7, 6, 3, 3, 4, 1, 1, 2], [1 << 1, 1 << 2, 1 << 3, 1 << 4, 1 << 3]));
+        assert_eq!(host, ([7, 7, 2, 3, 3, 4, 1, 1, 2], [1 << 1, 1 << 2, 1 << 3, 1 << 4, 1, 1 << 4, 1 << 3]));
     }
 
     /// A string equal to the one before it in a repeating column is laid out

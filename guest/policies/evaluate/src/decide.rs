@@ -14,7 +14,7 @@
 //! a verifier happened may have changed things after it, so "after X" below
 //! means "ends after X", not "was claimed after X".
 
-use effects_evaluator_sdk::types::{Assessment, Execution, Reason, ReasonCode, Verdict};
+use effects_evaluator_sdk::types::{Assessment, CheckResult, Execution, Reason, ReasonCode, Verdict};
 
 use crate::assess::Assessments;
 use crate::history::{Freshness, History, Observation, State};
@@ -130,15 +130,17 @@ pub struct Index<'h, 'a> {
     newest_seen: Vec<Option<usize>>,
 }
 
-/// A reason under construction.
+/// A reason under construction: what fired, what would clear it (`remedy`),
+/// the evidence it relied on and the sentence the answer must carry.
 fn reason(
     code: ReasonCode,
     verdict: Verdict,
     message: String,
+    remedy: String,
     evidence: Vec<u64>,
     disclosure: Option<String>,
 ) -> Reason {
-    Reason { code, verdict, message, evidence, disclosure }
+    Reason { code, verdict, message, remedy, evidence, disclosure }
 }
 
 /// CMP-1 / CMP-4: a fresh complete read contradicts the latest change of `name`.
@@ -147,6 +149,7 @@ fn contradicted(code: ReasonCode, name: &str, tool: &str, evidence: Vec<u64>) ->
         code,
         Verdict::Failed,
         format!("{name}: a fresh complete read contradicts its latest change ({tool})"),
+        format!("make {name} hold what was intended, then read it back completely"),
         evidence,
         Some(format!("{name} does not hold what its latest change wrote: a fresh read found otherwise.")),
     )
@@ -176,6 +179,7 @@ fn execution_name(execution: Execution) -> &'static str {
         Execution::Cancelled => "cancelled",
         Execution::Running => "running",
         Execution::Interrupted => "interrupted",
+        Execution::Unknown => "has an unknown outcome",
     }
 }
 
@@ -304,7 +308,7 @@ impl<'h, 'a> Index<'h, 'a> {
         let latest = self.history.verifiers.last()?;
         let untouched = self.touched_until(loc).is_none_or(|end| end < latest.position);
         let unreplaced = self.replaced[loc as usize].is_none_or(|at| at < latest.position);
-        (latest.passed && latest.position > after && untouched && unreplaced).then_some(latest.position)
+        (latest.passed() && latest.position > after && untouched && unreplaced).then_some(latest.position)
     }
 
     /// CMP-1, CMP-2, CMP-7 for one artifact: the reasons it gives (none when
@@ -329,6 +333,7 @@ impl<'h, 'a> Index<'h, 'a> {
                 ReasonCode::UnsettledArtifact,
                 Verdict::Blocked,
                 format!("{name}: {} at position {position} may have changed it without settled evidence", self.tool(i)),
+                format!("let position {position} settle (its processes known dead), then read {name} back completely"),
                 self.claim_evidence(i),
                 Some(format!(
                     "A later operation ({}, position {position}) may have changed {name} without settled evidence.",
@@ -358,6 +363,7 @@ impl<'h, 'a> Index<'h, 'a> {
                     "{name}: changed by {}, but a fresh observation finds nothing there",
                     self.tool(latest)
                 ),
+                format!("produce {name} again, then read it back completely"),
                 vec![claim.position(), o.position],
                 Some(format!("{name} was required but no longer exists.")),
             ));
@@ -383,6 +389,7 @@ impl<'h, 'a> Index<'h, 'a> {
                     ReasonCode::UnverifiedArtifact,
                     Verdict::Unverified,
                     format!("{name}: its latest change ({}) has no fresh complete readback", self.tool(latest)),
+                    format!("read {name} back completely, or run the check again after position {}", claim.position()),
                     evidence,
                     Some(format!("{name} was changed, but the change was not verified by a fresh complete read.")),
                 ));
@@ -391,6 +398,7 @@ impl<'h, 'a> Index<'h, 'a> {
                 ReasonCode::FailedEffect,
                 Verdict::Failed,
                 format!("{name}: its latest change ({}) failed", self.tool(latest)),
+                format!("change {name} again successfully, then read it back completely"),
                 evidence,
                 Some(format!("The latest change to {name} ({}) failed.", self.tool(latest))),
             )),
@@ -398,6 +406,7 @@ impl<'h, 'a> Index<'h, 'a> {
                 ReasonCode::UnverifiedArtifact,
                 Verdict::Unverified,
                 format!("{name}: the state matches but its latest change {}", execution_name(execution)),
+                format!("change {name} again with an operation that reports success, then read it back"),
                 evidence,
                 Some(format!(
                     "{name} holds the intended content, but the operation that wrote it {}, so it is not verified that it did.",
@@ -424,6 +433,7 @@ impl<'h, 'a> Index<'h, 'a> {
                 ReasonCode::MissingArtifact,
                 Verdict::Failed,
                 format!("{name}: required, and a fresh observation found nothing there"),
+                format!("produce {name}, then read it back completely"),
                 vec![o.position],
                 Some(format!("{name} was required but does not exist.")),
             ));
@@ -435,6 +445,10 @@ impl<'h, 'a> Index<'h, 'a> {
                 ReasonCode::UnverifiedArtifact,
                 Verdict::Unverified,
                 format!("{name}: no claimed change produced it; {} may have, and nothing verified it", self.tool(i)),
+                format!(
+                    "read {name} back completely, or run the check again after position {}",
+                    self.history.claims[i].position()
+                ),
                 self.claim_evidence(i).into_iter().chain(seen).collect(),
                 Some(format!(
                     "{name} was not produced by a verified change: {} (position {}) may have produced or changed it.",
@@ -448,6 +462,7 @@ impl<'h, 'a> Index<'h, 'a> {
                 ReasonCode::MissingArtifact,
                 Verdict::Failed,
                 format!("{name}: required, never produced and not observed to exist"),
+                format!("produce {name}, then read it back completely"),
                 seen,
                 Some(format!("{name} was required but was never produced.")),
             )),
@@ -477,18 +492,38 @@ impl<'h, 'a> Index<'h, 'a> {
         }
     }
 
-    /// CMP-5: the latest verifier failed, or passed before an unresolved effect.
+    /// CMP-5: the latest verifier failed, did not finish (timed out or
+    /// cancelled: neither pass nor fail), or passed before an unresolved
+    /// effect.
     pub fn verifiers(&self, reasons: &mut Vec<Reason>) {
         let Some(latest) = self.history.verifiers.last() else { return };
-        if !latest.passed {
-            reasons.push(reason(
-                ReasonCode::FailingVerifier,
-                Verdict::Failed,
-                format!("the latest check `{}` failed", latest.command),
-                vec![latest.position],
-                Some(format!("The latest check (`{}`) failed.", latest.command)),
-            ));
-            return;
+        match latest.result {
+            CheckResult::Passed => {}
+            CheckResult::Failed => {
+                reasons.push(reason(
+                    ReasonCode::FailingVerifier,
+                    Verdict::Failed,
+                    format!("the latest check `{}` failed", latest.command),
+                    format!("fix what `{}` reports, then run it again", latest.command),
+                    vec![latest.position],
+                    Some(format!("The latest check (`{}`) failed.", latest.command)),
+                ));
+                return;
+            }
+            CheckResult::Incomplete => {
+                reasons.push(reason(
+                    ReasonCode::IncompleteVerifier,
+                    Verdict::Blocked,
+                    format!("the latest check `{}` did not finish (timed out or cancelled)", latest.command),
+                    format!("run `{}` again to the end", latest.command),
+                    vec![latest.position],
+                    Some(format!(
+                        "The latest check (`{}`) did not finish, so it neither passed nor failed.",
+                        latest.command
+                    )),
+                ));
+                return;
+            }
         }
         // Stale: an unresolved effect ended after the check, or has not ended.
         let Some((_, i)) = self.unresolved_any.filter(|&(end, _)| end > latest.position) else {
@@ -501,6 +536,7 @@ impl<'h, 'a> Index<'h, 'a> {
             ReasonCode::StaleVerifier,
             Verdict::Blocked,
             format!("the check `{}` passed before {} at position {position}, whose effect is unsettled", latest.command, self.tool(i)),
+            format!("let position {position} settle, then run `{}` again", latest.command),
             evidence,
             Some(format!(
                 "The last passing check (`{}`) ran before an operation ({}, position {position}) whose effect is unsettled; it no longer vouches for the current state.",
@@ -536,6 +572,7 @@ impl<'h, 'a> Index<'h, 'a> {
                 ReasonCode::ExternalEffectUnverified,
                 Verdict::Unverified,
                 format!("external effect {name} at position {}: {fact}", claim.position()),
+                "nothing the ledger can do clears this: disclose the external effect".to_owned(),
                 self.claim_evidence(i),
                 Some(format!("External call {name} (position {}): {fact}.", claim.position())),
             ));
@@ -572,6 +609,7 @@ impl<'h, 'a> Index<'h, 'a> {
                 ReasonCode::RunningLaunch,
                 Verdict::Unverified,
                 message,
+                format!("wait for position {position} to settle, then decide again"),
                 self.claim_evidence(i),
                 Some(disclosure),
             ));

@@ -18,7 +18,8 @@
 //! one), O(n) otherwise.
 
 use effects_evaluator_sdk::types::{
-    ClaimFlags, CleanupState, Coverage, Execution, Mechanism, ObservationFlags, OutcomeFlags,
+    CheckResult, ClaimFlags, CleanupState, Coverage, Execution, Mechanism, ObservationFlags, OutcomeFlags,
+    VerifierFlags,
 };
 
 use crate::locations::{FixedMap, LocId, Locations, SCAN_LIMIT, same};
@@ -74,8 +75,17 @@ pub struct Verifier<'a> {
     pub position: u64,
     /// The command as run.
     pub command: &'a str,
-    /// True when it passed.
-    pub passed: bool,
+    /// How it ended (CMP-5).
+    pub result: CheckResult,
+    /// The position of its own run's claim, when the ledger links it.
+    pub claim: Option<u64>,
+}
+
+impl Verifier<'_> {
+    /// It ran to the end and passed.
+    pub fn passed(&self) -> bool {
+        matches!(self.result, CheckResult::Passed)
+    }
 }
 
 /// INV-2.
@@ -315,7 +325,8 @@ impl<'a> History<'a> {
             verifiers.push(Verifier {
                 position: run.position[i],
                 command: tables.strings.get(run.command[i])?,
-                passed: run.passed[i],
+                result: tables.check_result.get(i),
+                claim: tables.verifier_flags.get(i).contains(VerifierFlags::CLAIM).then_some(run.claim[i]),
             });
         }
         let locations = &tables.locations;

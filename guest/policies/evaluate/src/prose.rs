@@ -227,6 +227,7 @@ pub fn gate(answer: &str, support: &Support<'_, '_, '_>) -> (String, Vec<Reason>
                 code: ReasonCode::UnsupportedClaim,
                 verdict: Verdict::Unverified,
                 message: format!("the answer says \"{quoted}\": {why}"),
+                remedy: "say only what the evidence supports, or verify it first".to_owned(),
                 evidence: Vec::new(),
                 disclosure: Some(format!("Not verified: \"{quoted}\" ({why}).")),
             });

@@ -18,8 +18,9 @@ use std::marker::PhantomData;
 
 use effects_evaluator_sdk::code::Code;
 use effects_evaluator_sdk::types::{
-    ClaimFlags, CleanupState, Coverage, EvidenceLedger, Execution, Impact, JobLifecycle, Mechanism,
-    ObservationFlags, OutcomeFlags, PostconditionKind, ResourceFlags, ResourceRole, StringTable,
+    CheckResult, ClaimFlags, CleanupState, Coverage, EvidenceLedger, Execution, Impact, JobLifecycle,
+    Mechanism, ObservationFlags, OutcomeFlags, PostconditionKind, ResourceFlags, ResourceRole, StringTable,
+    VerifierFlags,
 };
 
 use crate::locations::{LocId, Locations};
@@ -116,6 +117,10 @@ pub struct Tables<'a> {
     pub coverage: Column<'a, Coverage>,
     /// `observations.flags`.
     pub observation_flags: Column<'a, ObservationFlags>,
+    /// `verifiers.result`.
+    pub check_result: Column<'a, CheckResult>,
+    /// `verifiers.flags`.
+    pub verifier_flags: Column<'a, VerifierFlags>,
     /// Per resource, its location.
     resource_loc: Vec<LocId>,
     /// Per entry of the claims' `scope`, its resource's location.
@@ -411,10 +416,14 @@ impl<'a> Tables<'a> {
             &[
                 ("position", verifiers.position.len()),
                 ("command", verifiers.command.len()),
-                ("passed", verifiers.passed.len()),
+                ("result", verifiers.result.len()),
+                ("claim", verifiers.claim.len()),
+                ("flags", verifiers.flags.len()),
             ],
         )?;
         strings.check(&verifiers.command, "verifiers.command")?;
+        let check_result = Column::new(&verifiers.result, "verifiers.result")?;
+        let verifier_flags = Column::<VerifierFlags>::new(&verifiers.flags, "verifiers.flags")?;
         ledger.required.iter().try_for_each(|&i| loc(i).map(drop))?;
 
         let order = merge([
@@ -435,6 +444,8 @@ impl<'a> Tables<'a> {
             mechanism,
             coverage,
             observation_flags,
+            check_result,
+            verifier_flags,
             resource_loc,
             scope_loc,
             obligations,
@@ -535,7 +546,13 @@ pub(crate) mod tests {
                 job_state: vec![0],
                 flags: vec![ObservationFlags::EXISTS.bits()],
             },
-            verifiers: VerifierTable { position: Vec::new(), command: Vec::new(), passed: Vec::new() },
+            verifiers: VerifierTable {
+                position: Vec::new(),
+                command: Vec::new(),
+                result: Vec::new(),
+                claim: Vec::new(),
+                flags: Vec::new(),
+            },
             answer: String::new(),
         }
     }
@@ -657,13 +674,16 @@ pub(crate) mod tests {
             position
         }
 
-        /// A verifier run.
+        /// A verifier run with no link to its own claim.
         pub(crate) fn verifier(&mut self, passed: bool) -> u64 {
+            let result = if passed { CheckResult::Passed } else { CheckResult::Failed };
             let position = self.position();
             let run = &mut self.ledger.verifiers;
             run.position.push(position);
             run.command.push(7);
-            run.passed.push(passed);
+            run.result.push(result as u8);
+            run.claim.push(0);
+            run.flags.push(VerifierFlags::empty().bits());
             position
         }
     }
@@ -768,8 +788,8 @@ pub(crate) mod tests {
         role.resources.role[0] = 5;
         assert!(refusal(&role).contains("resources.role: entry 0 is 5, which is no resource-role"));
         let mut bits = ledger();
-        bits.claims.flags[0] = 1 << 4;
-        assert!(refusal(&bits).contains("claims.flags: entry 0 is 16, which is no claim-flags"));
+        bits.claims.flags[0] = 1 << 5;
+        assert!(refusal(&bits).contains("claims.flags: entry 0 is 32, which is no claim-flags"));
         // A second observation, at 4, with a job state that is no case.
         let mut job = ledger();
         let seen = &mut job.observations;
