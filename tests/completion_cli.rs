@@ -188,6 +188,36 @@ fn decide_on_a_recorded_run_agrees_and_records_the_decision() {
 }
 
 #[test]
+fn every_reason_says_what_would_clear_it() {
+    // Issue 15: a `remedy` beside each reason's message, in JSON and on a
+    // terminal.
+    let s = session();
+    let run = run_id(&decide(&s, &[WRITE], &[]));
+    let effects = |json: bool| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_effects"));
+        command.arg("--data-dir").arg(&s.data);
+        command.args(["decide", "--run", &run, "--require", "b.txt", "--answer", "I wrote b.txt."]);
+        if json {
+            command.arg("--json");
+        }
+        command.output().unwrap()
+    };
+    let out = effects(true);
+    let decision: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(decision["verdict"], "FAILED", "{decision:#}");
+    let reasons = decision["reasons"].as_array().unwrap();
+    assert!(reasons.len() >= 2, "{decision:#}");
+    for reason in reasons {
+        assert!(!reason["remedy"].as_str().unwrap().is_empty(), "{reason:#}");
+    }
+    let missing = reasons.iter().find(|r| r["code"] == "MISSING_ARTIFACT").expect("b.txt is missing");
+    assert_eq!(missing["remedy"], "produce b.txt, then read it back completely");
+    let text = String::from_utf8(effects(false).stdout).unwrap();
+    assert!(text.contains("MISSING_ARTIFACT (FAILED)"), "{text}");
+    assert!(text.contains("to clear it: produce b.txt, then read it back completely"), "{text}");
+}
+
+#[test]
 fn decide_refuses_an_escaping_requirement_and_an_unknown_run() {
     let s = session();
     let run = run_id(&decide(&s, &[WRITE], &[]));

@@ -154,7 +154,8 @@ pub(super) fn decision_json(completion: &Completion) -> Value {
     })
 }
 
-/// The decision for a terminal: verdict, reasons, the presented answer.
+/// The decision for a terminal: verdict, reasons (each with what would clear
+/// it), the presented answer.
 pub(super) fn describe_decision(report: &Value) -> String {
     let mut out = format!("decision: {}", report["verdict"].as_str().unwrap_or_default());
     for reason in report["reasons"].as_array().into_iter().flatten() {
@@ -164,6 +165,9 @@ pub(super) fn describe_decision(report: &Value) -> String {
             reason["verdict"].as_str().unwrap_or_default(),
             reason["message"].as_str().unwrap_or_default()
         ));
+        if let Some(remedy) = reason["remedy"].as_str().filter(|r| !r.is_empty()) {
+            out.push_str(&format!("\n    to clear it: {remedy}"));
+        }
     }
     if let Some(evaluator) = report["evaluator"].as_object() {
         out.push_str(&format!(
