@@ -8,6 +8,7 @@
 //! Invariant: no path through this module yields COMPLETED unless an evaluator
 //! answered COMPLETED and its answer passed the host's contract checks.
 
+pub mod coverage;
 pub mod evidence;
 pub mod replay;
 pub mod vectors;
