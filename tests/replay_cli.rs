@@ -232,6 +232,32 @@ fn a_decision_naming_another_evaluator_is_refused() {
 }
 
 #[test]
+fn a_policy_failure_replays_identical_with_the_manifest_that_pins_its_evaluator() {
+    // POL-4: an evaluator that runs out of fuel gave BLOCKED POLICY_FAILURE.
+    // The same component fails the same way again (POL-3), so the decision
+    // replays identical, given the manifest that pins it.
+    let s = session();
+    let copy = support::PolicyCopy::new();
+    copy.replace("evaluate.wasm", &support::fixture("hostile-evaluator"));
+    let manifest = copy.path("manifest.toml");
+    let manifest = manifest.to_str().unwrap();
+    let out = s.run(&[WRITE, READ, &complete(&["a.txt"], "spin")].join("\n"), &["--manifest", manifest]);
+    let summary = reports(&out).pop().unwrap();
+    assert_eq!(summary["verdict"], "BLOCKED", "{summary:#}");
+    let (run, position) =
+        (summary["summary"]["run_id"].as_str().unwrap(), summary["recorded"].as_u64().unwrap());
+    let (code, report) = replay_json(&s, run, position, &["--manifest", manifest]);
+    assert_eq!(code, Some(0), "{report:#}");
+    assert_eq!(report["replayed"]["reasons"][0]["code"], "POLICY_FAILURE");
+    assert!(report["replayed"]["policy_failure"].as_str().unwrap().contains("fuel"), "{report:#}");
+    // The shipped evaluator is not the one that decided: refused, with the way out.
+    let out = replay(&s, run, position, &[]);
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--manifest") && stderr.contains("--evaluator FILE"), "{stderr}");
+}
+
+#[test]
 fn a_position_that_holds_no_decision_is_bad_input() {
     let s = session();
     let (run, position) = recorded_decision(&s, &[WRITE, READ, &complete(&["a.txt"], "I wrote a.txt.")]);
