@@ -1,5 +1,6 @@
-//! The policy author's CLI (`effects policy inspect | verify | run`), run as a
-//! user would: exit codes, JSON on stdout, one line per problem.
+//! The policy author's CLI (`effects policy inspect | verify | run | test`),
+//! run as a user would: exit codes, JSON on stdout, one line per problem;
+//! `test`'s rule coverage against the rules document.
 
 #![allow(clippy::disallowed_methods)] // tests set up files with ambient authority
 
@@ -160,4 +161,108 @@ fn run_refuses_an_evaluate_input_whose_records_are_out_of_log_order() {
         "{}",
         text(&unordered.stderr)
     );
+}
+
+/// `effects policy test --native --rules RULES DIR --json`: the exit code,
+/// the coverage rows and the summary.
+fn coverage_of(dir: &str, rules: &str) -> (Option<i32>, Vec<Value>, Value, String) {
+    let out = effects(&["policy", "test", "--native", "--json", "--rules", rules, dir]);
+    let lines: Vec<Value> = text(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let coverage = lines.iter().find_map(|l| l["coverage"].as_array().cloned()).expect("a coverage line");
+    let summary = lines.last().unwrap()["summary"].clone();
+    (out.status.code(), coverage, summary, text(&out.stderr))
+}
+
+fn row<'a>(coverage: &'a [Value], rule: &str) -> &'a Value {
+    coverage.iter().find(|r| r["rule"] == rule).unwrap_or_else(|| panic!("no coverage row for {rule}"))
+}
+
+#[test]
+fn test_reports_coverage_and_the_shipped_vectors_cover_every_rule_the_docs_require() {
+    let rules = std::fs::read_to_string(root().join("docs/rules.md")).unwrap();
+    let table = effect_ledger::completion::coverage::RuleTable::parse(&rules, "docs/rules.md").unwrap();
+    let (code, coverage, summary, stderr) = coverage_of("tests/vectors", "docs/rules.md");
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(summary["uncovered"], serde_json::json!([]), "{summary}");
+    for (rule, requirement) in &table.rules {
+        let vectors = row(&coverage, rule)["vectors"].as_array().unwrap().len();
+        if *requirement == effect_ledger::completion::coverage::Requirement::Required {
+            assert!(vectors > 0, "{rule} is required and has no vector");
+        }
+    }
+    // A vector's `rules` list counts: CL-2 is no vector's `rule`.
+    let cl2 = row(&coverage, "CL-2")["vectors"].as_array().unwrap();
+    assert!(cl2.iter().any(|v| v == "ver-1-verified.json"), "{cl2:?}");
+    // The text output has the table, defaulting to docs/rules.md.
+    let out = effects(&["policy", "test", "--native"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("coverage of the rules docs/rules.md lists:"), "{stdout}");
+    assert!(
+        stdout.lines().any(|l| l.trim_start().starts_with("CMP-2 ") && l.ends_with("required")),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn test_fails_naming_a_required_rule_that_no_vector_exercises() {
+    // The shipped docs, with one more rule required: a row right below the
+    // header of the section's table.
+    let docs = tempfile::NamedTempFile::new().unwrap();
+    let shipped = std::fs::read_to_string(root().join("docs/rules.md")).unwrap();
+    let section = shipped.find(effect_ledger::completion::coverage::SECTION).unwrap();
+    let header = section + shipped[section..].find("| --- | --- |\n").unwrap() + "| --- | --- |\n".len();
+    std::fs::write(
+        docs.path(),
+        format!("{}| `CMP-99` | required |\n{}", &shipped[..header], &shipped[header..]),
+    )
+    .unwrap();
+    let path = docs.path().display().to_string();
+    let (code, coverage, summary, stderr) = coverage_of("tests/vectors", &path);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(summary["failed"], 0, "every vector passed; coverage alone fails it");
+    assert_eq!(summary["uncovered"], serde_json::json!(["CMP-99"]));
+    assert_eq!(row(&coverage, "CMP-99")["vectors"], serde_json::json!([]));
+    assert!(stderr.contains("no vector exercises CMP-99") && stderr.contains(&path), "{stderr}");
+    let out = effects(&["policy", "test", "--native", "--rules", &path]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stdout).contains("required, UNCOVERED"), "{}", text(&out.stdout));
+
+    // A vector that names it in its `rules` list covers it.
+    let vectors = tempfile::tempdir().unwrap();
+    let vector = std::fs::read_to_string(root().join("tests/vectors/ver-1-verified.json")).unwrap();
+    let tagged = vector.replacen("\"rules\": [\"CL-2\"]", "\"rules\": [\"CL-2\", \"CMP-99\"]", 1);
+    assert_ne!(tagged, vector);
+    std::fs::write(vectors.path().join("ver-1-verified.json"), tagged).unwrap();
+    let table = "## Conformance vectors per rule\n\n| rule | vectors |\n| --- | --- |\n\
+                 | `VER-1` | required |\n| `CMP-99` | required |\n| `OUT-1` | pending: later |\n";
+    std::fs::write(docs.path(), table).unwrap();
+    let dir = vectors.path().display().to_string();
+    let (code, coverage, summary, stderr) = coverage_of(&dir, &path);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(row(&coverage, "CMP-99")["vectors"], serde_json::json!(["ver-1-verified.json"]));
+    assert_eq!(row(&coverage, "OUT-1")["vectors"], serde_json::json!([]), "pending is listed, not required");
+    assert_eq!(summary["uncovered"], serde_json::json!([]));
+    std::fs::write(vectors.path().join("ver-1-verified.json"), vector).unwrap();
+    let (code, _, summary, _) = coverage_of(&dir, &path);
+    assert_eq!(code, Some(1));
+    assert_eq!(summary["uncovered"], serde_json::json!(["CMP-99"]));
+}
+
+#[test]
+fn test_refuses_a_rules_document_it_cannot_read_as_a_table() {
+    let docs = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        docs.path(),
+        "## Conformance vectors per rule\n\n| rule | vectors |\n| `CMP-2` | requird |\n",
+    )
+    .unwrap();
+    let path = docs.path().display().to_string();
+    let out = effects(&["policy", "test", "--native", "--rules", &path]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains(&format!("{path}:4:")) && stderr.contains("requird"), "{stderr}");
+    let out = effects(&["policy", "test", "--native", "--rules", "no/such/rules.md"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("give --rules FILE"), "{}", text(&out.stderr));
 }

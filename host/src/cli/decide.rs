@@ -6,6 +6,10 @@
 //! checked against the recorded device and inode); `--root` may name it
 //! again, never another. Required files are read completely at decision time
 //! and those reads recorded before deciding (CMP-7b).
+//!
+//! `--replay POSITION` re-derives a recorded decision from the log alone
+//! (POL-3, `completion::replay`): this file only opens the log read-only,
+//! picks the evaluator and prints.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -18,10 +22,14 @@ use cap_std::fs::Dir;
 use clap::Args;
 use serde_json::{Value, json};
 
+use effect_ledger::completion::{Recorded, Replay, ReplayError};
+use effect_ledger::digest::Sha256Digest;
 use effect_ledger::ledger::{CompleteError, Completion};
-use effect_ledger::log::{OpenMode, OpenOptionsLog, Record, open_effects_dir, open_lineage};
+use effect_ledger::log::{DiskLog, OpenMode, OpenOptionsLog, Record, open_effects_dir, open_lineage};
 use effect_ledger::model::{FilesystemRoot, Location, ResourceRef};
+use effect_ledger::policy::{self, EvaluatorComponent, LoadedComponent, PolicyOptions, PolicySet, World};
 
+use super::policy::{manifest_source, open_cache};
 use super::runtime::{bad, open_ledger};
 use super::{Failure, exit};
 
@@ -30,10 +38,23 @@ use super::{Failure, exit};
 #[command(after_help = "Prints COMPLETED, FAILED, BLOCKED or UNVERIFIED with its reasons, the \
 disclosures the answer must carry and the presented answer; --json prints one object with \
 `verdict`, `reasons`, `disclosures`, `assessments` and `answer`. The decision is recorded in the \
-run's log with the evaluator's digest and fuel. Exit 0 whenever a decision was made: read the \
-verdict.")]
+run's log with the evaluator's digest and fuel, the answer, the full decision and where the \
+history ended. Exit 0 whenever a decision was made: read the verdict.
+
+Replay: `effects decide --run RUN --replay POSITION` takes the decision recorded at POSITION \
+(`effects log show DATA_DIR/effects/RUN.log` lists the records) and decides again from the log \
+alone: the evidence up to where that decision's history ended, the required files as they were \
+resolved then, the answer as it was given. Nothing is read from the root and nothing is written \
+to the log. The evaluator must be the \
+one the decision names (same sha256): the shipped one, a --manifest's, or a component file given \
+with --evaluator. It prints IDENTICAL or NOT IDENTICAL with each difference (verdict, reasons, \
+disclosures, assessments, presented answer, and the record's own summary fields); --json prints \
+one object with `identical` and `differences`. Exit 0 identical; 1 not identical; 2 no decision \
+at POSITION, a decision recorded before decisions could be replayed, or a log that cannot be \
+read; 3 the evaluator is not the recorded one.")]
 pub struct DecideArgs {
-    /// The run to decide (as `effects session` printed it).
+    /// The run to decide, or whose log holds the decision to replay (as
+    /// `effects session` printed it).
     #[arg(long)]
     run: String,
     /// A file beneath the root the work must have produced (repeatable).
@@ -48,13 +69,21 @@ pub struct DecideArgs {
     /// Policy manifest (default: the policies embedded in this binary).
     #[arg(long)]
     manifest: Option<PathBuf>,
+    /// Re-derive the decision recorded at this log position instead of
+    /// deciding: exit 0 when identical, 1 when not.
+    #[arg(long, value_name = "POSITION", conflicts_with_all = ["required", "answer", "root"])]
+    replay: Option<u64>,
+    /// With --replay: the evaluator component file to replay with; its
+    /// sha256 must be the one the decision recorded.
+    #[arg(long, value_name = "FILE", requires = "replay", conflicts_with = "manifest")]
+    evaluator: Option<PathBuf>,
     /// One JSON object instead of text.
     #[arg(long)]
     json: bool,
 }
 
-/// The root the run's records name, if any of its resources is a file.
-fn recorded_root(data_dir: &Path, run: &str) -> Result<Option<FilesystemRoot>, Failure> {
+/// The run's log, opened read-only: nothing is recovered or written.
+fn read_only_log(data_dir: &Path, run: &str) -> Result<DiskLog, Failure> {
     let data = Dir::open_ambient_dir(data_dir, ambient_authority())
         .map_err(|e| bad(anyhow!("cannot open the data dir {}: {e}", data_dir.display())))?;
     let display = data_dir.display().to_string();
@@ -68,9 +97,14 @@ fn recorded_root(data_dir: &Path, run: &str) -> Result<Option<FilesystemRoot>, F
         .map_err(|e| bad(anyhow!(e)))?
         .ok_or_else(missing)?;
     let options = OpenOptionsLog { mode: OpenMode::ReadOnly, key: None, recover: false };
-    let log = open_lineage(&effects, &format!("{display}/effects"), run, &options)
+    open_lineage(&effects, &format!("{display}/effects"), run, &options)
         .map_err(|e| Failure::new(exit::PROBLEMS, e))?
-        .ok_or_else(missing)?;
+        .ok_or_else(missing)
+}
+
+/// The root the run's records name, if any of its resources is a file.
+fn recorded_root(data_dir: &Path, run: &str) -> Result<Option<FilesystemRoot>, Failure> {
+    let log = read_only_log(data_dir, run)?;
     let filesystem_root = |r: &ResourceRef| match r.location() {
         Location::Filesystem(fs) => Some(fs.root.clone()),
         _ => None,
@@ -95,6 +129,9 @@ impl DecideArgs {
         let data_dir = data_dir.ok_or_else(|| {
             bad(anyhow!("give the data dir of the run with --data-dir (or $EFFECTS_DATA_DIR)"))
         })?;
+        if let Some(position) = self.replay {
+            return self.replay(&data_dir, position);
+        }
         let recorded = recorded_root(&data_dir, &self.run)?;
         let root = match (&self.root, &recorded) {
             // Another root than the recorded one is refused when the run is
@@ -135,6 +172,124 @@ impl DecideArgs {
         }
         Ok(ExitCode::SUCCESS)
     }
+}
+
+impl DecideArgs {
+    /// `--replay POSITION`: the recorded decision decided again, compared.
+    fn replay(&self, data_dir: &Path, position: u64) -> Result<ExitCode, Failure> {
+        // Every failure before the comparison is exit 2 (3 for the
+        // evaluator): exit 1 says only "re-derived, and it differs".
+        let log = read_only_log(data_dir, &self.run).map_err(|f| bad(f.error))?;
+        let recorded = Recorded::find(log.records(), position).map_err(bad)?;
+        drop(log);
+        let refused = |error: ReplayError| {
+            let hint = if self.evaluator.is_some() {
+                "give --evaluator the component file whose sha256 the decision recorded"
+            } else {
+                "give that component with --evaluator FILE, or a --manifest that pins it"
+            };
+            Failure::new(exit::REFUSED, anyhow!("{error}; {hint}"))
+        };
+        let options = PolicyOptions { cache: open_cache(data_dir), ..PolicyOptions::default() };
+        let mut policies;
+        let mut loaded;
+        let evaluator: &mut EvaluatorComponent = match &self.evaluator {
+            Some(file) => {
+                let bytes = std::fs::read(file)
+                    .map_err(|e| bad(anyhow!("cannot read the evaluator {}: {e}", file.display())))?;
+                // The pin is checked on the bytes before anything parses them (POL-1).
+                recorded
+                    .check_evaluator(&file.display().to_string(), &Sha256Digest::of(&bytes))
+                    .map_err(refused)?;
+                let name = &recorded.evaluator().component;
+                loaded = match policy::load_unpinned(name, World::Evaluator, &bytes, &options) {
+                    Ok(LoadedComponent::Evaluator(component)) => component,
+                    Ok(LoadedComponent::Classifier(_)) => unreachable!("loaded as an evaluator"),
+                    Err(error) => return Err(Failure::new(exit::REFUSED, error)),
+                };
+                &mut loaded
+            }
+            None => {
+                policies = PolicySet::load(&manifest_source(self.manifest.as_deref())?, &options)
+                    .map_err(|e| Failure::new(exit::REFUSED, e))?;
+                policies.evaluator().map_err(|e| Failure::new(exit::REFUSED, e))?
+            }
+        };
+        let replay = recorded.replay(evaluator).map_err(refused)?;
+        let report = replay_json(&self.run, &recorded, &replay);
+        if self.json {
+            println!("{report}");
+        } else {
+            println!("{}", describe_replay(&report));
+        }
+        Ok(if replay.identical() { ExitCode::SUCCESS } else { ExitCode::from(exit::PROBLEMS) })
+    }
+}
+
+/// A replay as JSON: `identical`, `differences` (each `field`, `recorded`,
+/// `replayed`), the `replayed` decision (`verdict`, `reasons`, `disclosures`,
+/// `assessments`, `answer`, `policy_failure`), the evaluator run and what it
+/// was taken over.
+fn replay_json(run: &str, recorded: &Recorded, replay: &Replay) -> Value {
+    let decision = &replay.decided.decision;
+    json!({
+        "run": run,
+        "position": recorded.position,
+        "decided_by_run": recorded.run_id,
+        "identical": replay.identical(),
+        "differences": replay.differences,
+        "replayed": {
+            "verdict": decision.verdict,
+            "reasons": decision.reasons,
+            "disclosures": decision.disclosures,
+            "assessments": decision.assessments,
+            "answer": decision.presented_answer,
+            "policy_failure": replay.decided.policy_failure,
+        },
+        "evaluator": replay.decided.evaluator,
+        "recorded_fuel_used": recorded.evaluator().fuel_used,
+        "through": recorded.record.through,
+        "evidence_records": recorded.ledger.records.len(),
+    })
+}
+
+/// A replay for a terminal: IDENTICAL or NOT IDENTICAL, each difference,
+/// the evaluator.
+fn describe_replay(report: &Value) -> String {
+    let replayed = &report["replayed"];
+    let count = |key: &str| replayed[key].as_array().map_or(0, Vec::len);
+    let mut out = format!(
+        "replay of the decision at position {} (run {}): {}",
+        report["position"],
+        report["decided_by_run"].as_str().unwrap_or_default(),
+        if report["identical"] == true { "IDENTICAL" } else { "NOT IDENTICAL" }
+    );
+    out.push_str(&format!(
+        "\n  replayed: {}, {} reason(s), {} disclosure(s), {} assessment(s), over {} evidence record(s)",
+        replayed["verdict"].as_str().unwrap_or_default(),
+        count("reasons"),
+        count("disclosures"),
+        count("assessments"),
+        report["evidence_records"]
+    ));
+    for difference in report["differences"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "\n  differs: {}: recorded {}, replayed {}",
+            difference["field"].as_str().unwrap_or_default(),
+            difference["recorded"],
+            difference["replayed"]
+        ));
+    }
+    if let Some(evaluator) = report["evaluator"].as_object() {
+        out.push_str(&format!(
+            "\n  evaluator {} (sha256 {}), fuel {} (recorded {})",
+            evaluator["component"].as_str().unwrap_or_default(),
+            evaluator["sha256"].as_str().unwrap_or_default(),
+            evaluator["fuel_used"],
+            report["recorded_fuel_used"]
+        ));
+    }
+    out
 }
 
 /// The decision as JSON: `verdict`, `reasons`, `disclosures`, `assessments`,

@@ -1,7 +1,8 @@
 //! `effects policy ...`: the policy author's loop. `inspect` reads a component
 //! file without running it, `verify` checks a whole manifest, `run` makes one
 //! sandboxed call with JSON in and JSON out (like `opa eval` or `kwctl run`),
-//! `test` runs the conformance vectors against an evaluator.
+//! `test` runs the conformance vectors against an evaluator and reports their
+//! coverage of the evaluator's rules (like `opa test --coverage`).
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -19,6 +20,7 @@ use effect_ledger::policy::{
     World,
 };
 
+use effect_ledger::completion::coverage::{Requirement, RuleTable, coverage};
 use effect_ledger::completion::vectors;
 use effect_ledger::completion::{Evaluator, evaluator_of};
 use effect_ledger::model::EvidenceLedger;
@@ -71,15 +73,27 @@ pub enum PolicyCommand {
         memory: usize,
     },
     /// Run conformance vectors (a directory of `*.json` files, each a ledger
-    /// and the decision it must get) against an evaluator component and print
-    /// `N passed, M failed`. Exit 1 when any fails.
+    /// and the decision it must get) against an evaluator component, print
+    /// `N passed, M failed` and how many vectors exercise each rule the
+    /// evaluator decides. Exit 1 when any fails, or when a rule the rules
+    /// document requires vectors for has none.
     #[command(after_help = "Vector format: see tests/vectors/*.json and the `completion::vectors` \
 module docs. Without --evaluator, the shipped (embedded) evaluator is tested; --native tests the \
-same evaluator compiled into this binary.")]
+same evaluator compiled into this binary.
+
+Coverage: a vector exercises the rule in its `rule` field and those in its optional `rules` list. \
+The rules the evaluator decides are the rows of the `## Conformance vectors per rule` table of the \
+rules document (--rules, default docs/rules.md): `| `CMP-2` | required |` makes a rule need at \
+least one vector, `| `OUT-1` | pending: why |` lists it without requiring it. Run from the \
+repository root, or give --rules.")]
     Test {
         /// The directory of vectors.
         #[arg(default_value = "tests/vectors")]
         dir: PathBuf,
+        /// The rules document whose `## Conformance vectors per rule` table
+        /// lists the evaluator's rules and which need vectors.
+        #[arg(long, value_name = "FILE", default_value = "docs/rules.md")]
+        rules: PathBuf,
         /// An evaluator component file to test (no manifest pin is needed).
         #[arg(long, conflicts_with = "native")]
         evaluator: Option<PathBuf>,
@@ -109,8 +123,8 @@ impl PolicyCommand {
                 let limits = SandboxLimits { fuel, memory_bytes: memory, ..SandboxLimits::default() };
                 run(&file, call, &input, limits)
             }
-            PolicyCommand::Test { dir, evaluator, native, json } => {
-                test(&dir, evaluator.as_deref(), native, json)
+            PolicyCommand::Test { dir, rules, evaluator, native, json } => {
+                test(&dir, &rules, evaluator.as_deref(), native, json)
             }
         }
     }
@@ -259,7 +273,24 @@ fn run(file: &Path, call: CallArg, input: &Path, limits: SandboxLimits) -> Resul
     Ok(ExitCode::SUCCESS)
 }
 
-fn test(dir: &Path, file: Option<&Path>, native: bool, json: bool) -> Result<ExitCode, Failure> {
+fn test(
+    dir: &Path,
+    rules: &Path,
+    file: Option<&Path>,
+    native: bool,
+    json: bool,
+) -> Result<ExitCode, Failure> {
+    let text = std::fs::read_to_string(rules).map_err(|e| {
+        Failure::new(
+            exit::BAD_INPUT,
+            anyhow!(
+                "cannot read the rules document {}: {e}; run from the repository root or give --rules FILE",
+                rules.display()
+            ),
+        )
+    })?;
+    let table = RuleTable::parse(&text, &rules.display().to_string())
+        .map_err(|e| Failure::new(exit::BAD_INPUT, anyhow!(e)))?;
     let mut shipped;
     let mut loaded;
     let mut evaluator = if native {
@@ -301,10 +332,38 @@ fn test(dir: &Path, file: Option<&Path>, native: bool, json: bool) -> Result<Exi
         }
     }
     let passed = results.len() - failed;
+    let covered = coverage(&table, &results);
+    let uncovered: Vec<&str> = covered.iter().filter(|c| c.uncovered()).map(|c| c.rule.as_str()).collect();
     if json {
-        println!("{}", serde_json::json!({ "summary": { "passed": passed, "failed": failed } }));
+        println!("{}", serde_json::json!({ "coverage": covered }));
+        println!(
+            "{}",
+            serde_json::json!({ "summary": { "passed": passed, "failed": failed, "uncovered": uncovered } })
+        );
     } else {
+        println!("coverage of the rules {} lists:", rules.display());
+        for rule in &covered {
+            let status = match &rule.requirement {
+                Some(Requirement::Required) if rule.vectors.is_empty() => "required, UNCOVERED".to_owned(),
+                Some(Requirement::Required) => "required".to_owned(),
+                Some(Requirement::Pending(why)) if rule.vectors.is_empty() => format!("pending: {why}"),
+                Some(Requirement::Pending(_)) => {
+                    "pending, but it has vectors now: mark it required".to_owned()
+                }
+                None => format!("not listed in {}", rules.display()),
+            };
+            println!("  {:<8} {:>3} vector(s)  {status}", rule.rule, rule.vectors.len());
+        }
         println!("{passed} passed, {failed} failed");
     }
-    Ok(if failed == 0 { ExitCode::SUCCESS } else { ExitCode::from(exit::PROBLEMS) })
+    if !uncovered.is_empty() {
+        let (which, it) = if uncovered.len() == 1 { ("it", "it") } else { ("them", "each") };
+        eprintln!(
+            "effects: no vector exercises {}, which {} marks required: add a vector whose \"rule\" (or \
+             \"rules\" list) names {it}, or mark {which} `pending: why` there",
+            uncovered.join(", "),
+            rules.display()
+        );
+    }
+    Ok(if failed == 0 && uncovered.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(exit::PROBLEMS) })
 }

@@ -2,19 +2,24 @@
 //! history (`evidence`), passed once to the evaluator, and the decision that
 //! comes back, or BLOCKED `POLICY_FAILURE` when the evaluator fails (POL-4).
 //! `vectors` runs the conformance vectors in `tests/vectors/` against any
-//! evaluator.
+//! evaluator; `coverage` counts the vectors of each rule ID the docs say the
+//! evaluator decides; `replay` re-derives a recorded decision from the log.
 //!
 //! Invariant: no path through this module yields COMPLETED unless an evaluator
 //! answered COMPLETED and its answer passed the host's contract checks.
 
+pub mod coverage;
 pub mod evidence;
+pub mod replay;
 pub mod vectors;
 
-use crate::log::EvaluatorRun;
-use crate::model::{Decision, EvidenceLedger, Reason, ReasonCode, Verdict};
+use crate::digest::Sha256Digest;
+use crate::log::{DecisionDetail, DecisionRecord, EvaluatorRun, Position};
+use crate::model::{Decision, EvidenceLedger, EvidenceRecord, Reason, ReasonCode, Verdict};
 use crate::policy::{EvaluatorComponent, NativeEvaluator, PolicyError};
 
 pub use evidence::assemble;
+pub use replay::{Difference, Recorded, Replay, ReplayError};
 
 /// The disclosure every policy-failure decision carries.
 pub const POLICY_FAILURE_DISCLOSURE: &str = "Completion could not be evaluated (policy failure); nothing in this answer is confirmed by the effect ledger.";
@@ -99,6 +104,35 @@ impl Evaluator<'_> {
             },
             Evaluator::Unavailable(why) => failed(why.clone(), None),
         }
+    }
+}
+
+/// What the log keeps of a decision `decided` over `ledger`, which was
+/// assembled from a history ending at `history_through` (POL-4, CMP-11):
+/// enough to re-derive it from the log alone. `Ledger::complete` records it,
+/// and a replay builds it again to compare, so both say the same things.
+pub fn decision_record(
+    ledger: &EvidenceLedger,
+    history_through: Option<Position>,
+    decided: &Decided,
+) -> DecisionRecord {
+    let decision = &decided.decision;
+    DecisionRecord {
+        through: ledger.records.last().map(EvidenceRecord::position),
+        required: ledger.required.iter().map(|&index| ledger.resources[index as usize].clone()).collect(),
+        answer_sha256: Sha256Digest::of(ledger.answer.as_bytes()).to_string(),
+        verdict: decision.verdict,
+        reasons: decision.reasons.iter().map(|r| r.code).collect(),
+        disclosures: decision.disclosures.clone(),
+        evaluator: decided.evaluator.clone(),
+        policy_failure: decided.policy_failure.clone(),
+        detail: Some(DecisionDetail {
+            answer: ledger.answer.clone(),
+            history_through,
+            reasons: decision.reasons.clone(),
+            assessments: decision.assessments.clone(),
+            presented_answer: decision.presented_answer.clone(),
+        }),
     }
 }
 

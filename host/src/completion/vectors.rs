@@ -25,6 +25,10 @@
 //! reason codes; it may also pin each code's evidence positions, the exact
 //! assessments, the number of disclosures, and text the disclosures or the
 //! presented answer must (or must not) contain.
+//!
+//! A vector that pins more than one rule names the others in an optional
+//! `"rules": ["CL-2"]` list beside `rule`: `effects policy test` counts it for
+//! each (`coverage.rs`), and its file stays named after `rule`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -48,6 +52,9 @@ use crate::model::{
 pub struct Vector {
     /// The rule it pins (`CMP-2`, `INV-1`, ...).
     pub rule: String,
+    /// Further rules it exercises, if any (rule coverage counts it for each).
+    #[serde(default)]
+    pub rules: Vec<String>,
     /// What it shows.
     pub title: String,
     /// Required artifacts (file paths).
@@ -347,7 +354,26 @@ impl Vector {
             answer_mentions: Vec::new(),
             answer_lacks: Vec::new(),
         };
-        Vector { rule: "built".into(), title: "built in code".into(), required, answer, records, expect }
+        Vector {
+            rule: "built".into(),
+            rules: Vec::new(),
+            title: "built in code".into(),
+            required,
+            answer,
+            records,
+            expect,
+        }
+    }
+
+    /// Every rule it exercises: `rule`, then the `rules` not already named.
+    pub fn exercises(&self) -> Vec<String> {
+        let mut rules = vec![self.rule.clone()];
+        for rule in &self.rules {
+            if !rules.contains(rule) {
+                rules.push(rule.clone());
+            }
+        }
+        rules
     }
 
     /// The evidence ledger this vector describes.
@@ -518,6 +544,8 @@ pub struct VectorResult {
     pub file: PathBuf,
     /// Its rule.
     pub rule: String,
+    /// Every rule it exercises ([`Vector::exercises`]).
+    pub exercises: Vec<String>,
     /// Its title.
     pub title: String,
     /// What differed; empty when it passed.
@@ -569,7 +597,8 @@ pub fn run(dir: &Path, evaluator: &mut Evaluator<'_>) -> Result<Vec<VectorResult
             let ledger = vector.ledger().map_err(|e| format!("{}: {e}", file.display()))?;
             let decided = evaluator.decide(&ledger);
             let failures = vector.check(&decided);
-            Ok(VectorResult { file, rule: vector.rule, title: vector.title, failures })
+            let exercises = vector.exercises();
+            Ok(VectorResult { file, rule: vector.rule, exercises, title: vector.title, failures })
         })
         .collect()
 }

@@ -8,15 +8,16 @@
 //! the last readback contradicts or stales the evidence instead of passing
 //! unseen. The evidence ledger is assembled from the run's durable history,
 //! the evaluator decides once, and the decision is recorded with the
-//! evaluator's digest and fuel.
+//! evaluator's digest and fuel, and with the answer, the full decision and
+//! where the history ended, so it can be replayed from the log alone
+//! (`completion::replay`).
 //!
 //! A run with no log stays without one (CMP-9): its observations are taken
 //! but not written, and the decision is returned, not recorded.
 
-use crate::completion::{Decided, assemble, evaluator_of};
-use crate::digest::Sha256Digest;
+use crate::completion::{Decided, assemble, decision_record, evaluator_of};
 use crate::identity::IdentityError;
-use crate::log::{DecisionRecord, LogError, ObservationRecord, Position, Record};
+use crate::log::{LogError, ObservationRecord, Position, Record};
 use crate::model::{Coverage, EvidenceLedger, Mechanism, ReadbackRequest, ResourceRole};
 
 use super::{Ledger, Run, readback};
@@ -107,33 +108,28 @@ impl Ledger {
             }
         }
         let required_refs: Vec<_> = resolved.into_iter().map(|r| r.resource).collect();
-        // Assembled from the log's own records, borrowed: no copy of the history.
-        let ledger = match self.log(&run.lineage, false)? {
+        // Assembled from the log's own records, borrowed: no copy of the
+        // history. Where that history ended is recorded with the decision,
+        // so a replay assembles the same ledger from the log alone.
+        let (ledger, history_through) = match self.log(&run.lineage, false)? {
             Some(log) => {
                 // One batch, one fsync, however many artifacts are required.
                 if !observations.is_empty() {
                     log.record_observations(&run.id, observations)?;
                 }
-                assemble(log.history()?, &[], &required_refs, answer)
+                let history = log.history()?;
+                (assemble(history, &[], &required_refs, answer), history.last().map(|f| f.position))
             }
             None => {
                 let unrecorded: Vec<Record> = observations.into_iter().map(Record::Observation).collect();
-                assemble(&[], &unrecorded, &required_refs, answer)
+                (assemble(&[], &unrecorded, &required_refs, answer), None)
             }
         };
         let decided = evaluator_of(self.config.policies.evaluator()).decide(&ledger);
-        let record = DecisionRecord {
-            through: ledger.records.last().map(crate::model::EvidenceRecord::position),
-            required: required_refs,
-            answer_sha256: Sha256Digest::of(answer.as_bytes()).to_string(),
-            verdict: decided.decision.verdict,
-            reasons: decided.decision.reasons.iter().map(|r| r.code).collect(),
-            disclosures: decided.decision.disclosures.clone(),
-            evaluator: decided.evaluator.clone(),
-            policy_failure: decided.policy_failure.clone(),
-        };
         let recorded = match self.log(&run.lineage, false)? {
-            Some(log) => Some(log.record_decision(&run.id, record)?),
+            Some(log) => {
+                Some(log.record_decision(&run.id, decision_record(&ledger, history_through, &decided))?)
+            }
             None => None,
         };
         Ok(Completion { decided, ledger, recorded })

@@ -14,7 +14,9 @@
 //!   with no outcome yet: the identity is durable before the command runs;
 //! - a run's claims all record the same sealed root (ID-5): the root of its
 //!   first claim that records one. Checked under the writer's lock, so two
-//!   processes starting one run beneath different roots cannot both claim.
+//!   processes starting one run beneath different roots cannot both claim;
+//! - a decision is over earlier records only: the positions it was taken
+//!   through come before its own, so a replay's cut is in the log.
 
 use std::collections::HashMap;
 
@@ -110,6 +112,14 @@ pub enum HistoryError {
         run_device: u64,
         /// The run's root.
         run_inode: u64,
+    },
+    /// A decision that names its own position or a later one as its evidence.
+    #[error("decision at {position} is taken through position {through}, which is not before it")]
+    DecisionAhead {
+        /// The decision's position.
+        position: Position,
+        /// The position it names.
+        through: Position,
     },
     /// A recovery outcome that is not INTERRUPTED.
     #[error("recovery outcome for claim {claim} is {execution:?}; recovery only writes INTERRUPTED (LOG-7)")]
@@ -275,7 +285,16 @@ impl History {
                     None => Ok(None),
                 }
             }
-            Record::Decision(_) => Ok(None),
+            Record::Decision(decision) => {
+                let position = self.len();
+                let history_through = decision.detail.as_ref().and_then(|d| d.history_through);
+                match decision.through.max(history_through) {
+                    Some(through) if through >= position => {
+                        Err(HistoryError::DecisionAhead { position, through })
+                    }
+                    _ => Ok(None),
+                }
+            }
             Record::Processes(processes) => {
                 let claim = processes.claim;
                 match self.claim_state(claim) {
@@ -458,5 +477,42 @@ mod tests {
         history.commit();
         history.rollback(); // nothing journaled any more
         assert_eq!(history.len(), 3);
+    }
+
+    fn decision(through: Option<Position>, history_through: Option<Position>) -> Record {
+        Record::Decision(crate::log::record::DecisionRecord {
+            through,
+            required: Vec::new(),
+            answer_sha256: String::new(),
+            verdict: crate::model::Verdict::Unverified,
+            reasons: Vec::new(),
+            disclosures: Vec::new(),
+            evaluator: None,
+            policy_failure: None,
+            detail: Some(crate::log::record::DecisionDetail {
+                answer: String::new(),
+                history_through,
+                reasons: Vec::new(),
+                assessments: Vec::new(),
+                presented_answer: String::new(),
+            }),
+        })
+    }
+
+    #[test]
+    fn a_decision_is_taken_over_earlier_records_only() {
+        let mut history = History::new();
+        history.admit("r", &decision(None, None)).unwrap();
+        history.admit("r", &claim()).unwrap();
+        history.admit("r", &decision(Some(1), Some(1))).unwrap();
+        assert_eq!(
+            history.check("r", &decision(Some(3), Some(3))),
+            Err(HistoryError::DecisionAhead { position: 3, through: 3 })
+        );
+        assert_eq!(
+            history.check("r", &decision(Some(1), Some(4))),
+            Err(HistoryError::DecisionAhead { position: 3, through: 4 })
+        );
+        assert!(history.check("r", &decision(Some(1), Some(2))).is_ok());
     }
 }

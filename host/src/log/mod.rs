@@ -31,8 +31,8 @@ pub use group::GroupLog;
 pub use history::{ClaimState, History, HistoryError};
 pub use launch::{LaunchIndex, read_launch_index, reserve_launch, write_launch_index};
 pub use record::{
-    ClaimRecord, DecisionRecord, EvaluatorRun, Executor, Obligation, ObservationRecord, OperationRef,
-    OutcomeRecord, Position, ProcessesRecord, Record, VerifierRecord,
+    ClaimRecord, DecisionDetail, DecisionRecord, EvaluatorRun, Executor, Obligation, ObservationRecord,
+    OperationRef, OutcomeRecord, Position, ProcessesRecord, Record, VerifierRecord,
 };
 pub use scan::{Defect, Scanned, scan};
 pub use storage::{DiskFile, Faults, LockKind, MemoryFile, Storage};

@@ -9,8 +9,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    CheckResult, Coverage, FilesystemRoot, JobLifecycle, Mechanism, Outcome, Postcondition, ProducerFacts,
-    ReasonCode, ResourceRef, Verdict,
+    CheckResult, Coverage, EffectAssessment, FilesystemRoot, JobLifecycle, Mechanism, Outcome,
+    Postcondition, ProducerFacts, Reason, ReasonCode, ResourceRef, Verdict,
 };
 use crate::procfs::ProcessIdentity;
 
@@ -183,7 +183,9 @@ pub struct EvaluatorRun {
 }
 
 /// A completion decision (CMP-11), recorded after the evidence it was taken
-/// over, so it can be re-derived offline from the log (POL-3, POL-4).
+/// over, so it can be re-derived offline from the log (POL-3, POL-4): with
+/// its [`DecisionDetail`], `effects decide --replay` rebuilds the evidence
+/// ledger and decides again.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DecisionRecord {
@@ -203,6 +205,33 @@ pub struct DecisionRecord {
     pub evaluator: Option<EvaluatorRun>,
     /// Why evaluation failed, when it did (the verdict is then BLOCKED).
     pub policy_failure: Option<String>,
+    /// The decision in full, with the inputs the rest of the log lacks, so
+    /// `effects decide --replay` re-derives it from the log alone. `None` in
+    /// logs written before decisions kept it: such a decision cannot be
+    /// replayed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<DecisionDetail>,
+}
+
+/// What a [`DecisionRecord`] keeps beyond its summary: the agent's answer and
+/// where the history it was decided over ended (the inputs), and the whole
+/// decision (the outputs: every reason as given, every assessment, the
+/// presented answer), so a replay compares all of it (CMP-11, POL-3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionDetail {
+    /// The agent's answer text; its SHA-256 is the record's `answer_sha256`.
+    pub answer: String,
+    /// The last position of the history the ledger was assembled from, if
+    /// any. Not always `through`, the last evidence record: a processes
+    /// record after it still flags its claim (INV-2).
+    pub history_through: Option<Position>,
+    /// The reasons in full, in order (their codes are the record's `reasons`).
+    pub reasons: Vec<Reason>,
+    /// Every effect's assessment (CMP-11).
+    pub assessments: Vec<EffectAssessment>,
+    /// The answer as presented, disclosures included.
+    pub presented_answer: String,
 }
 
 /// One record of the log.

@@ -214,7 +214,9 @@ pub struct Reason {
     pub verdict: Verdict,
     /// Explanation.
     pub message: String,
-    /// What would clear it.
+    /// What would clear it. Absent in decision records written before
+    /// remedies were (read as empty).
+    #[serde(default)]
     pub remedy: String,
     /// Evidence positions relied on.
     pub evidence: Vec<Position>,

@@ -1,0 +1,277 @@
+//! `effects decide --replay POSITION` (POL-3: a decision re-derived from the
+//! log alone): recorded decisions replay identical even when the root has
+//! changed or is gone, a tampered decision record (validly re-chained) is
+//! reported not identical, a decision naming another evaluator is refused,
+//! and a position that holds no decision is bad input. Replay never writes.
+
+#![allow(clippy::disallowed_methods)] // tests drive the binary with real paths
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use support::session::{Session, log_records, reports, session, verify};
+
+const WRITE: &str = r#"{"tool": "write_file", "input": {"path": "a.txt", "content": "hi\n"}}"#;
+const READ: &str = r#"{"tool": "read_file", "input": {"path": "a.txt"}}"#;
+const EXTERNAL: &str = r#"{"tool": "external", "input": {"server": "tracker", "tool": "create_issue", "arguments": {"title": "bug"}}, "reported": {"exit_code": 0}}"#;
+
+fn complete(required: &[&str], answer: &str) -> String {
+    serde_json::json!({ "complete": { "required": required, "answer": answer } }).to_string()
+}
+
+/// Runs `lines` as one session; returns its final summary.
+fn summary_of(s: &Session, lines: &[&str]) -> Value {
+    let out = s.run(&(lines.join("\n") + "\n"), &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    reports(&out).pop().unwrap()
+}
+
+/// Runs `lines` as one session; returns the run id and the position of the
+/// decision its `complete` step recorded.
+fn recorded_decision(s: &Session, lines: &[&str]) -> (String, u64) {
+    let summary = summary_of(s, lines);
+    let run = summary["summary"]["run_id"].as_str().unwrap().to_owned();
+    (run, summary["recorded"].as_u64().expect("the decision was recorded"))
+}
+
+/// `effects --data-dir D decide --run RUN --replay POSITION EXTRA...`.
+fn replay(s: &Session, run: &str, position: u64, extra: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_effects"))
+        .arg("--data-dir")
+        .arg(&s.data)
+        .args(["decide", "--run", run, "--replay", &position.to_string()])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+fn replay_json(s: &Session, run: &str, position: u64, extra: &[&str]) -> (Option<i32>, Value) {
+    let mut args = vec!["--json"];
+    args.extend_from_slice(extra);
+    let out = replay(s, run, position, &args);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{e}: {stdout} / {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code(), report)
+}
+
+fn log_of(s: &Session) -> PathBuf {
+    let logs = s.logs();
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    logs[0].clone()
+}
+
+/// Rewrites the record at `position` with `change`, then frames it and every
+/// record after it again (`prev` and `check`, as `log/frame.rs` defines them):
+/// a forgery by someone who holds the file, which the hash chain alone cannot
+/// tell from the truth (no operator key).
+fn forge(log: &Path, position: usize, change: impl FnOnce(&mut Value)) {
+    let text = std::fs::read_to_string(log).unwrap();
+    let mut lines = text.lines();
+    // The records before it keep their bytes, so their checks still hold.
+    let mut out: String = lines.by_ref().take(position).map(|l| format!("{l}\n")).collect();
+    let mut change = Some(change);
+    let mut prev: Option<String> = None;
+    for line in lines {
+        let mut envelope: Value = serde_json::from_str(line).unwrap();
+        if let Some(change) = change.take() {
+            change(&mut envelope["record"]);
+        }
+        let object = envelope.as_object_mut().unwrap();
+        object.remove("check");
+        if let Some(prev) = &prev {
+            object.insert("prev".into(), Value::String(prev.clone()));
+        }
+        let body = serde_json::to_string(object).unwrap();
+        let check = hex::encode(Sha256::digest(body.as_bytes()));
+        out.push_str(&format!("{},\"check\":\"{check}\"}}\n", &body[..body.len() - 1]));
+        prev = Some(check);
+    }
+    std::fs::write(log, out).unwrap();
+}
+
+#[test]
+fn a_recorded_decision_replays_identical_from_the_log_alone() {
+    let s = session();
+    let (run, position) = recorded_decision(&s, &[WRITE, READ, &complete(&["a.txt"], "I wrote a.txt.")]);
+    let log = log_of(&s);
+    let before = std::fs::read(&log).unwrap();
+    // The root is rewritten, then removed: a replay that read a file or
+    // resolved a path again would decide FAILED or fail; the log alone gives
+    // the recorded COMPLETED.
+    std::fs::write(s.root.join("a.txt"), "changed behind the ledger's back\n").unwrap();
+    std::fs::remove_dir_all(&s.root).unwrap();
+    let (code, report) = replay_json(&s, &run, position, &[]);
+    assert_eq!(code, Some(0), "{report:#}");
+    assert_eq!(report["identical"], true, "{report:#}");
+    assert_eq!(report["differences"], serde_json::json!([]));
+    assert_eq!(report["replayed"]["verdict"], "COMPLETED");
+    assert_eq!(report["replayed"]["assessments"][0]["assessment"], "VERIFIED");
+    assert_eq!(report["replayed"]["answer"], "I wrote a.txt.");
+    assert_eq!(report["position"], position);
+    // Read-only: the log is byte for byte what it was, and no record was added.
+    assert_eq!(std::fs::read(&log).unwrap(), before, "a replay never writes the log");
+    verify(&log);
+    // The text output says so too.
+    let out = replay(&s, &run, position, &[]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("IDENTICAL"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn a_decision_with_reasons_and_disclosures_replays_identical_and_keeps_them_in_the_log() {
+    let s = session();
+    // An external call: UNVERIFIED, with a server-authored disclosure carried
+    // by the presented answer (CMP-6); a write never read back (CMP-7).
+    let (run, position) =
+        recorded_decision(&s, &[EXTERNAL, WRITE, &complete(&["a.txt"], "I filed the bug and wrote a.txt.")]);
+    let records = log_records(&log_of(&s));
+    let recorded = &records[position as usize]["record"]["decision"];
+    let detail = &recorded["detail"];
+    assert_eq!(detail["answer"], "I filed the bug and wrote a.txt.", "{recorded:#}");
+    assert!(!detail["reasons"].as_array().unwrap().is_empty(), "{recorded:#}");
+    assert!(
+        detail["presented_answer"].as_str().unwrap().contains(recorded["disclosures"][0].as_str().unwrap())
+    );
+    let (code, report) = replay_json(&s, &run, position, &[]);
+    assert_eq!(code, Some(0), "{report:#}");
+    assert_eq!(report["replayed"]["verdict"], recorded["verdict"]);
+    assert_eq!(report["replayed"]["reasons"], detail["reasons"]);
+    assert_eq!(report["replayed"]["assessments"], detail["assessments"]);
+    assert_eq!(report["replayed"]["answer"], detail["presented_answer"]);
+}
+
+#[test]
+fn a_decision_taken_by_effects_decide_replays_with_the_evaluator_file() {
+    let s = session();
+    let run = summary_of(&s, &[WRITE])["summary"]["run_id"].as_str().unwrap().to_owned();
+    let out = Command::new(env!("CARGO_BIN_EXE_effects"))
+        .arg("--data-dir")
+        .arg(&s.data)
+        .args(["decide", "--run", &run, "--require", "a.txt", "--answer", "Wrote it.", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let decided: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let position = decided["recorded"].as_u64().unwrap();
+    let evaluator = support::root().join("policies/evaluate.wasm");
+    let (code, report) = replay_json(&s, &run, position, &["--evaluator", evaluator.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{report:#}");
+    assert_eq!(report["replayed"]["verdict"], decided["verdict"]);
+    assert_eq!(report["replayed"]["answer"], decided["answer"]);
+}
+
+#[test]
+fn a_tampered_decision_record_is_reported_not_identical() {
+    let s = session();
+    let (run, position) = recorded_decision(&s, &[WRITE, READ, &complete(&["a.txt"], "I wrote a.txt.")]);
+    let log = log_of(&s);
+    forge(&log, position as usize, |record| record["decision"]["verdict"] = "FAILED".into());
+    // The forgery is validly framed: the log loads and verifies.
+    verify(&log);
+    let (code, report) = replay_json(&s, &run, position, &[]);
+    assert_eq!(code, Some(1), "{report:#}");
+    assert_eq!(report["identical"], false);
+    let differences = report["differences"].as_array().unwrap();
+    assert_eq!(differences.len(), 1, "{report:#}");
+    assert_eq!(differences[0]["field"], "verdict");
+    assert_eq!(differences[0]["recorded"], "FAILED");
+    assert_eq!(differences[0]["replayed"], "COMPLETED");
+    let out = replay(&s, &run, position, &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("NOT IDENTICAL") && text.contains("verdict"), "{text}");
+
+    // An answer text that is not the one whose digest was recorded differs too.
+    forge(&log, position as usize, |record| {
+        record["decision"]["verdict"] = "COMPLETED".into();
+        record["decision"]["detail"]["answer"] = "I wrote b.txt.".into();
+    });
+    let (code, report) = replay_json(&s, &run, position, &[]);
+    assert_eq!(code, Some(1), "{report:#}");
+    let fields: Vec<&str> =
+        report["differences"].as_array().unwrap().iter().map(|d| d["field"].as_str().unwrap()).collect();
+    assert!(fields.contains(&"answer_sha256"), "{report:#}");
+}
+
+#[test]
+fn a_decision_naming_another_evaluator_is_refused() {
+    let s = session();
+    let (run, position) = recorded_decision(&s, &[WRITE, READ, &complete(&["a.txt"], "I wrote a.txt.")]);
+    // A component file that is not the recorded evaluator is refused before
+    // it is compiled, naming both digests.
+    let other = support::root().join("policies/classify-fs.wasm");
+    let out = replay(&s, &run, position, &["--evaluator", other.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let shipped = effect_ledger::digest::Sha256Digest::of(&support::shipped("evaluate.wasm")).to_string();
+    let offered = effect_ledger::digest::Sha256Digest::of(&support::shipped("classify-fs.wasm")).to_string();
+    assert!(stderr.contains(&shipped) && stderr.contains(&offered), "{stderr}");
+
+    // A decision that names another evaluator than the shipped one is refused
+    // with the shipped one, and says how to give the recorded one.
+    let forged = "ab".repeat(32);
+    forge(&log_of(&s), position as usize, |record| {
+        record["decision"]["evaluator"]["sha256"] = forged.clone().into();
+    });
+    verify(&log_of(&s));
+    let out = replay(&s, &run, position, &[]);
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&forged) && stderr.contains(&shipped), "{stderr}");
+    assert!(stderr.contains("--evaluator"), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).is_empty(), "a refused replay reports no comparison");
+}
+
+#[test]
+fn a_policy_failure_replays_identical_with_the_manifest_that_pins_its_evaluator() {
+    // POL-4: an evaluator that runs out of fuel gave BLOCKED POLICY_FAILURE.
+    // The same component fails the same way again (POL-3), so the decision
+    // replays identical, given the manifest that pins it.
+    let s = session();
+    let copy = support::PolicyCopy::new();
+    copy.replace("evaluate.wasm", &support::fixture("hostile-evaluator"));
+    let manifest = copy.path("manifest.toml");
+    let manifest = manifest.to_str().unwrap();
+    let out = s.run(&[WRITE, READ, &complete(&["a.txt"], "spin")].join("\n"), &["--manifest", manifest]);
+    let summary = reports(&out).pop().unwrap();
+    assert_eq!(summary["verdict"], "BLOCKED", "{summary:#}");
+    let (run, position) =
+        (summary["summary"]["run_id"].as_str().unwrap(), summary["recorded"].as_u64().unwrap());
+    let (code, report) = replay_json(&s, run, position, &["--manifest", manifest]);
+    assert_eq!(code, Some(0), "{report:#}");
+    assert_eq!(report["replayed"]["reasons"][0]["code"], "POLICY_FAILURE");
+    assert!(report["replayed"]["policy_failure"].as_str().unwrap().contains("fuel"), "{report:#}");
+    // The shipped evaluator is not the one that decided: refused, with the way out.
+    let out = replay(&s, run, position, &[]);
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--manifest") && stderr.contains("--evaluator FILE"), "{stderr}");
+}
+
+#[test]
+fn a_position_that_holds_no_decision_is_bad_input() {
+    let s = session();
+    let (run, position) = recorded_decision(&s, &[WRITE, READ, &complete(&["a.txt"], "I wrote a.txt.")]);
+    let out = replay(&s, &run, 0, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("position 0") && stderr.contains("`claim`, not a decision"), "{stderr}");
+    let beyond = position + 1;
+    let out = replay(&s, &run, beyond, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("no record at position {beyond}")), "{stderr}");
+    // A run with no log is bad input too, and says why.
+    let out = replay(&s, "no-such-run", 0, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no log for run no-such-run"));
+}
