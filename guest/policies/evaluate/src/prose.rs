@@ -486,13 +486,15 @@ impl<'i, 'h, 'a> Support<'i, 'h, 'a> {
         let mut names: BTreeMap<&'h str, Vec<LocId>> = BTreeMap::new();
         let mut observed = FixedMap::default();
         if !mentioned.is_empty() {
-            // Per location, whether it is mentioned (asked once each).
-            let mut asked: FixedMap<LocId, bool> = FixedMap::default();
+            // Per location, whether it is mentioned, asked once each: a run
+            // reads back most of what it changes, so most observations find
+            // their answer here, with no hashing.
+            let mut asked: Vec<Option<bool>> = vec![None; locations.len()];
             let mut note = |loc: LocId, names: &mut BTreeMap<&'h str, Vec<LocId>>| {
-                if locations.kind(loc) != Kind::Filesystem {
-                    return false;
-                }
-                *asked.entry(loc).or_insert_with(|| {
+                *asked[loc as usize].get_or_insert_with(|| {
+                    if locations.kind(loc) != Kind::Filesystem {
+                        return false;
+                    }
                     let path = locations.name(loc);
                     let base = split_last_slash(path).map_or(path, |(_, base)| base);
                     let both = [Some(path), (base != path).then_some(base)];
