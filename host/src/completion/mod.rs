@@ -46,11 +46,16 @@ pub struct Decided {
 }
 
 /// BLOCKED `POLICY_FAILURE` (POL-4): the answer as given, with the disclosure
-/// that nothing was confirmed.
+/// that nothing was confirmed, and lines imitating the disclosure heading
+/// escaped and disclosed as the evaluator does (CMP-10).
 pub fn policy_failure_decision(answer: &str, why: &str) -> Decision {
     let disclosure = POLICY_FAILURE_DISCLOSURE.to_owned();
+    let mut disclosures = vec![disclosure.clone()];
+    if effects_evaluate::imitations(answer) > 0 {
+        disclosures.push(effects_evaluate::ESCAPED_DISCLOSURE.to_owned());
+    }
     // The shipped evaluator's own layout, so every presented answer reads alike.
-    let presented = effects_evaluate::present(answer, std::slice::from_ref(&disclosure));
+    let presented = effects_evaluate::present(answer, &disclosures);
     Decision {
         verdict: Verdict::Blocked,
         reasons: vec![Reason {
@@ -61,7 +66,7 @@ pub fn policy_failure_decision(answer: &str, why: &str) -> Decision {
             evidence: Vec::new(),
             disclosure: Some(disclosure.clone()),
         }],
-        disclosures: vec![disclosure],
+        disclosures,
         assessments: Vec::new(),
         presented_answer: presented,
     }

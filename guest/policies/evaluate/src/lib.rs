@@ -18,7 +18,7 @@ use effects_evaluator_sdk::evaluator::Guest;
 use effects_evaluator_sdk::types::{Decision, EvidenceLedger};
 
 pub use effects_evaluator_sdk::types;
-pub use prose::present;
+pub use prose::{DISCLOSURE_HEADING, ESCAPED_DISCLOSURE, imitations, present};
 
 /// Decides completion over `ledger`; `Err` when the ledger itself is
 /// inconsistent (a column of the wrong length, an index or run outside its
@@ -37,15 +37,15 @@ pub fn evaluate(ledger: &EvidenceLedger) -> Result<Decision, String> {
     index.verifiers(&mut reasons);
     index.external_effects(&mut reasons);
     index.running(&mut reasons);
-    let annotated = if history.claims.is_empty() {
-        // CMP-9: conversation and read-only synthesis are unchanged.
-        ledger.answer.clone()
-    } else {
-        let support = prose::Support::new(&index, decide::worst(&reasons), &ledger.answer);
-        let (annotated, unsupported) = prose::gate(&ledger.answer, &support);
-        reasons.extend(unsupported);
-        annotated
-    };
+    // CMP-10 over CMP-9: a run with no claims is gated too, but only the
+    // agent's own claims count there (conversation stays unchanged).
+    let support = prose::Support::new(&index, decide::worst(&reasons), &ledger.answer);
+    let (annotated, unsupported) = prose::gate(&ledger.answer, &support);
+    reasons.extend(unsupported);
+    // A disclosure quoting a name or a sentence stays one line of the section.
+    for disclosure in reasons.iter_mut().filter_map(|r| r.disclosure.as_mut()) {
+        prose::keep_on_one_line(disclosure);
+    }
     let mut seen = std::collections::BTreeSet::new();
     let disclosures: Vec<String> = reasons
         .iter()
