@@ -9,8 +9,8 @@
 use serde::{Deserialize, Serialize};
 
 use crate::model::{
-    CheckResult, Coverage, EffectAssessment, FilesystemRoot, JobLifecycle, Mechanism, Outcome,
-    Postcondition, ProducerFacts, Reason, ReasonCode, ResourceRef, Verdict,
+    CheckResult, Coverage, EffectAssessment, FilesystemRoot, JobLifecycle, Mechanism, Outcome, Postcondition,
+    ProducerFacts, Reason, ReasonCode, ResourceRef, Verdict,
 };
 use crate::procfs::ProcessIdentity;
 

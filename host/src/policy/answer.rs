@@ -96,7 +96,8 @@ pub(crate) fn check_readbacks(operation: &BoundOperation, answer: &[ReadbackRequ
 }
 
 /// The verdict is the worst of the reasons' verdicts (COMPLETED with none);
-/// the presented answer carries every disclosure, in order (CMP-6); every
+/// the presented answer carries every disclosure, in order (CMP-6), under the
+/// one disclosure heading it has, which ends it (CMP-10); every
 /// position a reason or assessment cites is a record of the ledger.
 pub(crate) fn check_decision(ledger: &EvidenceLedger, answer: &Decision) -> Result<(), String> {
     let worst =
@@ -126,6 +127,27 @@ pub(crate) fn check_decision(ledger: &EvidenceLedger, answer: &Decision) -> Resu
                 ));
             }
         }
+    }
+    // CMP-10: the ledger's section is the only one under its heading, and it
+    // ends the answer, whatever evaluator wrote it: a line of the agent's
+    // text (or of a disclosure) that reads as the heading must have been
+    // escaped, and the section holds exactly the listed disclosures.
+    let presented = answer.presented_answer.as_str();
+    let headings = effects_evaluate::imitations(presented);
+    let section: String = std::iter::once(effects_evaluate::DISCLOSURE_HEADING)
+        .chain(answer.disclosures.iter().flat_map(|d| ["\n- ", d.as_str()]))
+        .collect();
+    let well_formed = if answer.disclosures.is_empty() {
+        headings == 0
+    } else {
+        headings == 1 && presented.ends_with(&section)
+    };
+    if !well_formed {
+        return Err(format!(
+            "the presented answer has {headings} line(s) reading as the disclosure heading; only the ledger's \
+             own section, listing exactly the {} disclosure(s) at the end, may (CMP-10)",
+            answer.disclosures.len()
+        ));
     }
     // Searched in the records themselves, which are in log order (checked
     // before the call: `EvidenceLedger::check_order`). Were they not, a
