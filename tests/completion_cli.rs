@@ -141,6 +141,39 @@ fn an_external_call_is_unverified_and_always_disclosed() {
 }
 
 #[test]
+fn an_executed_external_call_with_no_exit_code_is_unknown_and_disclosed_so() {
+    // OUT-1 / OUT-2: the runtime's hook carried no exit status. The call
+    // reached its backend, so impact is POSSIBLE; how it ended is UNKNOWN,
+    // never "reported failure", and the answer says so.
+    let s = session();
+    let external =
+        r#"{"tool": "external", "input": {"server": "tracker", "tool": "close_issue"}, "reported": {}}"#;
+    let out = s.run(&format!("{external}\n{}\n", complete(&[], "I closed the issue.")), &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let steps = reports(&out);
+    assert_eq!(steps[0]["outcome"]["execution"], "UNKNOWN", "{:#}", steps[0]);
+    assert_eq!(steps[0]["outcome"]["impact"], "POSSIBLE");
+    let decision = steps.last().unwrap();
+    assert_eq!(decision["verdict"], "UNVERIFIED", "{decision:#}");
+    assert!(codes(decision).contains(&"EXTERNAL_EFFECT_UNVERIFIED".to_owned()), "{decision:#}");
+    let disclosed = decision["disclosures"].as_array().unwrap();
+    assert!(
+        disclosed.iter().any(|d| {
+            let d = d.as_str().unwrap();
+            d.contains("tracker/close_issue") && d.contains("unknown outcome")
+        }),
+        "{decision:#}"
+    );
+    let answer = decision["answer"].as_str().unwrap();
+    assert!(answer.contains("unknown outcome") && !answer.contains("reported failure"), "{answer}");
+    // The log holds the facts as given, and no acknowledgement.
+    let records = log_records(&s.logs()[0]);
+    assert_eq!(records[1]["record"]["outcome"]["outcome"]["execution"], "UNKNOWN");
+    assert_eq!(records[1]["record"]["outcome"]["facts"]["exit_code"], Value::Null);
+    assert_eq!(records[1]["record"]["outcome"]["outcome"]["remote_acknowledged"], false);
+}
+
+#[test]
 fn completing_in_a_second_process_sees_the_whole_history() {
     let s = session();
     let first = decide(&s, &[WRITE, READ], &[]);
