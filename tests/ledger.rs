@@ -14,9 +14,11 @@ use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use effect_ledger::digest::Sha256Digest;
 use effect_ledger::identity::{ControlPlane, SealedRoot};
-use effect_ledger::ledger::{Dispatch, Dispatched, Ledger, LedgerConfig};
-use effect_ledger::log::{Executor, OpenMode, OpenOptionsLog, Record, open_lineage};
-use effect_ledger::model::{Coverage, Execution, Postcondition};
+use effect_ledger::ledger::{Dispatch, Dispatched, Ledger, LedgerConfig, RecordError};
+use effect_ledger::log::{Executor, OpenMode, OpenOptionsLog, OutcomeRecord, Record, open_lineage};
+use effect_ledger::model::{
+    CleanupState, Coverage, Execution, Impact, Outcome, Postcondition, ProducerFacts,
+};
 use effect_ledger::policy::{PolicyOptions, PolicySet, PolicySource, SandboxLimits};
 use effect_ledger::producers::fs::{read_file, write_file};
 use serde_json::json;
@@ -240,4 +242,69 @@ fn two_processes_starting_one_run_beneath_different_roots_cannot_both_claim() {
         Dispatch::Blocked(reason) => assert!(reason.contains("ID-5"), "{reason}"),
         other => panic!("a claim beneath another root was not refused: {other:?}"),
     }
+}
+
+#[test]
+fn contradictory_facts_are_refused_and_nothing_of_the_call_is_settled() {
+    // OUT-2 / TRU-1: the runtime says the external call never ran, yet gives
+    // an exit code. The ledger refuses it as bad input before settling: no
+    // NOT_EXECUTED, no outcome at all; the claim (durable since dispatch)
+    // waits for facts that hold, and takes them.
+    let setup = setup();
+    let mut ledger = ledger(&setup);
+    let run = ledger.begin_run(None);
+    let input = json!({ "server": "tracker", "tool": "create_issue", "arguments": {} });
+    let dispatched = run_now(ledger.dispatch(&run, "external", &input, "r1"));
+    let claim = dispatched.claim.expect("an external call is claimed");
+    for facts in [
+        ProducerFacts { executed: false, exit_code: Some(3), ..ProducerFacts::default() },
+        ProducerFacts { executed: false, timed_out: true, ..ProducerFacts::default() },
+        ProducerFacts { executed: false, cancelled: true, ..ProducerFacts::default() },
+    ] {
+        match ledger.record(&run, &dispatched, &facts) {
+            Err(RecordError::Facts(error)) => {
+                assert!(error.to_string().contains("`executed: false` with"), "{error}")
+            }
+            other => panic!("{facts:?} was not refused as contradictory: {other:?}"),
+        }
+    }
+    let records = on_disk(&setup.data, &run.lineage);
+    assert_eq!(records.len(), 1, "only the claim: {records:?}");
+    assert!(matches!(records[0], Record::Claim(_)));
+    // The same call with facts that hold settles once, as what they say.
+    let ran = ProducerFacts { executed: true, exit_code: Some(3), ..ProducerFacts::default() };
+    let recorded = ledger.record(&run, &dispatched, &ran).unwrap();
+    assert_eq!(recorded.outcome.execution, Execution::Failed);
+    let records = on_disk(&setup.data, &run.lineage);
+    assert!(matches!(&records[1], Record::Outcome(o) if o.claim == claim && o.facts == ran), "{records:?}");
+}
+
+#[test]
+fn the_log_itself_refuses_an_outcome_of_contradictory_facts() {
+    // Below the ledger: a writer that appends such an outcome to the log
+    // directly is refused by the history rules, and marks nothing settled.
+    let setup = setup();
+    let mut ledger = ledger(&setup);
+    let run = ledger.begin_run(None);
+    let input = json!({ "path": "a.txt", "content": "a\n" });
+    let claim = run_now(ledger.dispatch(&run, "write_file", &input, "r1")).claim.unwrap();
+    let effects = Dir::open_ambient_dir(setup.data.join("effects"), ambient_authority()).unwrap();
+    let options = OpenOptionsLog { mode: OpenMode::ReadWrite, key: None, recover: false };
+    let mut log = open_lineage(&effects, "effects", &run.lineage, &options).unwrap().unwrap();
+    let outcome = OutcomeRecord {
+        claim,
+        outcome: Outcome {
+            execution: Execution::NotExecuted,
+            impact: Impact::None,
+            cleanup: CleanupState::NotApplicable,
+            replayed: false,
+            remote_acknowledged: false,
+            detached: false,
+        },
+        facts: ProducerFacts { executed: false, exit_code: Some(0), ..ProducerFacts::default() },
+        recovery: false,
+    };
+    let error = log.record_outcome(&run.id, outcome).unwrap_err();
+    assert!(error.to_string().contains("contradictory facts"), "{error}");
+    assert_eq!(on_disk(&setup.data, &run.lineage).len(), 1, "nothing but the claim");
 }

@@ -50,7 +50,7 @@ use crate::log::{
     OperatorKey, OutcomeRecord, Position, ProcessesRecord, Record, open_effects_dir, open_lineage,
 };
 use crate::model::{
-    BindingIndex, ClaimPlan, Classification, CleanupState, Execution, Impact, Location, Outcome,
+    BindingIndex, ClaimPlan, Classification, CleanupState, Execution, FactsError, Impact, Location, Outcome,
     PlannedScope, ProducerFacts, ReadbackContext, ResourceRef, ResourceRole, SettleRequest,
 };
 use crate::policy::PolicySet;
@@ -156,6 +156,21 @@ pub struct Recorded {
     pub launch_settled: Option<Position>,
 }
 
+/// Why a call's facts were not recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// The facts contradict each other (OUT-2, TRU-1): bad input. Nothing
+    /// was settled or written; the claim, durable since dispatch, stays
+    /// unsettled, so the caller may record the call again with facts that
+    /// hold, and if it never does, recovery records it INTERRUPTED once this
+    /// process is gone (LOG-7), never NOT_EXECUTED.
+    #[error("{0}")]
+    Facts(#[from] FactsError),
+    /// The log refused or failed a write.
+    #[error(transparent)]
+    Log(#[from] LogError),
+}
+
 /// The ledger: one sealed root, one policy set, the logs of its lineages.
 pub struct Ledger {
     config: LedgerConfig,
@@ -214,12 +229,14 @@ pub enum RunError {
 }
 
 /// The host's own outcome when the settle policy fails: exit status only
-/// (TRU-1's floor), never better than the facts.
+/// (TRU-1's floor), never better than the facts. A call that ran and gave no
+/// exit code is UNKNOWN, not a failure (OUT-1, OUT-2).
 fn conservative_outcome(facts: &ProducerFacts) -> Outcome {
     let (execution, impact) = match (facts.executed, facts.exit_code) {
         (false, _) => (Execution::NotExecuted, Impact::None),
         (true, Some(0)) => (Execution::ReportedSuccess, Impact::Possible),
-        (true, _) => (Execution::Failed, Impact::Possible),
+        (true, Some(_)) => (Execution::Failed, Impact::Possible),
+        (true, None) => (Execution::Unknown, Impact::Possible),
     };
     let cleanup = if facts.executed { CleanupState::Unknown } else { CleanupState::NotApplicable };
     Outcome { execution, impact, cleanup, replayed: false, remote_acknowledged: false, detached: false }
@@ -505,7 +522,7 @@ impl Ledger {
                 policy_failure,
                 link: None,
             };
-            let _ = self.record(run, &never, &ProducerFacts::default());
+            let _ = self.record_facts(run, &never, &ProducerFacts::default());
             return Dispatch::Blocked(format!("the launch index could not be written (LOG-8): {error}"));
         }
         Dispatch::Run(Box::new(Dispatched {
@@ -522,7 +539,24 @@ impl Ledger {
     /// claimed call), performs the classifier's readbacks and appends them as
     /// observations (when the lineage has a log: a read-only run writes
     /// nothing).
+    ///
+    /// Facts that contradict each other are refused first (OUT-2:
+    /// [`ProducerFacts::check`]), before anything is settled or written:
+    /// [`RecordError::Facts`], and the claim stays as dispatch left it.
     pub fn record(
+        &mut self,
+        run: &Run,
+        dispatched: &Dispatched,
+        facts: &ProducerFacts,
+    ) -> Result<Recorded, RecordError> {
+        facts.check()?;
+        Ok(self.record_facts(run, dispatched, facts)?)
+    }
+
+    /// [`Ledger::record`] for facts the host's own producers reported, which
+    /// are consistent by construction (the log's history rules still refuse
+    /// an outcome whose facts are not).
+    pub(crate) fn record_facts(
         &mut self,
         run: &Run,
         dispatched: &Dispatched,

@@ -326,20 +326,6 @@ fn describe_verifier(report: &Value) -> String {
     format!("{head}: claim #{} -> {verdict} (#{})", report["claim"], report["position"])
 }
 
-/// The facts a reported step's runtime gave (TRU-1: acknowledgement only from
-/// the external resource the host bound, i.e. exit 0 of that call).
-fn reported_facts(reported: &script::Reported) -> ProducerFacts {
-    let ran = reported.executed;
-    ProducerFacts {
-        executed: ran,
-        exit_code: reported.exit_code.filter(|_| ran),
-        timed_out: ran && reported.timed_out,
-        cancelled: ran && reported.cancelled,
-        remote_acknowledged: ran && reported.exit_code == Some(0),
-        ..ProducerFacts::default()
-    }
-}
-
 /// Counts for the summary.
 #[derive(Default)]
 struct Tally {
@@ -386,7 +372,7 @@ fn tool_step(
                 Some(reported) => {
                     let exit =
                         reported.exit_code.map_or_else(|| "no exit code".to_owned(), |c| format!("exit {c}"));
-                    (reported_facts(reported), Ok(format!("reported by the runtime: {exit}")))
+                    (reported.facts(), Ok(format!("reported by the runtime: {exit}")))
                 }
                 None => produce(ledger, run, &step.tool, &step.input, &dispatched),
             };
