@@ -292,3 +292,79 @@ fn owned_records_and_browser_sessions_enter_as_reported_steps() {
     // the answer, nothing fires.
     assert_eq!(steps.last().unwrap()["verdict"], "COMPLETED");
 }
+
+/// `effects decide --run RUN --json --answer ANSWER` over `s`'s data dir.
+fn decide_run(s: &Session, run: &str, answer: &str) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_effects"))
+        .arg("--data-dir")
+        .arg(&s.data)
+        .args(["decide", "--run", run, "--answer", answer, "--json"])
+        .arg("--root")
+        .arg(&s.root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_child_run_s_command_stales_its_parent_s_read_and_either_is_decided() {
+    // LOG-1 and seed P1-5: a child begun with --child-of writes to its
+    // root's log, and its unknown-scope command (here one that changes the
+    // file) stales the parent's earlier read: the parent's "I wrote a.txt"
+    // is not COMPLETED on it. `decide` decides the parent and the child,
+    // each over the whole lineage.
+    let s = session();
+    let parent = s.run(&format!("{WRITE}\n{READ}\n"), &["--new-run", "lead"]);
+    assert!(parent.status.success(), "{}", String::from_utf8_lossy(&parent.stderr));
+    assert_eq!(
+        decide_run(&s, "lead", "I wrote a.txt.")["verdict"],
+        "COMPLETED",
+        "fresh before the child ran"
+    );
+    let bash = r#"{"tool": "bash", "input": {"command": "echo more >> a.txt"}}"#;
+    let child = s.run(&format!("{bash}\n"), &["--child-of", "lead", "--new-run", "helper"]);
+    assert!(child.status.success(), "{}", String::from_utf8_lossy(&child.stderr));
+    let summary = reports(&child).pop().unwrap();
+    assert_eq!(summary["summary"]["run_id"], "lead.helper");
+    assert_eq!(summary["summary"]["parent"], "lead");
+    assert_eq!(summary["summary"]["lineage"], "lead");
+    assert_eq!(s.logs(), [s.data.join("effects/lead.log")], "the child has no log of its own");
+    let records = log_records(&s.logs()[0]);
+    let claim = records.iter().rev().find(|r| r["kind"] == "claim").unwrap();
+    assert_eq!(
+        (&claim["run_id"], &claim["record"]["claim"]["parent_run_id"]),
+        (&"lead.helper".into(), &"lead".into())
+    );
+    for run in ["lead", "lead.helper"] {
+        let decision = decide_run(&s, run, "I wrote a.txt.");
+        assert_ne!(decision["verdict"], "COMPLETED", "{run}: {decision:#}");
+        assert_eq!(decision["assessments"][0]["claim"], 0, "{decision:#}");
+        assert_ne!(decision["assessments"][0]["assessment"], "VERIFIED", "{run}: {decision:#}");
+    }
+    // The child is continued by its id; a child the log does not know is refused.
+    let again = s.run(&format!("{READ}\n"), &["--run", "lead.helper"]);
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    let unknown = s.run(&format!("{READ}\n"), &["--run", "lead.nobody"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no records in the log of its lineage lead"));
+    let orphan = s.run(&format!("{READ}\n"), &["--child-of", "nobody"]);
+    assert_eq!(orphan.status.code(), Some(2), "a child of a run that does not exist");
+}
+
+#[test]
+fn a_child_s_effect_of_known_scope_leaves_its_parent_s_read_fresh() {
+    // The other half of P1-5: a child's write of another file, read back,
+    // overlaps nothing the parent read.
+    let s = session();
+    let parent = s.run(&format!("{WRITE}\n{READ}\n"), &["--new-run", "lead"]);
+    assert!(parent.status.success(), "{}", String::from_utf8_lossy(&parent.stderr));
+    let b = r#"{"tool": "write_file", "input": {"path": "b.txt", "content": "b\n"}}"#;
+    let read_b = r#"{"tool": "read_file", "input": {"path": "b.txt"}}"#;
+    let child = s.run(&format!("{b}\n{read_b}\n"), &["--child-of", "lead"]);
+    assert!(child.status.success(), "{}", String::from_utf8_lossy(&child.stderr));
+    let id = reports(&child).pop().unwrap()["summary"]["run_id"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("lead.run-"), "{id}");
+    let decision = decide_run(&s, "lead", "I wrote a.txt.");
+    assert_eq!(decision["verdict"], "COMPLETED", "{decision:#}");
+}
