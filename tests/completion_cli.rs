@@ -368,3 +368,28 @@ fn a_child_s_effect_of_known_scope_leaves_its_parent_s_read_fresh() {
     let decision = decide_run(&s, "lead", "I wrote a.txt.");
     assert_eq!(decision["verdict"], "COMPLETED", "{decision:#}");
 }
+
+#[test]
+fn an_owned_write_of_a_whole_collection_binds_its_star_record() {
+    // ID-2: `*` stands for the collection, the location the evaluator makes
+    // every record of it overlap (vectors `id-2-*`); the host binds it as
+    // given, in the same namespace, owner and thread as the records.
+    let s = session();
+    let lines = [
+        r#"{"tool": "owned_write", "input": {"collection": "notes", "record": "n1", "revision": "r1"}, "reported": {"exit_code": 0}}"#,
+        r#"{"tool": "owned_write", "input": {"collection": "notes", "record": "*"}, "reported": {"exit_code": 0}}"#,
+    ];
+    let out = s.run(&(lines.join("\n") + "\n"), &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let records = log_records(&s.logs()[0]);
+    let scopes: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["kind"] == "claim")
+        .map(|r| &r["record"]["claim"]["impact_scope"][0]["location"]["owned"])
+        .collect();
+    assert_eq!(scopes.len(), 2);
+    assert_eq!((&scopes[0]["record"], &scopes[1]["record"]), (&"n1".into(), &"*".into()));
+    for field in ["namespace", "owner", "thread", "collection"] {
+        assert_eq!(scopes[0][field], scopes[1][field], "{field}");
+    }
+}
