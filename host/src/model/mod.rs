@@ -8,7 +8,7 @@
 mod evidence;
 mod operation;
 mod outcome;
-mod resource;
+pub(crate) mod resource;
 mod wire_size;
 
 pub use evidence::{
