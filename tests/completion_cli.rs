@@ -141,6 +141,39 @@ fn an_external_call_is_unverified_and_always_disclosed() {
 }
 
 #[test]
+fn an_executed_external_call_with_no_exit_code_is_unknown_and_disclosed_so() {
+    // OUT-1 / OUT-2: the runtime's hook carried no exit status. The call
+    // reached its backend, so impact is POSSIBLE; how it ended is UNKNOWN,
+    // never "reported failure", and the answer says so.
+    let s = session();
+    let external =
+        r#"{"tool": "external", "input": {"server": "tracker", "tool": "close_issue"}, "reported": {}}"#;
+    let out = s.run(&format!("{external}\n{}\n", complete(&[], "I closed the issue.")), &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let steps = reports(&out);
+    assert_eq!(steps[0]["outcome"]["execution"], "UNKNOWN", "{:#}", steps[0]);
+    assert_eq!(steps[0]["outcome"]["impact"], "POSSIBLE");
+    let decision = steps.last().unwrap();
+    assert_eq!(decision["verdict"], "UNVERIFIED", "{decision:#}");
+    assert!(codes(decision).contains(&"EXTERNAL_EFFECT_UNVERIFIED".to_owned()), "{decision:#}");
+    let disclosed = decision["disclosures"].as_array().unwrap();
+    assert!(
+        disclosed.iter().any(|d| {
+            let d = d.as_str().unwrap();
+            d.contains("tracker/close_issue") && d.contains("unknown outcome")
+        }),
+        "{decision:#}"
+    );
+    let answer = decision["answer"].as_str().unwrap();
+    assert!(answer.contains("unknown outcome") && !answer.contains("reported failure"), "{answer}");
+    // The log holds the facts as given, and no acknowledgement.
+    let records = log_records(&s.logs()[0]);
+    assert_eq!(records[1]["record"]["outcome"]["outcome"]["execution"], "UNKNOWN");
+    assert_eq!(records[1]["record"]["outcome"]["facts"]["exit_code"], Value::Null);
+    assert_eq!(records[1]["record"]["outcome"]["outcome"]["remote_acknowledged"], false);
+}
+
+#[test]
 fn completing_in_a_second_process_sees_the_whole_history() {
     let s = session();
     let first = decide(&s, &[WRITE, READ], &[]);
@@ -358,4 +391,105 @@ fn owned_records_and_browser_sessions_enter_as_reported_steps() {
     // An owned write is never verified; with nothing required and no claim in
     // the answer, nothing fires.
     assert_eq!(steps.last().unwrap()["verdict"], "COMPLETED");
+}
+
+/// `effects decide --run RUN --json --answer ANSWER` over `s`'s data dir.
+fn decide_run(s: &Session, run: &str, answer: &str) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_effects"))
+        .arg("--data-dir")
+        .arg(&s.data)
+        .args(["decide", "--run", run, "--answer", answer, "--json"])
+        .arg("--root")
+        .arg(&s.root)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_child_run_s_command_stales_its_parent_s_read_and_either_is_decided() {
+    // LOG-1 and seed P1-5: a child begun with --child-of writes to its
+    // root's log, and its unknown-scope command (here one that changes the
+    // file) stales the parent's earlier read: the parent's "I wrote a.txt"
+    // is not COMPLETED on it. `decide` decides the parent and the child,
+    // each over the whole lineage.
+    let s = session();
+    let parent = s.run(&format!("{WRITE}\n{READ}\n"), &["--new-run", "lead"]);
+    assert!(parent.status.success(), "{}", String::from_utf8_lossy(&parent.stderr));
+    assert_eq!(
+        decide_run(&s, "lead", "I wrote a.txt.")["verdict"],
+        "COMPLETED",
+        "fresh before the child ran"
+    );
+    let bash = r#"{"tool": "bash", "input": {"command": "echo more >> a.txt"}}"#;
+    let child = s.run(&format!("{bash}\n"), &["--child-of", "lead", "--new-run", "helper"]);
+    assert!(child.status.success(), "{}", String::from_utf8_lossy(&child.stderr));
+    let summary = reports(&child).pop().unwrap();
+    assert_eq!(summary["summary"]["run_id"], "lead.helper");
+    assert_eq!(summary["summary"]["parent"], "lead");
+    assert_eq!(summary["summary"]["lineage"], "lead");
+    assert_eq!(s.logs(), [s.data.join("effects/lead.log")], "the child has no log of its own");
+    let records = log_records(&s.logs()[0]);
+    let claim = records.iter().rev().find(|r| r["kind"] == "claim").unwrap();
+    assert_eq!(
+        (&claim["run_id"], &claim["record"]["claim"]["parent_run_id"]),
+        (&"lead.helper".into(), &"lead".into())
+    );
+    for run in ["lead", "lead.helper"] {
+        let decision = decide_run(&s, run, "I wrote a.txt.");
+        assert_ne!(decision["verdict"], "COMPLETED", "{run}: {decision:#}");
+        assert_eq!(decision["assessments"][0]["claim"], 0, "{decision:#}");
+        assert_ne!(decision["assessments"][0]["assessment"], "VERIFIED", "{run}: {decision:#}");
+    }
+    // The child is continued by its id; a child the log does not know is refused.
+    let again = s.run(&format!("{READ}\n"), &["--run", "lead.helper"]);
+    assert!(again.status.success(), "{}", String::from_utf8_lossy(&again.stderr));
+    let unknown = s.run(&format!("{READ}\n"), &["--run", "lead.nobody"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no records in the log of its lineage lead"));
+    let orphan = s.run(&format!("{READ}\n"), &["--child-of", "nobody"]);
+    assert_eq!(orphan.status.code(), Some(2), "a child of a run that does not exist");
+}
+
+#[test]
+fn a_child_s_effect_of_known_scope_leaves_its_parent_s_read_fresh() {
+    // The other half of P1-5: a child's write of another file, read back,
+    // overlaps nothing the parent read.
+    let s = session();
+    let parent = s.run(&format!("{WRITE}\n{READ}\n"), &["--new-run", "lead"]);
+    assert!(parent.status.success(), "{}", String::from_utf8_lossy(&parent.stderr));
+    let b = r#"{"tool": "write_file", "input": {"path": "b.txt", "content": "b\n"}}"#;
+    let read_b = r#"{"tool": "read_file", "input": {"path": "b.txt"}}"#;
+    let child = s.run(&format!("{b}\n{read_b}\n"), &["--child-of", "lead"]);
+    assert!(child.status.success(), "{}", String::from_utf8_lossy(&child.stderr));
+    let id = reports(&child).pop().unwrap()["summary"]["run_id"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("lead.run-"), "{id}");
+    let decision = decide_run(&s, "lead", "I wrote a.txt.");
+    assert_eq!(decision["verdict"], "COMPLETED", "{decision:#}");
+}
+
+#[test]
+fn an_owned_write_of_a_whole_collection_binds_its_star_record() {
+    // ID-2: `*` stands for the collection, the location the evaluator makes
+    // every record of it overlap (vectors `id-2-*`); the host binds it as
+    // given, in the same namespace, owner and thread as the records.
+    let s = session();
+    let lines = [
+        r#"{"tool": "owned_write", "input": {"collection": "notes", "record": "n1", "revision": "r1"}, "reported": {"exit_code": 0}}"#,
+        r#"{"tool": "owned_write", "input": {"collection": "notes", "record": "*"}, "reported": {"exit_code": 0}}"#,
+    ];
+    let out = s.run(&(lines.join("\n") + "\n"), &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let records = log_records(&s.logs()[0]);
+    let scopes: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["kind"] == "claim")
+        .map(|r| &r["record"]["claim"]["impact_scope"][0]["location"]["owned"])
+        .collect();
+    assert_eq!(scopes.len(), 2);
+    assert_eq!((&scopes[0]["record"], &scopes[1]["record"]), (&"n1".into(), &"*".into()));
+    for field in ["namespace", "owner", "thread", "collection"] {
+        assert_eq!(scopes[0][field], scopes[1][field], "{field}");
+    }
 }

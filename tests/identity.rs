@@ -135,3 +135,62 @@ fn a_store_outside_the_root_is_still_guarded_against_hard_link_aliases() {
         }
     }
 }
+
+#[test]
+fn a_resource_ref_cannot_be_read_from_json_outside_the_crate() {
+    // ID-1, deserialization included: `ResourceRef` itself has no
+    // `Deserialize` (the `compile_fail` example in `model::resource` shows
+    // it), and the records and arguments that hold refs refuse to read one
+    // outside the crate's own loaders. Written and read back by the log, the
+    // same ref is intact.
+    use effect_ledger::log::{ClaimRecord, Record};
+    use effect_ledger::model::{BoundOperation, EvidenceLedger};
+    let tree = tree();
+    let root = seal(&tree);
+    let made = root.resolve("src/a.txt", ResourceRole::Target).unwrap().resource;
+    let as_json = serde_json::to_value(&made).unwrap();
+    let claim = serde_json::json!({
+        "action_id": "a", "operation": {"tool": "t", "action": "", "input_sha256": "", "request_id": ""},
+        "impact_scope": [as_json], "dependencies": [], "obligations": [], "parent_run_id": null,
+        "external": false,
+    });
+    let refused = |what: &str, error: serde_json::Error| {
+        assert!(error.to_string().contains("made by the host only (ID-1)"), "{what}: {error}");
+    };
+    refused("a claim", serde_json::from_value::<ClaimRecord>(claim.clone()).unwrap_err());
+    let mut no_ref = claim.clone();
+    no_ref["impact_scope"] = serde_json::json!([]);
+    serde_json::from_value::<ClaimRecord>(no_ref).expect("the same record without a ref reads");
+    let operation = serde_json::json!({
+        "tool": "write_file", "action": "", "request_id": "r", "input_json": "{}", "input_sha256": "",
+        "bindings": [{"name": "path", "resource": as_json}], "pre_states": [], "producer_bound": true,
+    });
+    refused("a bound operation", serde_json::from_value::<BoundOperation>(operation).unwrap_err());
+    let ledger = serde_json::json!({"resources": [as_json], "required": [], "records": [], "answer": ""});
+    refused("an evidence ledger", serde_json::from_value::<EvidenceLedger>(ledger).unwrap_err());
+    // The crate's loader, the log, reads it back as written.
+    let data = Dir::open_ambient_dir(tree.root.join(".effects"), ambient_authority()).unwrap();
+    let effects = open_effects_dir(&data, "data", OpenMode::ReadWrite).unwrap().unwrap();
+    let mut log = open_lineage(&effects, "effects", "run-2", &OpenOptionsLog::default()).unwrap().unwrap();
+    let record = ClaimRecord {
+        action_id: "a".into(),
+        operation: effect_ledger::log::OperationRef {
+            tool: "t".into(),
+            action: String::new(),
+            input_sha256: String::new(),
+            request_id: String::new(),
+        },
+        impact_scope: vec![made.clone()],
+        dependencies: Vec::new(),
+        obligations: Vec::new(),
+        parent_run_id: None,
+        external: false,
+        policy_failure: None,
+        executor: None,
+        root: None,
+    };
+    log.claim("run-2", record.clone()).unwrap();
+    let options = OpenOptionsLog { mode: OpenMode::ReadOnly, key: None, recover: false };
+    let reread = open_lineage(&effects, "effects", "run-2", &options).unwrap().unwrap();
+    assert_eq!(reread.records()[0].record, Record::Claim(record));
+}

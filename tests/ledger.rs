@@ -9,16 +9,20 @@ mod support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use effect_ledger::digest::Sha256Digest;
 use effect_ledger::identity::{ControlPlane, SealedRoot};
-use effect_ledger::ledger::{Dispatch, Dispatched, Ledger, LedgerConfig};
-use effect_ledger::log::{Executor, OpenMode, OpenOptionsLog, Record, open_lineage};
-use effect_ledger::model::{Coverage, Execution, Postcondition};
+use effect_ledger::ledger::{Dispatch, Dispatched, Ledger, LedgerConfig, RecordError, Run, RunError};
+use effect_ledger::log::{Executor, OpenMode, OpenOptionsLog, OutcomeRecord, Record, open_lineage};
+use effect_ledger::model::{
+    Assessment, CleanupState, Coverage, Execution, Impact, Outcome, Postcondition, ProducerFacts, Verdict,
+};
 use effect_ledger::policy::{PolicyOptions, PolicySet, PolicySource, SandboxLimits};
 use effect_ledger::producers::fs::{read_file, write_file};
+use effect_ledger::producers::process::ProcessRequest;
 use serde_json::json;
 
 struct Setup {
@@ -240,4 +244,184 @@ fn two_processes_starting_one_run_beneath_different_roots_cannot_both_claim() {
         Dispatch::Blocked(reason) => assert!(reason.contains("ID-5"), "{reason}"),
         other => panic!("a claim beneath another root was not refused: {other:?}"),
     }
+}
+
+#[test]
+fn contradictory_facts_are_refused_and_nothing_of_the_call_is_settled() {
+    // OUT-2 / TRU-1: the runtime says the external call never ran, yet gives
+    // an exit code. The ledger refuses it as bad input before settling: no
+    // NOT_EXECUTED, no outcome at all; the claim (durable since dispatch)
+    // waits for facts that hold, and takes them.
+    let setup = setup();
+    let mut ledger = ledger(&setup);
+    let run = ledger.begin_run(None);
+    let input = json!({ "server": "tracker", "tool": "create_issue", "arguments": {} });
+    let dispatched = run_now(ledger.dispatch(&run, "external", &input, "r1"));
+    let claim = dispatched.claim.expect("an external call is claimed");
+    for facts in [
+        ProducerFacts { executed: false, exit_code: Some(3), ..ProducerFacts::default() },
+        ProducerFacts { executed: false, timed_out: true, ..ProducerFacts::default() },
+        ProducerFacts { executed: false, cancelled: true, ..ProducerFacts::default() },
+    ] {
+        match ledger.record(&run, &dispatched, &facts) {
+            Err(RecordError::Facts(error)) => {
+                assert!(error.to_string().contains("`executed: false` with"), "{error}")
+            }
+            other => panic!("{facts:?} was not refused as contradictory: {other:?}"),
+        }
+    }
+    let records = on_disk(&setup.data, &run.lineage);
+    assert_eq!(records.len(), 1, "only the claim: {records:?}");
+    assert!(matches!(records[0], Record::Claim(_)));
+    // The same call with facts that hold settles once, as what they say.
+    let ran = ProducerFacts { executed: true, exit_code: Some(3), ..ProducerFacts::default() };
+    let recorded = ledger.record(&run, &dispatched, &ran).unwrap();
+    assert_eq!(recorded.outcome.execution, Execution::Failed);
+    let records = on_disk(&setup.data, &run.lineage);
+    assert!(matches!(&records[1], Record::Outcome(o) if o.claim == claim && o.facts == ran), "{records:?}");
+}
+
+#[test]
+fn the_log_itself_refuses_an_outcome_of_contradictory_facts() {
+    // Below the ledger: a writer that appends such an outcome to the log
+    // directly is refused by the history rules, and marks nothing settled.
+    let setup = setup();
+    let mut ledger = ledger(&setup);
+    let run = ledger.begin_run(None);
+    let input = json!({ "path": "a.txt", "content": "a\n" });
+    let claim = run_now(ledger.dispatch(&run, "write_file", &input, "r1")).claim.unwrap();
+    let effects = Dir::open_ambient_dir(setup.data.join("effects"), ambient_authority()).unwrap();
+    let options = OpenOptionsLog { mode: OpenMode::ReadWrite, key: None, recover: false };
+    let mut log = open_lineage(&effects, "effects", &run.lineage, &options).unwrap().unwrap();
+    let outcome = OutcomeRecord {
+        claim,
+        outcome: Outcome {
+            execution: Execution::NotExecuted,
+            impact: Impact::None,
+            cleanup: CleanupState::NotApplicable,
+            replayed: false,
+            remote_acknowledged: false,
+            detached: false,
+        },
+        facts: ProducerFacts { executed: false, exit_code: Some(0), ..ProducerFacts::default() },
+        recovery: false,
+    };
+    let error = log.record_outcome(&run.id, outcome).unwrap_err();
+    assert!(error.to_string().contains("contradictory facts"), "{error}");
+    assert_eq!(on_disk(&setup.data, &run.lineage).len(), 1, "nothing but the claim");
+}
+
+/// A write of `path` and a full read of it back, by `run`.
+fn write_and_read(ledger: &mut Ledger, run: &Run, path: &str, content: &str) {
+    let write = run_now(ledger.dispatch(run, "write_file", &json!({"path": path, "content": content}), "w"));
+    let produced = write_file(ledger.root().dir(), path, content);
+    ledger.record(run, &write, &produced.facts).unwrap();
+    let read = run_now(ledger.dispatch(run, "read_file", &json!({"path": path}), "r"));
+    let produced = read_file(ledger.root().dir(), path, 0, None, 1 << 20);
+    ledger.record(run, &read, &produced.facts).unwrap();
+}
+
+/// `command` through the process producer under its claim, by `run`.
+fn command(ledger: &mut Ledger, run: &Run, command: &str) {
+    let dispatched = run_now(ledger.dispatch(run, "bash", &json!({"command": command}), "c"));
+    let request = ProcessRequest::new("bash", command, Duration::from_secs(30));
+    let produced = ledger.run_command(run, &dispatched, &request);
+    assert_eq!(produced.facts.exit_code, Some(0), "{:?}", produced.result);
+    ledger.record(run, &dispatched, &produced.facts).unwrap();
+}
+
+#[test]
+fn a_child_run_writes_to_its_root_s_log_and_is_continued_by_its_id() {
+    // LOG-1: one log per root lineage; a child's claims carry its parent.
+    let setup = setup();
+    let mut ledger = ledger(&setup);
+    let root = ledger.new_run("review").unwrap();
+    write_and_read(&mut ledger, &root, "a.txt", "a\n");
+    let child = ledger.new_child(&root, "tests").unwrap();
+    assert_eq!((child.id.as_str(), child.lineage.as_str()), ("review.tests", "review"));
+    let grandchild = ledger.begin_run(Some(&child));
+    assert!(grandchild.id.starts_with("review.tests.run-"), "{}", grandchild.id);
+    assert_eq!(grandchild.parent.as_deref(), Some("review.tests"));
+    write_and_read(&mut ledger, &child, "b.txt", "b\n");
+    write_and_read(&mut ledger, &grandchild, "c.txt", "c\n");
+    let names: Vec<_> =
+        std::fs::read_dir(setup.data.join("effects")).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names, ["review.log"], "no log of its own for any child");
+    let parents: Vec<Option<String>> = on_disk(&setup.data, "review")
+        .iter()
+        .filter_map(|record| match record {
+            Record::Claim(claim) => Some(claim.parent_run_id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(parents, [None, Some("review".into()), Some("review.tests".into())]);
+    // Another process continues the child by its id alone; a child the log
+    // does not know, or a second child of one name, is refused.
+    let mut other =
+        ledger_with(&setup, PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default()).unwrap());
+    assert_eq!(other.continue_run("review.tests").unwrap(), child);
+    assert_eq!(other.continue_run(&grandchild.id).unwrap(), grandchild);
+    assert!(matches!(other.continue_run("review.nope"), Err(RunError::NoSuchChild { .. })));
+    assert!(matches!(other.continue_run("nope.tests"), Err(RunError::NoSuchRun { .. })));
+    let parent = other.continue_run("review").unwrap();
+    assert!(matches!(other.new_child(&parent, "tests"), Err(RunError::Exists { .. })));
+    assert!(matches!(other.new_child(&parent, "a.b"), Err(RunError::BadId(_))));
+}
+
+#[test]
+fn a_child_is_continued_only_beneath_its_lineage_s_root() {
+    // ID-5: one lineage, one root. A child that claimed nothing yet (only
+    // its reads are in the log) is held to its lineage's root.
+    let setup = setup();
+    std::fs::write(setup.root.join("r.txt"), "r\n").unwrap();
+    let mut ledger = ledger(&setup);
+    let root = ledger.new_run("main").unwrap();
+    write_and_read(&mut ledger, &root, "a.txt", "a\n");
+    let child = ledger.new_child(&root, "reader").unwrap();
+    let read = run_now(ledger.dispatch(&child, "read_file", &json!({"path": "r.txt"}), "r"));
+    let produced = read_file(ledger.root().dir(), "r.txt", 0, None, 1 << 20);
+    ledger.record(&child, &read, &produced.facts).unwrap();
+    let other_root = setup.root.parent().unwrap().join("other");
+    std::fs::create_dir_all(&other_root).unwrap();
+    let data = Dir::open_ambient_dir(&setup.data, ambient_authority()).unwrap();
+    let sealed = SealedRoot::new(
+        Dir::open_ambient_dir(&other_root, ambient_authority()).unwrap(),
+        "other",
+        "workspace",
+        "agent",
+        ControlPlane::default(),
+    )
+    .unwrap();
+    let policies = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default()).unwrap();
+    let mut elsewhere = Ledger::new(LedgerConfig::new(data, "data", sealed, policies));
+    for id in ["main", "main.reader"] {
+        match elsewhere.continue_run(id) {
+            Err(RunError::OtherRoot { run, .. }) => assert_eq!(run, id),
+            other => panic!("{id} continued beneath another root: {other:?}"),
+        }
+    }
+    assert_eq!(ledger.continue_run("main.reader").unwrap(), child, "beneath its own root it continues");
+}
+
+#[test]
+fn a_child_s_unknown_scope_command_stales_its_parent_s_reads() {
+    // Seed P1-5: a child's shell command runs on the parent's host and may
+    // change anything the parent read, so the parent's decision after it is
+    // not COMPLETED on the read it took before. A child's effect of known
+    // scope on another file leaves the parent's read fresh.
+    let decide = |child_does: &dyn Fn(&mut Ledger, &Run)| {
+        let setup = setup();
+        let mut ledger = ledger(&setup);
+        let parent = ledger.new_run("parent").unwrap();
+        write_and_read(&mut ledger, &parent, "a.txt", "a\n");
+        let child = ledger.begin_run(Some(&parent));
+        child_does(&mut ledger, &child);
+        let completion = ledger.complete(&parent, &[], "I wrote a.txt.").unwrap();
+        (completion.decided.decision.verdict, completion.decided.decision.assessments[0].assessment)
+    };
+    let (verdict, write) = decide(&|ledger, child| command(ledger, child, "true"));
+    assert_ne!(verdict, Verdict::Completed, "the parent's read of a.txt is stale after its child's bash");
+    assert_eq!(write, Assessment::Unverified);
+    let (verdict, write) = decide(&|ledger, child| write_and_read(ledger, child, "b.txt", "b\n"));
+    assert_eq!((verdict, write), (Verdict::Completed, Assessment::Verified));
 }

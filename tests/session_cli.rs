@@ -130,3 +130,43 @@ fn a_claim_that_cannot_be_persisted_is_blocked_and_the_file_never_touched() {
     assert_eq!(reports[1]["summary"]["blocked"], 1);
     assert!(!s.root.join("a.txt").exists(), "the backend never ran");
 }
+
+#[test]
+fn contradictory_reported_facts_exit_2_and_nothing_recorded_is_lost() {
+    // OUT-2 / TRU-1: an exit code, a timeout or a cancellation of a call the
+    // runtime says was never executed is bad input, refused whole before any
+    // step runs: nothing is recorded as NOT_EXECUTED, and the run's log is
+    // left exactly as it was.
+    let s = session();
+    let first = s.run(&format!("{WRITE}\n"), &["--new-run", "facts"]);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let log = s.data.join("effects/facts.log");
+    let before = std::fs::read(&log).unwrap();
+    let b = r#"{"tool": "write_file", "input": {"path": "b.txt", "content": "b\n"}}"#;
+    for (reported, named) in [
+        (r#"{"executed": false, "exit_code": 3}"#, "exit_code"),
+        (r#"{"executed": false, "timed_out": true}"#, "timed_out"),
+        (r#"{"executed": false, "cancelled": true}"#, "cancelled"),
+    ] {
+        let external = format!(
+            r#"{{"tool": "external", "input": {{"server": "tracker", "tool": "close"}}, "reported": {reported}}}"#
+        );
+        let out = s.run(&format!("{b}\n{external}\n"), &["--run", "facts"]);
+        assert_eq!(out.status.code(), Some(2), "{reported}");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("line 2")
+                && stderr.contains(&format!("`executed: false` with {named}"))
+                && stderr.contains("say `executed: true`")
+                && stderr.contains("nothing was run"),
+            "{reported}: {stderr}"
+        );
+        assert!(!s.root.join("b.txt").exists(), "the valid step before it did not run either");
+        assert_eq!(std::fs::read(&log).unwrap(), before, "the log is as it was");
+    }
+    // The same step with facts that hold runs, and is recorded as they say.
+    let ran = r#"{"tool": "external", "input": {"server": "tracker", "tool": "close"}, "reported": {"exit_code": 3}}"#;
+    let out = s.run(&format!("{ran}\n"), &["--run", "facts"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(reports(&out)[0]["outcome"]["execution"], "FAILED");
+}

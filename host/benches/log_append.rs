@@ -20,33 +20,47 @@
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
+use effect_ledger::identity::{ControlPlane, SealedRoot};
 use effect_ledger::log::{
     ClaimRecord, DiskLog, EffectLog, GroupLog, MemoryFile, OpenMode, OpenOptionsLog, OperationRef, Record,
     open_lineage,
 };
-use effect_ledger::model::ResourceRef;
+use effect_ledger::model::{ResourceRef, ResourceRole};
 
 fn scale(n: usize) -> usize {
     let factor: f64 = std::env::var("EFFECTS_BENCH_SCALE").ok().and_then(|v| v.parse().ok()).unwrap_or(1.0);
     ((n as f64 * factor) as usize).max(10)
 }
 
+/// 97 files' refs, resolved once beneath a real root: a resource reference
+/// is made by the host only (ID-1), so the bench resolves them as a tool
+/// path would be, and each claim clones one.
+fn targets() -> &'static [ResourceRef] {
+    static TARGETS: OnceLock<Vec<ResourceRef>> = OnceLock::new();
+    TARGETS.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("src")).unwrap();
+        let opened = Dir::open_ambient_dir(dir.path(), ambient_authority()).unwrap();
+        let root =
+            SealedRoot::new(opened, "/work/demo", "workspace", "agent", ControlPlane::default()).unwrap();
+        (0..97)
+            .map(|k| {
+                let path = format!("src/module_{k}.rs");
+                std::fs::write(dir.path().join(&path), "").unwrap();
+                root.resolve(&path, ResourceRole::Target).unwrap().resource
+            })
+            .collect()
+    })
+}
+
 /// A claim of typical size: one filesystem target, one obligation.
 fn claim(i: usize) -> ClaimRecord {
-    let target: ResourceRef = serde_json::from_value(serde_json::json!({
-        "role": "target",
-        "location": { "filesystem": {
-            "root": { "scope": "workspace", "owner": "agent", "path": "/work/demo", "device": 2049, "inode": 131073 },
-            "path": format!("src/module_{}.rs", i % 97)
-        }},
-        "incarnation": "2049:5242881@6e340b9cffb37a989ca544e6bb780a2c78901d3fb33738768511a30617afa01d",
-        "snapshot_sha256": null
-    }))
-    .unwrap();
+    let target = targets()[i % 97].clone();
     ClaimRecord {
         action_id: format!("action-{i}"),
         operation: OperationRef {

@@ -16,15 +16,23 @@
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
 use criterion::Criterion;
+use effect_ledger::identity::{ControlPlane, SealedRoot};
 use effect_ledger::model::BoundOperation;
 use effect_ledger::policy::{PolicyOptions, PolicySet, PolicySource};
 
-/// The sample bound operation, as a tool the fallback classifier serves.
+/// The sample bound operation (a `write_file` of `a.txt`, as in
+/// tests/data/bound-operation.json, bound by the host: ID-1), as a tool the
+/// fallback classifier serves.
 fn sample_operation() -> BoundOperation {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/bound-operation.json");
-    let mut operation: BoundOperation =
-        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let opened = Dir::open_ambient_dir(dir.path(), ambient_authority()).unwrap();
+    let root = SealedRoot::new(opened, "/work/demo", "workspace", "agent", ControlPlane::default()).unwrap();
+    let input = serde_json::json!({ "path": "a.txt", "content": "hi\n" });
+    let mut operation =
+        effect_ledger::ledger::bind::bind(&root, "write_file", &input, "req-1", 1 << 20).unwrap().operation;
     operation.tool = "make".into();
     operation
 }

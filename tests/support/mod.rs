@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
+use effect_ledger::identity::{ControlPlane, SealedRoot};
 use effect_ledger::log::{ClaimRecord, OperationRef};
 use effect_ledger::model::{BoundOperation, ProducerFacts, SettleRequest};
 use effect_ledger::policy::PolicySource;
@@ -38,10 +39,16 @@ pub fn shipped(file: &str) -> Vec<u8> {
     std::fs::read(root().join("policies").join(file)).unwrap()
 }
 
-/// A bound `write_file` operation with one target binding (tests/data).
+/// A bound `write_file` operation of `a.txt` with one target binding (the
+/// one of tests/data/bound-operation.json), bound by the host beneath a
+/// fresh root: a resource reference is made by the host only (ID-1), never
+/// read from JSON here.
 pub fn operation() -> BoundOperation {
-    let text = std::fs::read_to_string(root().join("tests/data/bound-operation.json")).unwrap();
-    serde_json::from_str(&text).unwrap()
+    let dir = tempfile::tempdir().unwrap();
+    let opened = Dir::open_ambient_dir(dir.path(), ambient_authority()).unwrap();
+    let root = SealedRoot::new(opened, "/work/demo", "workspace", "agent", ControlPlane::default()).unwrap();
+    let input = serde_json::json!({ "path": "a.txt", "content": "hi\n" });
+    effect_ledger::ledger::bind::bind(&root, "write_file", &input, "req-1", 1 << 20).unwrap().operation
 }
 
 /// A settle request for [`operation`] with the given exit code.

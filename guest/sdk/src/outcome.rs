@@ -23,16 +23,15 @@ pub fn unknown_scope() -> ClaimPlan {
 
 /// The outcome of a call whose producer the host did not bind (TRU-1): its exit
 /// status alone. A backend that never ran has no impact (OUT-1); one that ran
-/// without an exit code is a failure, because success is never inferred.
+/// without an exit code is UNKNOWN (OUT-1, OUT-2): nobody reported how it
+/// ended, so it is neither a success (never inferred) nor a reported failure.
 /// Timeouts, teardown, jobs and acknowledgements are ignored here on purpose:
 /// only a bound producer may attest them.
 pub fn exit_status_only(facts: &ProducerFacts) -> Outcome {
     let (execution, impact) = if !facts.executed {
         (Execution::NotExecuted, Impact::None)
-    } else if facts.exit_code == Some(0) {
-        (Execution::ReportedSuccess, Impact::Possible)
     } else {
-        (Execution::Failed, Impact::Possible)
+        (by_exit_code(facts.exit_code), Impact::Possible)
     };
     Outcome {
         execution,
@@ -41,6 +40,17 @@ pub fn exit_status_only(facts: &ProducerFacts) -> Outcome {
         replayed: false,
         remote_acknowledged: false,
         detached: false,
+    }
+}
+
+/// How a call that reached its backend ended, by its exit code alone:
+/// REPORTED_SUCCESS for 0, FAILED for any other code, and UNKNOWN with none
+/// (OUT-1, OUT-2: a missing exit code is never a reported failure).
+pub fn by_exit_code(exit_code: Option<i32>) -> Execution {
+    match exit_code {
+        Some(0) => Execution::ReportedSuccess,
+        Some(_) => Execution::Failed,
+        None => Execution::Unknown,
     }
 }
 
@@ -93,9 +103,11 @@ mod tests {
     }
 
     #[test]
-    fn nonzero_or_missing_exit_code_is_failure() {
+    fn a_nonzero_exit_code_is_failure_and_a_missing_one_unknown() {
         assert_eq!(exit_status_only(&ran(Some(2))).execution, Execution::Failed);
-        assert_eq!(exit_status_only(&ran(None)).execution, Execution::Failed);
+        // OUT-1 / OUT-2: it ran and nobody said how it ended.
+        let unknown = exit_status_only(&ran(None));
+        assert_eq!((unknown.execution, unknown.impact), (Execution::Unknown, Impact::Possible));
     }
 
     #[test]

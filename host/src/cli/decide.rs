@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 
 use effect_ledger::completion::{Recorded, Replay, ReplayError};
 use effect_ledger::digest::Sha256Digest;
-use effect_ledger::ledger::{CompleteError, Completion};
+use effect_ledger::ledger::{CompleteError, Completion, Run};
 use effect_ledger::log::{DiskLog, OpenMode, OpenOptionsLog, Record, open_effects_dir, open_lineage};
 use effect_ledger::model::{FilesystemRoot, Location, ResourceRef};
 use effect_ledger::policy::{self, EvaluatorComponent, LoadedComponent, PolicyOptions, PolicySet, World};
@@ -54,7 +54,8 @@ at POSITION, a decision recorded before decisions could be replayed, or a log th
 read; 3 the evaluator is not the recorded one.")]
 pub struct DecideArgs {
     /// The run to decide, or whose log holds the decision to replay (as
-    /// `effects session` printed it).
+    /// `effects session` printed it): a root run or a child (`PARENT.NAME`);
+    /// either is decided over its whole lineage.
     #[arg(long)]
     run: String,
     /// A file beneath the root the work must have produced (repeatable).
@@ -82,40 +83,46 @@ pub struct DecideArgs {
     json: bool,
 }
 
-/// The run's log, opened read-only: nothing is recovered or written.
+/// The run's lineage's log, opened read-only: nothing is recovered or
+/// written. A child run's records are in its lineage's log (LOG-1).
 fn read_only_log(data_dir: &Path, run: &str) -> Result<DiskLog, Failure> {
+    let lineage = Run::parse(run).map_err(|e| bad(anyhow!(e)))?.lineage;
     let data = Dir::open_ambient_dir(data_dir, ambient_authority())
         .map_err(|e| bad(anyhow!("cannot open the data dir {}: {e}", data_dir.display())))?;
     let display = data_dir.display().to_string();
     let missing = || {
         bad(anyhow!(
-            "no log for run {run} in {display}/effects: the run claimed nothing (a read-only run keeps no log), \
-             or the id or --data-dir is wrong"
+            "no log for run {lineage} in {display}/effects: the run claimed nothing (a read-only run keeps no \
+             log), or the id or --data-dir is wrong"
         ))
     };
     let effects = open_effects_dir(&data, &display, OpenMode::ReadOnly)
         .map_err(|e| bad(anyhow!(e)))?
         .ok_or_else(missing)?;
     let options = OpenOptionsLog { mode: OpenMode::ReadOnly, key: None, recover: false };
-    open_lineage(&effects, &format!("{display}/effects"), run, &options)
+    open_lineage(&effects, &format!("{display}/effects"), &lineage, &options)
         .map_err(|e| Failure::new(exit::PROBLEMS, e))?
         .ok_or_else(missing)
 }
 
-/// The root the run's records name, if any of its resources is a file.
+/// The root the run's records name, if any of its resources is a file. A
+/// child run shares its lineage's root (ID-5).
 fn recorded_root(data_dir: &Path, run: &str) -> Result<Option<FilesystemRoot>, Failure> {
     let log = read_only_log(data_dir, run)?;
     let filesystem_root = |r: &ResourceRef| match r.location() {
         Location::Filesystem(fs) => Some(fs.root.clone()),
         _ => None,
     };
-    // ID-5: the root recorded with the run's claims; a log from before roots
+    // ID-5: the root recorded with the run's claims, else with its
+    // lineage's (a child that claimed nothing yet); a log from before roots
     // were recorded names it only in its filesystem resources.
-    let claimed = log.records().iter().find_map(|framed| match &framed.record {
-        Record::Claim(claim) if framed.run_id == run => claim.root.clone(),
-        _ => None,
-    });
-    Ok(claimed.or_else(|| {
+    let claimed = |own: bool| {
+        log.records().iter().find_map(|framed| match &framed.record {
+            Record::Claim(claim) if !own || framed.run_id == run => claim.root.clone(),
+            _ => None,
+        })
+    };
+    Ok(claimed(true).or_else(|| claimed(false)).or_else(|| {
         log.records().iter().find_map(|framed| match &framed.record {
             Record::Claim(claim) => claim.impact_scope.iter().find_map(filesystem_root),
             Record::Observation(observation) => filesystem_root(&observation.resource),

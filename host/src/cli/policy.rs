@@ -13,17 +13,15 @@ use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use clap::{Subcommand, ValueEnum};
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 
 use effect_ledger::policy::{
-    self, CompileCache, LoadedComponent, PolicyError, PolicyOptions, PolicySet, PolicySource, SandboxLimits,
-    World,
+    self, CompileCache, JsonCall, JsonCallError, LoadedComponent, PolicyError, PolicyOptions, PolicySet,
+    PolicySource, SandboxLimits, World,
 };
 
 use effect_ledger::completion::coverage::{Requirement, RuleTable, coverage};
 use effect_ledger::completion::vectors;
 use effect_ledger::completion::{Evaluator, evaluator_of};
-use effect_ledger::model::EvidenceLedger;
 use effect_ledger::policy::NativeEvaluator;
 
 use super::{Failure, exit, open_parent};
@@ -217,59 +215,36 @@ fn verify(manifest: Option<&Path>, data_dir: &Path) -> Result<ExitCode, Failure>
     Ok(if problems == 0 { ExitCode::SUCCESS } else { ExitCode::from(exit::PROBLEMS) })
 }
 
-fn parse_input<T: DeserializeOwned>(input: &Path) -> Result<T, Failure> {
+fn run(file: &Path, call: CallArg, input: &Path, limits: SandboxLimits) -> Result<ExitCode, Failure> {
+    let bytes = read_file(file)?;
+    let (world, call) = match call {
+        CallArg::Classify => (World::Classifier, JsonCall::Classify),
+        CallArg::Settle => (World::Classifier, JsonCall::Settle),
+        CallArg::Readbacks => (World::Classifier, JsonCall::Readbacks),
+        CallArg::Evaluate => (World::Evaluator, JsonCall::Evaluate),
+    };
+    let name = file.file_stem().map_or_else(|| "component".to_owned(), |s| s.to_string_lossy().into_owned());
+    let options = PolicyOptions { limits, ..PolicyOptions::default() };
+    let mut component =
+        policy::load_unpinned(&name, world, &bytes, &options).map_err(|e| Failure::new(exit::REFUSED, e))?;
     let text = if input == Path::new("-") {
         std::io::read_to_string(std::io::stdin()).context("reading standard input")
     } else {
         std::fs::read_to_string(input).with_context(|| format!("reading {}", input.display()))
     }
     .map_err(|e| Failure::new(exit::BAD_INPUT, e))?;
-    serde_json::from_str(&text).map_err(|e| {
-        Failure::new(
-            exit::BAD_INPUT,
-            anyhow!(
-                "{}: not a valid {}: {e}",
-                input.display(),
-                std::any::type_name::<T>().rsplit("::").next().unwrap_or("input")
-            ),
-        )
-    })
-}
-
-fn run(file: &Path, call: CallArg, input: &Path, limits: SandboxLimits) -> Result<ExitCode, Failure> {
-    let bytes = read_file(file)?;
-    let world = match call {
-        CallArg::Evaluate => World::Evaluator,
-        _ => World::Classifier,
-    };
-    let name = file.file_stem().map_or_else(|| "component".to_owned(), |s| s.to_string_lossy().into_owned());
-    let options = PolicyOptions { limits, ..PolicyOptions::default() };
-    let component =
-        policy::load_unpinned(&name, world, &bytes, &options).map_err(|e| Failure::new(exit::REFUSED, e))?;
-    let call_failed = |error: PolicyError| {
-        let code =
-            if matches!(error, PolicyError::Guest { .. }) { exit::PROBLEMS } else { exit::CALL_FAILED };
-        Failure::new(code, anyhow!("[{}] {error}", error.kind()))
-    };
-    match (component, call) {
-        (LoadedComponent::Classifier(mut c), CallArg::Classify) => {
-            print_json(&c.classify(&parse_input(input)?).map_err(call_failed)?)
+    // The input is parsed inside the library (ID-1: resource refs are made
+    // there only); only the answer comes back.
+    let answer = policy::call_json(&mut component, call, &text).map_err(|error| match error {
+        JsonCallError::Call(error) => {
+            let code =
+                if matches!(error, PolicyError::Guest { .. }) { exit::PROBLEMS } else { exit::CALL_FAILED };
+            Failure::new(code, anyhow!("[{}] {error}", error.kind()))
         }
-        (LoadedComponent::Classifier(mut c), CallArg::Settle) => {
-            print_json(&c.settle(&parse_input(input)?).map_err(call_failed)?)
-        }
-        (LoadedComponent::Classifier(mut c), CallArg::Readbacks) => {
-            print_json(&c.readbacks(&parse_input(input)?).map_err(call_failed)?)
-        }
-        (LoadedComponent::Evaluator(mut e), CallArg::Evaluate) => {
-            let ledger: EvidenceLedger = parse_input(input)?;
-            ledger.check_order().map_err(|why| {
-                Failure::new(exit::BAD_INPUT, anyhow!("{}: records out of log order: {why}", input.display()))
-            })?;
-            print_json(&e.evaluate(&ledger).map_err(call_failed)?)
-        }
-        _ => unreachable!("the world was chosen from the call"),
-    }
+        JsonCallError::WrongWorld(_) => unreachable!("the world was chosen from the call"),
+        input_error => Failure::new(exit::BAD_INPUT, anyhow!("{}: {input_error}", input.display())),
+    })?;
+    print_json(&answer);
     Ok(ExitCode::SUCCESS)
 }
 

@@ -338,7 +338,7 @@ impl Ledger {
             let input = json!({ "job": id, "action": "status" });
             let Dispatch::Run(dispatched) = self.dispatch(run, "bg_job", &input, "monitor") else { continue };
             let produced = self.job_action(&dispatched);
-            let recorded = self.record(run, &dispatched, &produced.facts)?;
+            let recorded = self.record_facts(run, &dispatched, &produced.facts)?;
             settled.extend(recorded.launch_settled);
         }
         Ok(settled)

@@ -1,7 +1,8 @@
 //! The runtime chain (SPEC section 2) as a Rust API: bind -> classify ->
 //! durable claim -> (the caller runs the backend) -> settle -> outcome ->
 //! readbacks -> observations. Background launches and their jobs are tied in
-//! by `jobs.rs`, designated checks by `verify.rs`, completion by `complete.rs`.
+//! by `jobs.rs`, designated checks by `verify.rs`, completion by `complete.rs`,
+//! runs and their children (LOG-1, ID-5) by `runs.rs`.
 //!
 //! ```no_run
 //! use cap_std::{ambient_authority, fs::Dir};
@@ -36,6 +37,7 @@ pub mod bind;
 mod complete;
 mod jobs;
 pub mod readback;
+mod runs;
 mod verify;
 
 use std::collections::HashMap;
@@ -47,10 +49,10 @@ use serde_json::Value;
 use crate::identity::SealedRoot;
 use crate::log::{
     ClaimRecord, DiskLog, LogError, Obligation, ObservationRecord, OpenMode, OpenOptionsLog, OperationRef,
-    OperatorKey, OutcomeRecord, Position, ProcessesRecord, Record, open_effects_dir, open_lineage,
+    OperatorKey, OutcomeRecord, Position, ProcessesRecord, open_effects_dir, open_lineage,
 };
 use crate::model::{
-    BindingIndex, ClaimPlan, Classification, CleanupState, Execution, Impact, Location, Outcome,
+    BindingIndex, ClaimPlan, Classification, CleanupState, Execution, FactsError, Impact, Location, Outcome,
     PlannedScope, ProducerFacts, ReadbackContext, ResourceRef, ResourceRole, SettleRequest,
 };
 use crate::policy::PolicySet;
@@ -61,6 +63,7 @@ use crate::producers::supervisor::Leader;
 pub use bind::{Bound, FILESYSTEM_TOOLS, JOB_TOOLS, PROCESS_TOOLS, REPORTED_TOOLS, producer_bound};
 pub use complete::{CompleteError, Completion};
 pub use jobs::LaunchLink;
+pub use runs::{Run, RunError};
 pub use verify::{Verified, VerifyError};
 
 /// How to open a ledger.
@@ -91,17 +94,6 @@ impl LedgerConfig {
             read_cap: 16 << 20,
         }
     }
-}
-
-/// A run: its id, the root run whose log it writes to, its parent.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Run {
-    /// This run.
-    pub id: String,
-    /// The root run of its lineage (LOG-1: a child writes to its root's log).
-    pub lineage: String,
-    /// Its parent, if a child.
-    pub parent: Option<String>,
 }
 
 /// A call that may run.
@@ -156,6 +148,21 @@ pub struct Recorded {
     pub launch_settled: Option<Position>,
 }
 
+/// Why a call's facts were not recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// The facts contradict each other (OUT-2, TRU-1): bad input. Nothing
+    /// was settled or written; the claim, durable since dispatch, stays
+    /// unsettled, so the caller may record the call again with facts that
+    /// hold, and if it never does, recovery records it INTERRUPTED once this
+    /// process is gone (LOG-7), never NOT_EXECUTED.
+    #[error("{0}")]
+    Facts(#[from] FactsError),
+    /// The log refused or failed a write.
+    #[error(transparent)]
+    Log(#[from] LogError),
+}
+
 /// The ledger: one sealed root, one policy set, the logs of its lineages.
 pub struct Ledger {
     config: LedgerConfig,
@@ -166,60 +173,15 @@ pub struct Ledger {
     gates: HashMap<u64, crate::producers::supervisor::Gate>,
 }
 
-/// Why a run cannot be begun or continued (ID-5).
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    /// The id is not a run id.
-    #[error("{0}")]
-    BadId(String),
-    /// `--run` for a run with no log here.
-    #[error(
-        "run {run} has no log in {effects}: the id or the data dir is wrong, or the run claimed nothing \
-         (a read-only run keeps no log); start a new run instead"
-    )]
-    NoSuchRun {
-        /// The run.
-        run: String,
-        /// Where it was looked for.
-        effects: String,
-    },
-    /// A new run with the id of one that exists.
-    #[error("run {run} already exists in {effects}; continue it instead of starting it again")]
-    Exists {
-        /// The run.
-        run: String,
-        /// Where.
-        effects: String,
-    },
-    /// Continuing a run beneath another root (ID-5).
-    #[error(
-        "run {run} works beneath the root {recorded} (device {device}, inode {inode}), not beneath {given}: \
-         a run keeps the root of its first claim (ID-5); continue it there, or start a new run"
-    )]
-    OtherRoot {
-        /// The run.
-        run: String,
-        /// The root its claims record.
-        recorded: String,
-        /// That root's device.
-        device: u64,
-        /// That root's inode.
-        inode: u64,
-        /// The root it was continued under.
-        given: String,
-    },
-    /// The log could not be read.
-    #[error(transparent)]
-    Log(#[from] LogError),
-}
-
 /// The host's own outcome when the settle policy fails: exit status only
-/// (TRU-1's floor), never better than the facts.
+/// (TRU-1's floor), never better than the facts. A call that ran and gave no
+/// exit code is UNKNOWN, not a failure (OUT-1, OUT-2).
 fn conservative_outcome(facts: &ProducerFacts) -> Outcome {
     let (execution, impact) = match (facts.executed, facts.exit_code) {
         (false, _) => (Execution::NotExecuted, Impact::None),
         (true, Some(0)) => (Execution::ReportedSuccess, Impact::Possible),
-        (true, _) => (Execution::Failed, Impact::Possible),
+        (true, Some(_)) => (Execution::Failed, Impact::Possible),
+        (true, None) => (Execution::Unknown, Impact::Possible),
     };
     let cleanup = if facts.executed { CleanupState::Unknown } else { CleanupState::NotApplicable };
     Outcome { execution, impact, cleanup, replayed: false, remote_acknowledged: false, detached: false }
@@ -235,62 +197,6 @@ impl Ledger {
     /// The sealed root.
     pub fn root(&self) -> &SealedRoot {
         &self.config.root
-    }
-
-    /// A new run; a child of `parent` writes to its parent's lineage.
-    pub fn begin_run(&self, parent: Option<&Run>) -> Run {
-        static RUNS: AtomicU64 = AtomicU64::new(0);
-        let seconds =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        let id = format!("run-{seconds}-{}-{}", std::process::id(), RUNS.fetch_add(1, Ordering::Relaxed));
-        match parent {
-            Some(parent) => Run { id, lineage: parent.lineage.clone(), parent: Some(parent.id.clone()) },
-            None => Run { lineage: id.clone(), id, parent: None },
-        }
-    }
-
-    /// A new root run with a chosen id; refused when its log exists.
-    pub fn new_run(&mut self, id: &str) -> Result<Run, RunError> {
-        crate::log::check_run_id(id).map_err(RunError::BadId)?;
-        if self.log(id, false)?.is_some() {
-            return Err(RunError::Exists { run: id.to_owned(), effects: self.effects_display() });
-        }
-        Ok(Run { id: id.to_owned(), lineage: id.to_owned(), parent: None })
-    }
-
-    /// An existing root run, continued (runs outlive processes): its log must
-    /// exist here, and its claims must record this ledger's root (ID-5).
-    /// Opening the log recovers the claims of dead executors (LOG-7).
-    pub fn continue_run(&mut self, id: &str) -> Result<Run, RunError> {
-        crate::log::check_run_id(id).map_err(RunError::BadId)?;
-        let effects = self.effects_display();
-        let ours = self.config.root.root().clone();
-        if self.log(id, false)?.is_none() {
-            return Err(RunError::NoSuchRun { run: id.to_owned(), effects });
-        }
-        let run = Run { id: id.to_owned(), lineage: id.to_owned(), parent: None };
-        if let Some(recorded) = self.recorded_root(&run)?
-            && (recorded.device, recorded.inode) != (ours.device, ours.inode)
-        {
-            return Err(RunError::OtherRoot {
-                run: id.to_owned(),
-                recorded: recorded.path,
-                device: recorded.device,
-                inode: recorded.inode,
-                given: ours.path,
-            });
-        }
-        Ok(run)
-    }
-
-    /// The root a run's claims record (ID-5), if its log has one (logs from
-    /// before roots were recorded have none).
-    pub fn recorded_root(&mut self, run: &Run) -> Result<Option<crate::model::FilesystemRoot>, LogError> {
-        let Some(log) = self.log(&run.lineage, false)? else { return Ok(None) };
-        Ok(log.history()?.iter().find_map(|framed| match &framed.record {
-            Record::Claim(claim) if framed.run_id == run.id => claim.root.clone(),
-            _ => None,
-        }))
     }
 
     /// `DATA_DIR/effects`, for messages.
@@ -505,7 +411,7 @@ impl Ledger {
                 policy_failure,
                 link: None,
             };
-            let _ = self.record(run, &never, &ProducerFacts::default());
+            let _ = self.record_facts(run, &never, &ProducerFacts::default());
             return Dispatch::Blocked(format!("the launch index could not be written (LOG-8): {error}"));
         }
         Dispatch::Run(Box::new(Dispatched {
@@ -522,7 +428,24 @@ impl Ledger {
     /// claimed call), performs the classifier's readbacks and appends them as
     /// observations (when the lineage has a log: a read-only run writes
     /// nothing).
+    ///
+    /// Facts that contradict each other are refused first (OUT-2:
+    /// [`ProducerFacts::check`]), before anything is settled or written:
+    /// [`RecordError::Facts`], and the claim stays as dispatch left it.
     pub fn record(
+        &mut self,
+        run: &Run,
+        dispatched: &Dispatched,
+        facts: &ProducerFacts,
+    ) -> Result<Recorded, RecordError> {
+        facts.check()?;
+        Ok(self.record_facts(run, dispatched, facts)?)
+    }
+
+    /// [`Ledger::record`] for facts the host's own producers reported, which
+    /// are consistent by construction (the log's history rules still refuse
+    /// an outcome whose facts are not).
+    pub(crate) fn record_facts(
         &mut self,
         run: &Run,
         dispatched: &Dispatched,

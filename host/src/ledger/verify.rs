@@ -60,7 +60,7 @@ impl Ledger {
         };
         let produced = self.run_command(run, &dispatched, &ProcessRequest::new("bash", command, timeout));
         let facts = produced.facts;
-        self.record(run, &dispatched, &facts)?;
+        self.record_facts(run, &dispatched, &facts)?;
         let record = VerifierRecord {
             claim,
             command: command.to_owned(),

@@ -9,6 +9,10 @@
 //!   one settled: a settled outcome is never replaced, RUNNING never repeats;
 //! - a recovery outcome (LOG-7) only settles a claim with no outcome at all,
 //!   and is always INTERRUPTED;
+//! - any other outcome's facts are consistent (OUT-2: a backend that never
+//!   ran reports no exit code, timeout or cancellation);
+//! - impact NONE goes with NOT_EXECUTED and only with it, so an UNKNOWN
+//!   outcome (OUT-1) has impact POSSIBLE;
 //! - an observation's source claim, when named, is an earlier claim;
 //! - a command's processes (PROC-2) are recorded once, for an earlier claim
 //!   with no outcome yet: the identity is durable before the command runs;
@@ -87,6 +91,15 @@ pub enum HistoryError {
         claim: Position,
         /// Which rule it breaks.
         reason: &'static str,
+    },
+    /// An outcome derived from facts that contradict each other (OUT-2): a
+    /// backend that never ran, reporting what only a run can.
+    #[error("outcome for claim {claim} is derived from {source}")]
+    ContradictoryFacts {
+        /// The claim.
+        claim: Position,
+        /// What contradicts what.
+        source: crate::model::FactsError,
     },
     /// A second processes record for one claim, or one after its outcome.
     #[error("processes of claim {claim}, which {why} (PROC-2)")]
@@ -337,6 +350,13 @@ impl History {
                     let reason = "a RUNNING launch reached its backend, so it cannot end NOT_EXECUTED";
                     return Err(HistoryError::ImpossibleOutcome { claim, reason });
                 }
+                // OUT-2: a writer's facts are consistent. Recovery's are only
+                // the cleanup it observed of a claim whose run it never saw.
+                if !outcome.recovery
+                    && let Err(source) = outcome.facts.check()
+                {
+                    return Err(HistoryError::ContradictoryFacts { claim, source });
+                }
                 if outcome.recovery {
                     if state != ClaimState::Attempted {
                         return Err(HistoryError::RecoveryOfSettled { claim, state: describe(state) });
@@ -409,6 +429,41 @@ mod tests {
             group: 1,
             session: 1,
         })
+    }
+
+    fn outcome(claim: Position, execution: Execution, impact: Impact, facts: ProducerFacts) -> Record {
+        let Record::Outcome(record) = settle(claim, execution) else { unreachable!() };
+        Record::Outcome(OutcomeRecord { outcome: Outcome { impact, ..record.outcome }, facts, ..record })
+    }
+
+    #[test]
+    fn unknown_is_admitted_with_possible_impact_only() {
+        let mut history = History::new();
+        history.admit("r", &claim()).unwrap();
+        let ran = ProducerFacts { executed: true, ..ProducerFacts::default() };
+        let none = outcome(0, Execution::Unknown, Impact::None, ran.clone());
+        assert!(matches!(history.check("r", &none), Err(HistoryError::ImpossibleOutcome { claim: 0, .. })));
+        history.admit("r", &outcome(0, Execution::Unknown, Impact::Possible, ran)).unwrap();
+        assert_eq!(history.claim_state(0), Some(ClaimState::Settled(Execution::Unknown)));
+    }
+
+    #[test]
+    fn an_outcome_of_contradictory_facts_is_refused_but_recovery_s_cleanup_is_not() {
+        let mut history = History::new();
+        history.admit("r", &claim()).unwrap();
+        let never_ran_but_exited = ProducerFacts { exit_code: Some(3), ..ProducerFacts::default() };
+        let refused = outcome(0, Execution::NotExecuted, Impact::None, never_ran_but_exited);
+        match history.check("r", &refused) {
+            Err(HistoryError::ContradictoryFacts { claim: 0, source }) => {
+                assert_eq!(source.facts, ["exit_code"]);
+            }
+            other => panic!("expected contradictory facts, got {other:?}"),
+        }
+        // Recovery records the cleanup it observed of a run it never saw
+        // (`teardown_dead` without `executed`): that is not a contradiction.
+        let Record::Outcome(recovered) = settle(0, Execution::Interrupted) else { unreachable!() };
+        let facts = ProducerFacts { teardown_dead: Some(true), ..ProducerFacts::default() };
+        history.admit("r", &Record::Outcome(OutcomeRecord { recovery: true, facts, ..recovered })).unwrap();
     }
 
     #[test]

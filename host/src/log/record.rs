@@ -51,8 +51,10 @@ pub struct ClaimRecord {
     /// The operation.
     pub operation: OperationRef,
     /// What it may change; empty means **unknown** scope.
+    #[serde(deserialize_with = "crate::model::resource::deserialize_all")]
     pub impact_scope: Vec<ResourceRef>,
     /// What it depends on.
+    #[serde(deserialize_with = "crate::model::resource::deserialize_all")]
     pub dependencies: Vec<ResourceRef>,
     /// Postconditions of exact targets.
     pub obligations: Vec<Obligation>,
@@ -120,6 +122,7 @@ pub struct OutcomeRecord {
 #[serde(deny_unknown_fields)]
 pub struct ObservationRecord {
     /// The exact resource observed, as it was seen.
+    #[serde(deserialize_with = "crate::model::resource::deserialize")]
     pub resource: ResourceRef,
     /// How.
     pub mechanism: Mechanism,
@@ -192,6 +195,7 @@ pub struct DecisionRecord {
     /// The last position of the evidence it decided over, if there was any.
     pub through: Option<Position>,
     /// The required artifacts, as resolved when deciding.
+    #[serde(deserialize_with = "crate::model::resource::deserialize_all")]
     pub required: Vec<ResourceRef>,
     /// SHA-256 of the agent's answer text.
     pub answer_sha256: String,

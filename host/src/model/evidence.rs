@@ -145,6 +145,7 @@ pub enum EvidenceRecord {
 #[serde(deny_unknown_fields)]
 pub struct EvidenceLedger {
     /// Each resource once.
+    #[serde(deserialize_with = "super::resource::deserialize_all")]
     pub resources: Vec<ResourceRef>,
     /// Required artifacts.
     pub required: Vec<ResourceIndex>,

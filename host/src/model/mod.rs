@@ -8,7 +8,7 @@
 mod evidence;
 mod operation;
 mod outcome;
-mod resource;
+pub(crate) mod resource;
 mod wire_size;
 
 pub use evidence::{
@@ -21,7 +21,7 @@ pub use operation::{
     PlannedScope, Postcondition, PreState,
 };
 pub use outcome::{
-    CleanupState, Coverage, Execution, Impact, JobLifecycle, Mechanism, Outcome, ProducerFacts,
+    CleanupState, Coverage, Execution, FactsError, Impact, JobLifecycle, Mechanism, Outcome, ProducerFacts,
     ReadbackContext, ReadbackRequest, SettleRequest,
 };
 pub use resource::{

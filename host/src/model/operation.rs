@@ -19,6 +19,7 @@ pub struct Binding {
     /// The input field or role name (`path`, `source`, `job`, ...).
     pub name: String,
     /// The resource the host resolved it to.
+    #[serde(deserialize_with = "super::resource::deserialize")]
     pub resource: ResourceRef,
 }
 

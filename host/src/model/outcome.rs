@@ -45,6 +45,51 @@ pub struct ProducerFacts {
     pub cancelled: bool,
 }
 
+/// Facts that contradict each other (OUT-2, TRU-1): refused as bad input,
+/// never settled. A backend that was never invoked has no exit code, no
+/// timeout, no cancellation and nothing else only a run can report; settling
+/// such facts as NOT_EXECUTED would make an executed call a no-op that
+/// changed nothing (INV-1), so they are not recorded at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "contradictory facts: `executed: false` with {}: a call whose backend never ran has none of \
+     these (OUT-2); say `executed: true` if the backend was invoked, or drop {}",
+    .facts.join(", "),
+    if .facts.len() == 1 { "it" } else { "them" }
+)]
+pub struct FactsError {
+    /// The facts only an invoked backend can report, by field name.
+    pub facts: Vec<&'static str>,
+}
+
+impl ProducerFacts {
+    /// OUT-2: refuses facts that say the backend never ran and yet report
+    /// what only a run can (an exit code, a timeout, a cancellation, a
+    /// teardown, a job, a write begun, a detachment or an acknowledgement).
+    /// The `Ledger` checks every call's facts with this before it settles
+    /// anything, and the log's history rules refuse an outcome whose facts
+    /// fail it.
+    pub fn check(&self) -> Result<(), FactsError> {
+        if self.executed {
+            return Ok(());
+        }
+        let reported = [
+            ("exit_code", self.exit_code.is_some()),
+            ("timed_out", self.timed_out),
+            ("cancelled", self.cancelled),
+            ("teardown_dead", self.teardown_dead.is_some()),
+            ("background_job_id", self.background_job_id.is_some()),
+            ("mutation_attempted", self.mutation_attempted),
+            ("detached", self.detached),
+            ("remote_acknowledged", self.remote_acknowledged),
+            ("job_state", self.job_state.is_some()),
+        ];
+        let facts: Vec<&'static str> =
+            reported.iter().filter(|(_, present)| *present).map(|(name, _)| *name).collect();
+        if facts.is_empty() { Ok(()) } else { Err(FactsError { facts }) }
+    }
+}
+
 /// How execution ended (OUT-1). `ATTEMPTED` is derived: a claim with no outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
@@ -174,4 +219,36 @@ pub struct ReadbackContext {
     pub operation: BoundOperation,
     /// The recorded outcome.
     pub outcome: Outcome,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn facts_of_a_call_that_never_ran_report_nothing_a_run_reports() {
+        assert_eq!(ProducerFacts::default().check(), Ok(()));
+        let ran = ProducerFacts { executed: true, exit_code: Some(3), timed_out: true, ..Default::default() };
+        assert_eq!(ran.check(), Ok(()));
+        // OUT-2's three, named in the error so the caller knows what to drop.
+        let contradictory =
+            ProducerFacts { exit_code: Some(3), timed_out: true, cancelled: true, ..Default::default() };
+        let error = contradictory.check().unwrap_err();
+        assert_eq!(error.facts, ["exit_code", "timed_out", "cancelled"]);
+        assert!(
+            error.to_string().contains("`executed: false` with exit_code, timed_out, cancelled"),
+            "{error}"
+        );
+        // Anything else only a run can report is as contradictory.
+        for facts in [
+            ProducerFacts { teardown_dead: Some(true), ..Default::default() },
+            ProducerFacts { background_job_id: Some("job-1".into()), ..Default::default() },
+            ProducerFacts { mutation_attempted: true, ..Default::default() },
+            ProducerFacts { detached: true, ..Default::default() },
+            ProducerFacts { remote_acknowledged: true, ..Default::default() },
+            ProducerFacts { job_state: Some(JobLifecycle::Exited), ..Default::default() },
+        ] {
+            assert_eq!(facts.check().unwrap_err().facts.len(), 1, "{facts:?}");
+        }
+    }
 }

@@ -22,7 +22,9 @@
 //! `source` (embedded or directory), `sandbox` (engine and limits), `cache`
 //! (compiled components on disk), `component` (one loaded component and its call
 //! protocol), `answer` (contract checks on guest answers), `set` (routing),
-//! `native` (the shipped evaluator compiled natively, for conformance).
+//! `native` (the shipped evaluator compiled natively, for conformance),
+//! `json_call` (one call with JSON in and out, its argument parsed inside the
+//! crate: ID-1).
 
 mod answer;
 mod bindings;
@@ -30,6 +32,7 @@ mod cache;
 mod component;
 mod error;
 mod inspect;
+mod json_call;
 mod manifest;
 mod native;
 mod sandbox;
@@ -40,6 +43,7 @@ pub use cache::CompileCache;
 pub use component::{CallReport, Called, ClassifierComponent, EvaluatorComponent, InstanceReuse};
 pub use error::{PolicyCall, PolicyError};
 pub use inspect::{ComponentShape, inspect};
+pub use json_call::{JsonCall, JsonCallError, call_json};
 pub use manifest::{ComponentEntry, FALLBACK_TOOL, Manifest, World};
 pub use native::NativeEvaluator;
 pub use sandbox::SandboxLimits;

@@ -179,10 +179,11 @@ pub fn settle(request: &SettleRequest) -> Outcome {
     if !request.operation.producer_bound {
         return effects_policy_sdk::outcome::exit_status_only(facts);
     }
-    let (execution, impact) = match (facts.executed, facts.exit_code) {
-        (false, _) => (Execution::NotExecuted, Impact::None),
-        (true, Some(0)) => (Execution::ReportedSuccess, Impact::Possible),
-        (true, _) => (Execution::Failed, Impact::Possible),
+    // A producer that ran and gave no exit code is UNKNOWN, never a failure
+    // (OUT-1, OUT-2); the reference producers always give one.
+    let (execution, impact) = match facts.executed {
+        false => (Execution::NotExecuted, Impact::None),
+        true => (effects_policy_sdk::outcome::by_exit_code(facts.exit_code), Impact::Possible),
     };
     Outcome {
         execution,

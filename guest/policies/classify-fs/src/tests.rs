@@ -159,3 +159,19 @@ fn other_tools_are_not_ours_and_bound_settlement_has_no_cleanup() {
         (Execution::ReportedSuccess, CleanupState::NotApplicable)
     );
 }
+
+#[test]
+fn a_write_that_ran_with_no_exit_code_is_unknown_never_a_failure() {
+    // OUT-1 / OUT-2: the reference producers always give an exit code; facts
+    // that do not say how the call ended are UNKNOWN.
+    let settled = |exit_code| {
+        settle(&SettleRequest {
+            operation: operation("write_file", serde_json::json!({}), &["path"], vec![]),
+            plan: None,
+            facts: ProducerFacts { executed: true, exit_code, mutation_attempted: true, ..not_executed() },
+        })
+    };
+    let unknown = settled(None);
+    assert_eq!((unknown.execution, unknown.impact), (Execution::Unknown, Impact::Possible));
+    assert_eq!(settled(Some(1)).execution, Execution::Failed);
+}

@@ -22,7 +22,7 @@
 //! is then settled as a status read right after the kill would settle it.
 
 use effects_policy_sdk::classifier::Guest;
-use effects_policy_sdk::outcome::{exit_status_only, unknown_scope};
+use effects_policy_sdk::outcome::{by_exit_code, exit_status_only, unknown_scope};
 use effects_policy_sdk::types::{
     BoundOperation, ClaimPlan, Classification, CleanupState, Coverage, Execution, Impact, JobLifecycle,
     Location, Mechanism, Outcome, PlannedScope, ProducerFacts, ReadbackContext, ReadbackRequest,
@@ -108,8 +108,8 @@ fn cleanup(facts: &ProducerFacts) -> CleanupState {
 fn launch_from_job(facts: &ProducerFacts) -> Outcome {
     let execution = match facts.job_state {
         None | Some(JobLifecycle::Running) => Execution::Running,
-        Some(JobLifecycle::Exited) if facts.exit_code == Some(0) => Execution::ReportedSuccess,
-        Some(JobLifecycle::Exited) => Execution::Failed,
+        // An exit with no status (OUT-2) is UNKNOWN, not a reported failure.
+        Some(JobLifecycle::Exited) => by_exit_code(facts.exit_code),
         Some(JobLifecycle::Killed) => Execution::Cancelled,
         Some(JobLifecycle::Lost) => Execution::Interrupted,
     };
@@ -154,8 +154,9 @@ pub fn settle(request: &SettleRequest) -> Outcome {
         _ if facts.timed_out => Execution::TimedOut,
         _ if facts.cancelled => Execution::Cancelled,
         _ if reserved && facts.background_job_id.is_some() && facts.exit_code.is_none() => Execution::Running,
-        _ if facts.exit_code == Some(0) => Execution::ReportedSuccess,
-        _ => Execution::Failed,
+        // No exit code (killed by a signal, a supervisor lost from outside) is
+        // UNKNOWN: the facts do not say how it ended (OUT-1, OUT-2).
+        _ => by_exit_code(facts.exit_code),
     };
     outcome(execution, cleanup(facts))
 }

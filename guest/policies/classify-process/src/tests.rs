@@ -83,9 +83,19 @@ fn the_bound_producer_attests_timeout_and_teardown() {
     );
     let finished = settle(&request(operation("bash", "", true, Vec::new()), ran(Some(0))));
     assert_eq!((finished.execution, finished.cleanup), (Execution::ReportedSuccess, CleanupState::Unknown));
-    // TRU-1: the same facts from an unbound producer say exit status only.
+    // Ended by a signal (the producer gives no exit code then): UNKNOWN, not
+    // a reported failure (OUT-1, OUT-2); an exit code is one.
+    let signalled = ProducerFacts { teardown_dead: Some(true), ..ran(None) };
+    let signalled = settle(&request(operation("bash", "", true, Vec::new()), signalled));
+    assert_eq!((signalled.execution, signalled.cleanup), (Execution::Unknown, CleanupState::Clean));
+    assert_eq!(
+        settle(&request(operation("bash", "", true, Vec::new()), ran(Some(4)))).execution,
+        Execution::Failed
+    );
+    // TRU-1: the same facts from an unbound producer say exit status only,
+    // and they give none: UNKNOWN, never TIMED_OUT (OUT-1, OUT-2).
     let unbound = settle(&request(operation("bash", "", false, Vec::new()), timed_out));
-    assert_eq!((unbound.execution, unbound.cleanup), (Execution::Failed, CleanupState::Unknown));
+    assert_eq!((unbound.execution, unbound.cleanup), (Execution::Unknown, CleanupState::Unknown));
 }
 
 #[test]
@@ -93,12 +103,14 @@ fn running_needs_a_bound_producer_a_reservation_and_a_started_job() {
     let started = ProducerFacts { background_job_id: Some("job-7".into()), ..ran(None) };
     let launch = |bound, bindings| settle(&request(operation("bash", "", bound, bindings), started.clone()));
     assert_eq!(launch(true, vec![reservation()]).execution, Execution::Running);
-    // No reservation, or not the bound producer: never RUNNING.
-    assert_eq!(launch(true, Vec::new()).execution, Execution::Failed);
-    assert_eq!(launch(false, vec![reservation()]).execution, Execution::Failed);
-    // A launch that reported no job did not start one.
+    // No reservation, or not the bound producer: never RUNNING; it ran,
+    // with no exit code, so how it ended is UNKNOWN (OUT-1, OUT-2).
+    assert_eq!(launch(true, Vec::new()).execution, Execution::Unknown);
+    assert_eq!(launch(false, vec![reservation()]).execution, Execution::Unknown);
+    // A launch that reported no job did not start one: no exit code and no
+    // job, so nothing says how it ended.
     let none = settle(&request(operation("bash", "", true, vec![reservation()]), ran(None)));
-    assert_eq!(none.execution, Execution::Failed);
+    assert_eq!(none.execution, Execution::Unknown);
 }
 
 #[test]
@@ -109,6 +121,8 @@ fn a_job_read_is_admitted_and_settles_its_launch_by_the_jobs_lifecycle() {
         (JobLifecycle::Running, None, None, Execution::Running, CleanupState::Unknown),
         (JobLifecycle::Exited, Some(0), Some(true), Execution::ReportedSuccess, CleanupState::Clean),
         (JobLifecycle::Exited, Some(3), Some(false), Execution::Failed, CleanupState::Failed),
+        // An exit the job's record gives no status for (OUT-2).
+        (JobLifecycle::Exited, None, Some(true), Execution::Unknown, CleanupState::Clean),
         (JobLifecycle::Killed, None, Some(true), Execution::Cancelled, CleanupState::Clean),
         (JobLifecycle::Lost, None, Some(true), Execution::Interrupted, CleanupState::Clean),
     ];

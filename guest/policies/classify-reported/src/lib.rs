@@ -16,6 +16,7 @@
 //! from the captured external resource, never from a result.
 
 use effects_policy_sdk::classifier::Guest;
+use effects_policy_sdk::outcome::by_exit_code;
 use effects_policy_sdk::types::{
     BoundOperation, ClaimPlan, Classification, CleanupState, Coverage, Execution, Impact, Location,
     Mechanism, Outcome, PlannedScope, ReadbackContext, ReadbackRequest, ResourceRole, SettleRequest,
@@ -86,15 +87,17 @@ pub fn classify(operation: &BoundOperation) -> Result<Classification, String> {
 }
 
 /// From the reported facts: not run, timed out, cancelled, success (exit 0),
-/// or failure. Acknowledgement only for an external call, only as captured.
+/// failure (another exit code), or UNKNOWN when the call ran and no exit code
+/// was reported (OUT-1, OUT-2: a hook with no exit status, a lost connection
+/// is never a reported failure). Acknowledgement only for an external call,
+/// only as captured.
 pub fn settle(request: &SettleRequest) -> Outcome {
     let facts = &request.facts;
     let execution = match () {
         _ if !facts.executed => Execution::NotExecuted,
         _ if facts.timed_out => Execution::TimedOut,
         _ if facts.cancelled => Execution::Cancelled,
-        _ if facts.exit_code == Some(0) => Execution::ReportedSuccess,
-        _ => Execution::Failed,
+        _ => by_exit_code(facts.exit_code),
     };
     let is_external = request.operation.tool == "external";
     Outcome {

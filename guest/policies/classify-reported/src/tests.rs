@@ -83,6 +83,31 @@ fn exit_zero_is_success_acknowledged_only_for_external_and_only_as_captured() {
 }
 
 #[test]
+fn an_executed_call_with_no_exit_code_is_unknown_never_a_reported_failure() {
+    // OUT-1 / OUT-2: a runtime hook that carries no exit status, a lost
+    // connection. Timeouts and cancellations still say how it ended.
+    let ext = operation("external", "", vec![binding("endpoint", ResourceRole::Target, endpoint())]);
+    let write = operation("owned_write", "", vec![binding("record", ResourceRole::Target, record("n1"))]);
+    for op in [&ext, &write] {
+        let unknown = settled(op, facts(None, false));
+        assert_eq!(
+            (unknown.execution, unknown.impact),
+            (Execution::Unknown, Impact::Possible),
+            "{}",
+            op.tool
+        );
+        assert!(!unknown.remote_acknowledged);
+        let cancelled = settled(op, ProducerFacts { cancelled: true, ..facts(None, false) });
+        assert_eq!(cancelled.execution, Execution::Cancelled);
+    }
+    assert_eq!(
+        settled(&ext, facts(Some(7), false)).execution,
+        Execution::Failed,
+        "an exit code is a failure"
+    );
+}
+
+#[test]
 fn an_owned_write_claims_its_record_with_attachments_as_dependencies() {
     let op = operation(
         "owned_write",

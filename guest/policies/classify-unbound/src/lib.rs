@@ -84,6 +84,11 @@ mod tests {
         let request = SettleRequest { operation: operation("bash"), plan: None, facts };
         let outcome = settle(&request);
         assert_eq!(outcome.execution, Execution::Failed, "an unbound timeout is not TIMED_OUT (TRU-1)");
+        // An unbound tool that ran and gave no exit code (its timeout not
+        // attested) is UNKNOWN, never a reported failure (OUT-1, OUT-2).
+        let silent = ProducerFacts { executed: true, timed_out: true, ..not_executed() };
+        let request = SettleRequest { operation: operation("bash"), plan: None, facts: silent };
+        assert_eq!(settle(&request).execution, Execution::Unknown);
         let context = ReadbackContext { operation: operation("bash"), outcome };
         assert!(readbacks(&context).is_empty());
     }

@@ -55,13 +55,20 @@ pub struct SessionArgs {
     #[arg(long)]
     root: PathBuf,
     /// Continue this run (runs outlive processes): its log must be in the
-    /// data dir, and the root must be the one it works beneath (ID-5).
-    #[arg(long, conflicts_with = "new_run")]
+    /// data dir, and the root must be the one it works beneath (ID-5). A
+    /// child run is continued by its id too (`PARENT.NAME`).
+    #[arg(long, conflicts_with_all = ["new_run", "child_of"])]
     run: Option<String>,
-    /// Start a new run with this id (refused if it exists); default: a new
-    /// run with a fresh id.
+    /// Start a new run with this id (refused if it exists); with
+    /// --child-of, the new child's name. Default: a fresh id.
     #[arg(long, value_name = "ID")]
     new_run: Option<String>,
+    /// Begin a child run of this existing run (LOG-1): its id is
+    /// `PARENT.NAME`, it writes to the log of its parent's lineage, works
+    /// beneath the same root, and its effects count against the parent's
+    /// evidence (a command it runs stales the parent's reads).
+    #[arg(long, value_name = "PARENT")]
+    child_of: Option<String>,
     /// One JSON object per step, then a summary object.
     #[arg(long)]
     json: bool,
@@ -326,20 +333,6 @@ fn describe_verifier(report: &Value) -> String {
     format!("{head}: claim #{} -> {verdict} (#{})", report["claim"], report["position"])
 }
 
-/// The facts a reported step's runtime gave (TRU-1: acknowledgement only from
-/// the external resource the host bound, i.e. exit 0 of that call).
-fn reported_facts(reported: &script::Reported) -> ProducerFacts {
-    let ran = reported.executed;
-    ProducerFacts {
-        executed: ran,
-        exit_code: reported.exit_code.filter(|_| ran),
-        timed_out: ran && reported.timed_out,
-        cancelled: ran && reported.cancelled,
-        remote_acknowledged: ran && reported.exit_code == Some(0),
-        ..ProducerFacts::default()
-    }
-}
-
 /// Counts for the summary.
 #[derive(Default)]
 struct Tally {
@@ -386,7 +379,7 @@ fn tool_step(
                 Some(reported) => {
                     let exit =
                         reported.exit_code.map_or_else(|| "no exit code".to_owned(), |c| format!("exit {c}"));
-                    (reported_facts(reported), Ok(format!("reported by the runtime: {exit}")))
+                    (reported.facts(), Ok(format!("reported by the runtime: {exit}")))
                 }
                 None => produce(ledger, run, &step.tool, &step.input, &dispatched),
             };
@@ -447,13 +440,21 @@ impl SessionArgs {
             parent.unwrap_or_else(|| PathBuf::from(".")).join(".effects")
         });
         let (mut ledger, display_data) = open_ledger(&self.root, &data_dir, self.manifest.as_deref())?;
-        let run = match (&self.run, &self.new_run) {
-            (Some(id), _) => ledger.continue_run(id).map_err(|e| bad(anyhow!(e)))?,
-            (None, Some(id)) => ledger.new_run(id).map_err(|e| bad(anyhow!(e)))?,
-            (None, None) => ledger.begin_run(None),
-        };
+        let run = match (&self.run, &self.child_of, &self.new_run) {
+            (Some(id), _, _) => ledger.continue_run(id),
+            (None, Some(parent), name) => ledger.continue_run(parent).and_then(|parent| match name {
+                Some(name) => ledger.new_child(&parent, name),
+                None => Ok(ledger.begin_run(Some(&parent))),
+            }),
+            (None, None, Some(id)) => ledger.new_run(id),
+            (None, None, None) => Ok(ledger.begin_run(None)),
+        }
+        .map_err(|e| bad(anyhow!(e)))?;
         if !self.json {
-            println!("run {} (data dir {})", run.id, display_data);
+            match &run.parent {
+                Some(parent) => println!("run {} (child of {parent}; data dir {display_data})", run.id),
+                None => println!("run {} (data dir {display_data})", run.id),
+            }
         }
         let mut tally = Tally::default();
         let mut decision = None;
@@ -517,8 +518,9 @@ impl SessionArgs {
             }
         }
         let claims = tally.claims;
-        let log =
-            (claims > 0 || self.run.is_some()).then(|| format!("{display_data}/effects/{}.log", run.lineage));
+        // A continued run and a child both write to a log that exists.
+        let log = (claims > 0 || self.run.is_some() || self.child_of.is_some())
+            .then(|| format!("{display_data}/effects/{}.log", run.lineage));
         // CMP-12: the last decision is current only if nothing was recorded
         // after it, by this process or any other on the lineage.
         let stale_since = match &decision {
@@ -526,7 +528,7 @@ impl SessionArgs {
             None => None,
         };
         let mut summary = json!({ "summary": {
-            "run_id": run.id, "lineage": run.lineage, "steps": steps.len(), "claims": claims,
+            "run_id": run.id, "lineage": run.lineage, "parent": run.parent, "steps": steps.len(), "claims": claims,
             "refused": tally.refused, "blocked": tally.blocked, "not_recorded": tally.not_recorded,
             "data_dir": display_data, "log": log,
         }});

@@ -23,6 +23,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use effect_ledger::ledger::{FILESYSTEM_TOOLS, JOB_TOOLS, PROCESS_TOOLS, REPORTED_TOOLS};
+use effect_ledger::model::ProducerFacts;
 
 /// What the embedding runtime reports for a tool it executed itself.
 #[derive(Debug, Clone, Deserialize)]
@@ -43,6 +44,24 @@ pub struct Reported {
 
 fn yes() -> bool {
     true
+}
+
+impl Reported {
+    /// The facts as the runtime gave them, every one passed through: an
+    /// exit code, timeout or cancellation of a call that was not executed is
+    /// a contradiction the ledger refuses (OUT-2), never dropped to make the
+    /// call NOT_EXECUTED. Acknowledgement only for exit 0 of the executed
+    /// call (TRU-1: the host captured the external resource it named).
+    pub fn facts(&self) -> ProducerFacts {
+        ProducerFacts {
+            executed: self.executed,
+            exit_code: self.exit_code,
+            timed_out: self.timed_out,
+            cancelled: self.cancelled,
+            remote_acknowledged: self.executed && self.exit_code == Some(0),
+            ..ProducerFacts::default()
+        }
+    }
 }
 
 /// A tool call.
@@ -262,6 +281,11 @@ fn check(step: &ToolStep) -> Result<(), String> {
                 "{tool}: `reported` is for tools the reference runtime does not execute; it runs {tool} itself"
             ));
         }
+        // OUT-2: contradictory facts are bad input, refused with the
+        // ledger's own check before anything runs.
+        (Some(reported), true) => {
+            reported.facts().check().map_err(|e| format!("{tool}: `reported`: {e}"))?;
+        }
         (None, true) => {
             return Err(format!(
                 "{tool}: the reference runtime does not execute {tool}; give the facts the runtime `reported`, e.g. \"reported\": {{\"exit_code\": 0}}"
@@ -354,6 +378,11 @@ mod tests {
             ("{\"verify\":{\"command\":\"true\",\"shell\":\"zsh\"}}\n", 1, "shell"),
             ("{\"tool\":\"bg_job\",\"input\":{\"job\":\"job-1\",\"action\":\"restart\"}}\n", 1, "restart"),
             ("{\"tool\":\"bash\",\"input\":{\"command\":\"x\",\"background\":\"yes\"}}\n", 1, "background"),
+            (
+                "{\"tool\":\"external\",\"input\":{\"server\":\"s\",\"tool\":\"t\"},\"reported\":{\"executed\":false,\"exit_code\":3}}\n",
+                1,
+                "`executed: false` with exit_code",
+            ),
         ];
         for (text, line, needle) in cases {
             let (got, message) = parse(text).unwrap_err();
