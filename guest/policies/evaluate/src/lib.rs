@@ -7,6 +7,7 @@
 //! same ledger gives the same decision, natively or as a component, so the
 //! conformance vectors run against both.
 
+mod aliases;
 mod assess;
 mod decide;
 mod history;
@@ -36,6 +37,8 @@ pub fn evaluate(ledger: &EvidenceLedger) -> Result<Decision, String> {
     index.contradicted_effects(&mut reasons);
     index.verifiers(&mut reasons);
     index.external_effects(&mut reasons);
+    index.owned_effects(&mut reasons);
+    index.unbound_effects(&mut reasons);
     index.running(&mut reasons);
     let annotated = if history.claims.is_empty() {
         // CMP-9: conversation and read-only synthesis are unchanged.
