@@ -388,9 +388,88 @@ fn owned_records_and_browser_sessions_enter_as_reported_steps() {
     assert_eq!(steps[3]["status"], "refused");
     assert!(steps[3]["reason"].as_str().unwrap().contains("pages are never bound"));
     assert_eq!(steps.last().unwrap()["summary"]["claims"], 1);
-    // An owned write is never verified; with nothing required and no claim in
-    // the answer, nothing fires.
-    assert_eq!(steps.last().unwrap()["verdict"], "COMPLETED");
+    // CMP-6 (revision 2): an owned write is never verified (owned reads are
+    // PARTIAL), so it caps the decision at UNVERIFIED and is disclosed like
+    // an external call, whatever is required.
+    let decision = steps.last().unwrap();
+    assert_eq!(decision["verdict"], "UNVERIFIED", "{decision:#}");
+    assert_eq!(codes(decision), ["OWNED_EFFECT_UNVERIFIED"]);
+    let disclosure = decision["disclosures"][0].as_str().unwrap();
+    assert!(disclosure.starts_with("Owned record notes/n1 (position 0): reported success"), "{disclosure}");
+    let reason = &decision["reasons"][0];
+    assert!(reason["remedy"].as_str().unwrap().contains("notes/n1"), "{reason:#}");
+}
+
+const DELETE_OLD: &str = r#"{"tool": "apply_patch", "input": {"patch": "*** Begin Patch\n*** Delete File: old.txt\n*** End Patch\n"}}"#;
+
+#[test]
+fn a_delete_read_back_as_absent_is_verified() {
+    let s = session();
+    std::fs::write(s.root.join("old.txt"), "old\n").unwrap();
+    let read = r#"{"tool": "read_file", "input": {"path": "old.txt"}}"#;
+    // VER-1: the read of a path where nothing exists fails, but the host's
+    // own readback records a COMPLETE absent observation, which decides the
+    // delete's `absent` obligation.
+    let decision = decide(&s, &[DELETE_OLD, read, &complete(&[], "")], &[]);
+    assert_eq!(decision["verdict"], "COMPLETED", "{decision:#}");
+    let assessment = &decision["assessments"][0];
+    assert_eq!(assessment["assessment"], "VERIFIED", "{decision:#}");
+    let records = log_records(&s.logs()[0]);
+    let observation = &records[assessment["observation"].as_u64().unwrap() as usize]["record"]["observation"];
+    assert_eq!((&observation["coverage"], &observation["exists"]), (&"COMPLETE".into(), &false.into()));
+    assert!(!s.root.join("old.txt").exists());
+}
+
+#[test]
+fn a_required_file_the_run_deleted_is_missing() {
+    let s = session();
+    std::fs::write(s.root.join("old.txt"), "old\n").unwrap();
+    // CMP-7 (revision 2): required artifacts are files that must exist; the
+    // delete was verified, and that is exactly why the run failed.
+    let decision = decide(&s, &[DELETE_OLD, &complete(&["old.txt"], "")], &[]);
+    assert_eq!(decision["verdict"], "FAILED", "{decision:#}");
+    assert_eq!(codes(&decision), ["MISSING_ARTIFACT"]);
+    assert_eq!(decision["assessments"][0]["assessment"], "VERIFIED");
+    assert!(decision["reasons"][0]["remedy"].as_str().unwrap().contains("produce old.txt"));
+}
+
+#[test]
+fn a_write_through_a_hard_link_is_the_latest_change_of_its_other_name() {
+    let s = session();
+    std::fs::write(s.root.join("a.txt"), "").unwrap();
+    std::fs::hard_link(s.root.join("a.txt"), s.root.join("h.txt")).unwrap();
+    let write_h = r#"{"tool": "write_file", "input": {"path": "h.txt", "content": "bye\n"}}"#;
+    // ID-3: h.txt's claim shows a.txt's device:inode, so writing it (in
+    // place) changes a.txt: a.txt's earlier read is history, its latest
+    // change is the write of h.txt, and the decision's own read of a.txt
+    // checks that write's postcondition (it stands for the object). Without
+    // the alias, a.txt's read would contradict its own write: FAILED.
+    let decision = decide(&s, &[WRITE, READ, write_h, &complete(&["a.txt"], "")], &[]);
+    assert_eq!(std::fs::read_to_string(s.root.join("a.txt")).unwrap(), "bye\n");
+    assert_eq!(decision["verdict"], "COMPLETED", "{decision:#}");
+    let assessments = decision["assessments"].as_array().unwrap();
+    assert_eq!(assessments[0]["assessment"], "CONTRADICTED", "the write of a.txt is history");
+    assert_eq!(assessments[1]["assessment"], "VERIFIED", "{decision:#}");
+    let records = log_records(&s.logs()[0]);
+    let by = &records[assessments[1]["observation"].as_u64().unwrap() as usize]["record"]["observation"];
+    let path = &by["resource"]["location"]["filesystem"]["path"];
+    assert_eq!(path, "a.txt", "verified by the decision's read of the other name: {by:#}");
+}
+
+#[test]
+fn a_required_file_larger_than_the_read_cap_exists_with_unverified_content() {
+    let s = session();
+    // The reference runtime's read cap is 16 MiB; a command makes 17 MB.
+    let make = r#"{"tool": "bash", "input": {"command": "head -c 17000000 /dev/zero > big.bin"}}"#;
+    let decision = decide(&s, &[make, &complete(&["big.bin"], "")], &[]);
+    // CMP-3 / CMP-7: the decision's read is PARTIAL, its stat sees the file:
+    // it exists (never MISSING) and its content is not verified.
+    assert_eq!(decision["verdict"], "UNVERIFIED", "{decision:#}");
+    assert_eq!(codes(&decision), ["UNVERIFIED_ARTIFACT"]);
+    let records = log_records(&s.logs()[0]);
+    let mechanisms: Vec<&str> =
+        records.iter().filter_map(|r| r["record"]["observation"]["mechanism"].as_str()).collect();
+    assert_eq!(mechanisms, ["filesystem_read", "filesystem_stat"], "{records:#?}");
 }
 
 /// `effects decide --run RUN --json --answer ANSWER` over `s`'s data dir.

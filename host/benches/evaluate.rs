@@ -4,8 +4,9 @@
 //!
 //! The ledger: n `write_file` effects on m files spread over 100 directories
 //! (file i % m), each a claim with a content obligation, a REPORTED_SUCCESS
-//! outcome and a COMPLETE readback (3n records); every tenth file is
-//! required; the answer names a few files. Shapes: 1,000 effects on 1,000
+//! outcome and a COMPLETE readback (3n records), every file seen with a
+//! device:inode incarnation of its own (so ID-3's alias tracking does its
+//! per-record work, and finds no hard link); every tenth file is required; the answer names a few files. Shapes: 1,000 effects on 1,000
 //! files, 10,000 on 10,000 (every effect a new file: the most resources a
 //! ledger of that size can have) and 10,000 on 1,000 (each file rewritten
 //! and re-read ten times). Cases, interleaved call by call so machine noise
@@ -36,7 +37,8 @@ use std::time::{Duration, Instant};
 
 use effect_ledger::completion::Evaluator;
 use effect_ledger::completion::vectors::{
-    Vector, VectorClaim, VectorObligation, VectorObservation, VectorOutcome, VectorRecord, VectorResource,
+    SeenFile, Vector, VectorClaim, VectorObligation, VectorObservation, VectorOutcome, VectorRecord,
+    VectorResource,
 };
 use effect_ledger::model::{EvidenceLedger, Execution, Verdict};
 use effect_ledger::policy::{
@@ -52,6 +54,14 @@ fn rounds() -> usize {
 pub fn ledger(effects: usize, files: usize) -> EvidenceLedger {
     let path = |i: usize| format!("dir{}/file{}.txt", i % 100, i % files);
     let file = |i: usize| VectorResource::File(path(i));
+    // Incarnations as the host spells them (ID-2): the object's device:inode
+    // and the digest of its directory chain, or `absent:` and that digest.
+    // A claim sees the file before it is written (absent the first time),
+    // its readback the object written; no two files share an inode.
+    let chain = |i: usize| format!("{:064x}", i % 100);
+    let object = |i: usize| format!("2049:{}@{}", 1_000_000 + i % files, chain(i));
+    let before = |i: usize| if i < files { format!("absent:{}", chain(i)) } else { object(i) };
+    let seen = |i: usize| VectorResource::Seen(SeenFile { file: path(i), incarnation: before(i) });
     let mut records = Vec::with_capacity(3 * effects);
     for i in 0..effects {
         let content = format!("content of file {i}\n");
@@ -59,7 +69,7 @@ pub fn ledger(effects: usize, files: usize) -> EvidenceLedger {
         records.push(VectorRecord::Claim(VectorClaim {
             at: None,
             tool: "write_file".into(),
-            scope: Some(vec![file(i)]),
+            scope: Some(vec![seen(i)]),
             obligations: vec![VectorObligation {
                 target: file(i),
                 content: Some(content.clone()),
@@ -84,7 +94,7 @@ pub fn ledger(effects: usize, files: usize) -> EvidenceLedger {
         records.push(VectorRecord::Observation(VectorObservation {
             at: None,
             resource: file(i),
-            incarnation: "1".into(),
+            incarnation: object(i),
             mechanism: None,
             coverage: None,
             exists: true,

@@ -19,7 +19,13 @@
 //!
 //! Records take positions 0, 1, 2... in file order unless they say `"at"`. A
 //! resource is a file path (`"a.txt"`) or one of `{"external": "server/tool"}`,
-//! `{"launch": 7}`, `{"job": "j1"}`, `{"owned": "collection/record"}`. Contents
+//! `{"launch": 7}`, `{"job": "j1"}`, `{"owned": "collection/record"}`. A file
+//! is seen with incarnation `1` unless it is named with one,
+//! `{"file": "h.txt", "incarnation": "7:42@abc"}` (device:inode`@`ancestors,
+//! as the host spells it: two files seen with one device:inode are hard links,
+//! ID-3); an obligation's target takes the incarnation its claim's scope gives
+//! that file, and an observation's `incarnation` field is the default for its
+//! resource. Contents
 //! may be given as text (`"content"`, hashed here) or as a digest
 //! (`"content_sha256"`). `expect` must give `verdict` and the exact multiset of
 //! reason codes; it may also pin each code's evidence positions, the exact
@@ -75,8 +81,21 @@ pub struct Vector {
 pub enum VectorResource {
     /// A file path beneath the vectors' root.
     File(String),
+    /// A file seen with a given incarnation.
+    Seen(SeenFile),
     /// Another kind.
     Other(OtherResource),
+}
+
+/// A file path with the incarnation a record saw it as (ID-3's hard links
+/// need real device:inode incarnations).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SeenFile {
+    /// The path beneath the vectors' root.
+    pub file: String,
+    /// The incarnation, e.g. `7:42@abc` or `absent:abc`.
+    pub incarnation: String,
 }
 
 /// The non-file resources a vector can name.
@@ -283,7 +302,7 @@ fn vector_root() -> FilesystemRoot {
 
 fn location(resource: &VectorResource) -> Location {
     match resource {
-        VectorResource::File(path) => {
+        VectorResource::File(path) | VectorResource::Seen(SeenFile { file: path, .. }) => {
             Location::Filesystem(FilesystemLocation { root: vector_root(), path: path.clone() })
         }
         VectorResource::Other(OtherResource::External(name)) => {
@@ -331,6 +350,10 @@ impl Builder {
         role: ResourceRole,
         incarnation: &str,
     ) -> ResourceIndex {
+        let incarnation = match resource {
+            VectorResource::Seen(seen) => &seen.incarnation,
+            _ => incarnation,
+        };
         let made = ResourceRef::new(role, location(resource), incarnation.to_owned(), None);
         let next = self.resources.len() as ResourceIndex;
         *self.index.entry(made.clone()).or_insert_with(|| {
@@ -402,7 +425,10 @@ impl Vector {
                                 (None, false, true) => Postcondition::Exists,
                                 _ => return Err(format!("record {index}: an obligation needs exactly one of content, content_sha256, absent, exists")),
                             };
-                            Ok(ObligationEvidence { target: builder.resource(&o.target, ResourceRole::Target, "1"), postcondition })
+                            // The target as its claim's scope saw it.
+                            let target = location(&o.target);
+                            let seen = claim.scope.iter().flatten().find(|r| location(r) == target).unwrap_or(&o.target);
+                            Ok(ObligationEvidence { target: builder.resource(seen, ResourceRole::Target, "1"), postcondition })
                         })
                         .collect::<Result<_, String>>()?;
                     EvidenceRecord::Claim(ClaimEvidence {

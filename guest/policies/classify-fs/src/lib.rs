@@ -199,7 +199,11 @@ pub fn settle(request: &SettleRequest) -> Outcome {
 /// for writes (verification needs a later admitted read).
 pub fn readbacks(context: &ReadbackContext) -> Result<Vec<ReadbackRequest>, String> {
     let operation = &context.operation;
-    if context.outcome.execution != Execution::ReportedSuccess {
+    // A read that failed is still read back by the host itself: where nothing
+    // exists that is a COMPLETE absent observation, so a delete can be
+    // verified (VER-1, revision 2); anything else there is observed as it is.
+    let read_ran = operation.tool == "read_file" && context.outcome.execution == Execution::Failed;
+    if context.outcome.execution != Execution::ReportedSuccess && !read_ran {
         return Ok(Vec::new());
     }
     match operation.tool.as_str() {

@@ -143,6 +143,16 @@ fn reads_are_admitted_and_read_back_with_honest_coverage() {
     assert_eq!(readbacks(&context(listing)).unwrap()[0].mechanism, Mechanism::FilesystemStat);
     let write = operation("write_file", serde_json::json!({"path": "a", "content": ""}), &["path"], vec![]);
     assert!(readbacks(&context(write)).unwrap().is_empty(), "writes are verified by a later read, not here");
+    // VER-1: a read that failed (nothing there) is still read back by the
+    // host, completely; one that never ran, and a failed listing, are not.
+    let outcome = |execution| Outcome { execution, ..success };
+    let failed = |op: BoundOperation| ReadbackContext { operation: op, outcome: outcome(Execution::Failed) };
+    let missing = operation("read_file", serde_json::json!({"path": "gone.txt"}), &["path"], vec![]);
+    assert_eq!(readbacks(&failed(missing.clone())).unwrap()[0].coverage, Coverage::Complete);
+    let not_run = ReadbackContext { operation: missing, outcome: outcome(Execution::NotExecuted) };
+    assert!(readbacks(&not_run).unwrap().is_empty());
+    let listing = operation("ls", serde_json::json!({"path": "gone"}), &["path"], vec![]);
+    assert!(readbacks(&failed(listing)).unwrap().is_empty());
 }
 
 #[test]

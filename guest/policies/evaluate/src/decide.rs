@@ -4,7 +4,9 @@
 //!
 //! Everything is indexed per location once ([`Index`]), so each rule costs the
 //! depth of a location's ancestor chain per artifact or effect: no rule compares
-//! every effect with every other.
+//! every effect with every other. A claim is indexed at every location it may
+//! touch ([`History::each_touched`]: its targets and what they reach through hard
+//! links, ID-3), so overlap here is the same closure the freshness passes use.
 //!
 //! Time is measured by an effect's **end**, where its window closes (INV-2,
 //! [`window_end`](crate::history::Claim::window_end)): its settled outcome's
@@ -14,10 +16,12 @@
 //! a verifier happened may have changed things after it, so "after X" below
 //! means "ends after X", not "was claimed after X".
 
-use effects_evaluator_sdk::types::{Assessment, CheckResult, Execution, Reason, ReasonCode, Verdict};
+use effects_evaluator_sdk::types::{
+    Assessment, CheckResult, Coverage, Execution, Mechanism, Reason, ReasonCode, Verdict,
+};
 
-use crate::assess::Assessments;
-use crate::history::{Freshness, History, Observation, State};
+use crate::assess::{Assessed, Assessments};
+use crate::history::{Freshness, History, Observation, State, Verifier};
 use crate::locations::{Kind, LocId, same};
 use crate::tables::Postcondition;
 
@@ -54,8 +58,9 @@ impl PerLocation {
 }
 
 /// Per location, the claims (by index, in log order, each once) with a
-/// target exactly there, no no-ops: one table sliced per location, so a
-/// ledger of many changed files allocates once, not once per file.
+/// target exactly there, or on another name of the object there (a hard
+/// link, ID-3), no no-ops: one table sliced per location, so a ledger of
+/// many changed files allocates once, not once per file.
 pub struct Changes {
     /// Per location, where its claims start in `claims`; then the end.
     starts: Vec<usize>,
@@ -65,11 +70,18 @@ pub struct Changes {
 }
 
 /// Calls `f(target, claim)` for each exact target of each claim that is not a
-/// no-op, once per claim even when the claim lists a target twice.
+/// no-op, and each other name of a target's object, once per claim even when
+/// the claim lists a target twice.
 fn each_change(history: &History<'_>, mut f: impl FnMut(LocId, usize)) {
     let mut last = vec![usize::MAX; history.locations.len()];
     for (i, claim) in history.claims.iter().enumerate().filter(|(_, c)| !c.no_op()) {
+        let aliases = history.reach(i).iter().filter(|r| r.alias_of.is_some()).map(|r| r.loc);
         for &t in claim.targets.unwrap_or_default() {
+            if std::mem::replace(&mut last[t as usize], i) != i {
+                f(t, i);
+            }
+        }
+        for t in aliases {
             if std::mem::replace(&mut last[t as usize], i) != i {
                 f(t, i);
             }
@@ -111,22 +123,34 @@ pub struct Index<'h, 'a> {
     pub history: &'h History<'a>,
     /// The assessments.
     pub assessments: &'h Assessments,
-    /// Per location: claims (by index) with a target exactly there, no no-ops.
+    /// Per location: claims (by index) with a target exactly there, or on
+    /// another name of its object, no no-ops.
     pub changes: Changes,
     /// Unresolved exact claims (CMP-2) by (end, claim), per location; and the
     /// latest unresolved unknown-scope claim, and the latest of any scope.
     unresolved: PerLocation,
     unresolved_unknown: Option<(u64, usize)>,
     unresolved_any: Option<(u64, usize)>,
-    /// Every claim that is not a no-op, by (end, claim) and by (start, claim).
+    /// Every exact claim that is not a no-op, by (end, claim) and by (start,
+    /// claim).
     touched_end: PerLocation,
     touched_start: PerLocation,
+    /// Per location, the start of the latest claim on exactly it that
+    /// reported success (CMP-2's last successful mutation is the latest of
+    /// these on a file or its directories; nothing lies beneath a file).
+    succeeded: Vec<Option<u64>>,
+    /// The latest unknown-scope claim by end, leaving out the latest check's
+    /// own run once its window closed (CMP-5: a check covers its own run);
+    /// and the latest by start, the check's run included (it may have
+    /// changed files: a formatter supersedes a write).
     unknown_end: Option<(u64, usize)>,
     unknown_start: Option<(u64, usize)>,
     /// Per location: the position of the latest observation that saw a
     /// different incarnation than the one before it (a replacement, INV-1).
     replaced: Vec<Option<u64>>,
-    /// Per location: the newest filesystem observation of any mechanism.
+    /// Per location: the newest existence observation of a file (VER-1: a
+    /// stat or a COMPLETE read; never a receipt, a job, process or browser
+    /// observation, VER-3, nor a PARTIAL read, CMP-3).
     newest_seen: Vec<Option<usize>>,
 }
 
@@ -202,11 +226,16 @@ impl<'h, 'a> Index<'h, 'a> {
             unresolved_any: None,
             touched_end: PerLocation::new(n),
             touched_start: PerLocation::new(n),
+            succeeded: vec![None; n],
             unknown_end: None,
             unknown_start: None,
             replaced: vec![None; n],
             newest_seen: vec![None; n],
         };
+        // CMP-5: the latest check's own run, once its processes are known
+        // dead, is the judge's own work, not a change it must vouch for.
+        let own_check =
+            history.verifiers.last().and_then(|v| v.claim).filter(|&i| end(history, i) != u64::MAX);
         for (i, claim) in history.claims.iter().enumerate() {
             if claim.no_op() {
                 continue;
@@ -216,24 +245,28 @@ impl<'h, 'a> Index<'h, 'a> {
             if unresolved {
                 keep_latest(&mut index.unresolved_any, end);
             }
-            match claim.targets {
-                None => {
+            if claim.targets.is_none() {
+                if own_check != Some(i) {
                     keep_latest(&mut index.unknown_end, end);
-                    keep_latest(&mut index.unknown_start, start);
-                    if unresolved {
-                        keep_latest(&mut index.unresolved_unknown, end);
-                    }
                 }
-                Some(targets) => {
-                    for &t in targets {
-                        index.touched_end.note(history, t, end);
-                        index.touched_start.note(history, t, start);
-                        if unresolved {
-                            index.unresolved.note(history, t, end);
-                        }
-                    }
+                keep_latest(&mut index.unknown_start, start);
+                if unresolved {
+                    keep_latest(&mut index.unresolved_unknown, end);
                 }
+                continue;
             }
+            let succeeded =
+                matches!(claim.state.settled(), Some(s) if matches!(s.execution, Execution::ReportedSuccess));
+            history.each_touched(i, |t| {
+                index.touched_end.note(history, t, end);
+                index.touched_start.note(history, t, start);
+                if unresolved {
+                    index.unresolved.note(history, t, end);
+                }
+                if succeeded {
+                    index.succeeded[t as usize] = Some(claim.position());
+                }
+            });
         }
         let mut seen: Vec<Option<&str>> = vec![None; n];
         for (i, observation) in history.observations.iter().enumerate() {
@@ -242,7 +275,12 @@ impl<'h, 'a> Index<'h, 'a> {
                 index.replaced[loc] = Some(observation.position);
             }
             seen[loc] = Some(observation.incarnation);
-            if history.locations.kind(observation.loc) == Kind::Filesystem {
+            let existence = match observation.mechanism {
+                Mechanism::FilesystemStat => true,
+                Mechanism::FilesystemRead => matches!(observation.coverage, Coverage::Complete),
+                _ => false,
+            };
+            if existence && history.locations.kind(observation.loc) == Kind::Filesystem {
                 index.newest_seen[loc] = Some(i);
             }
         }
@@ -280,9 +318,31 @@ impl<'h, 'a> Index<'h, 'a> {
         latest.map(|(_, claim)| claim)
     }
 
-    /// The newest filesystem observation of `loc` (any mechanism), if any.
+    /// The newest existence observation of the file `loc` (VER-1, VER-3), if any.
     fn newest_sighting(&self, loc: LocId) -> Option<&Observation<'a>> {
         self.newest_seen[loc as usize].map(|i| &self.history.observations[i])
+    }
+
+    /// Claim `claim`'s assessment of its last obligation on `loc`, or, when
+    /// `loc` is another name of the object a target of it names (a hard
+    /// link), of its last obligation on that target: a hard link's
+    /// postcondition stands for the object it names (VER-2), except that a
+    /// name is `absent` alone (removing one name leaves the others).
+    fn obligation_on(&self, claim: usize, loc: LocId) -> Option<&Assessed> {
+        if let Some(assessed) = self.assessments.on(claim, loc) {
+            return Some(assessed);
+        }
+        let name = self.history.reach(claim).iter().find(|r| r.loc == loc)?.alias_of?;
+        let index = self.assessments.last_obligation(claim, name)?;
+        let postcondition = self.history.claims[claim].obligations[index].postcondition;
+        (!matches!(postcondition, Postcondition::Absent)).then(|| &self.assessments.of(claim)[index])
+    }
+
+    /// Where a check started: its own run's claim when the ledger links it,
+    /// else its record (CMP-5: it covers the changes whose windows closed
+    /// before it started).
+    fn check_start(&self, check: &Verifier<'_>) -> u64 {
+        check.claim.map_or(check.position, |i| self.history.claims[i].position())
     }
 
     /// The claim's position plus its outcome's, when it has one.
@@ -301,30 +361,35 @@ impl<'h, 'a> Index<'h, 'a> {
         self.history.claims[claim].tool
     }
 
-    /// A passing latest verifier after `after` with no claim touching `loc`
-    /// ending since it and no replacement of `loc` seen since it (CMP-7's
-    /// "covered by a fresh passing verifier run after it").
+    /// A passing latest check that started after `after` with no claim that
+    /// may touch `loc` ending since it started (its own run aside, CMP-5) and
+    /// no replacement of `loc` seen since (CMP-7's "covered by a fresh passing
+    /// verifier run after it").
     fn verifier_covers(&self, loc: LocId, after: u64) -> Option<u64> {
         let latest = self.history.verifiers.last()?;
-        let untouched = self.touched_until(loc).is_none_or(|end| end < latest.position);
-        let unreplaced = self.replaced[loc as usize].is_none_or(|at| at < latest.position);
-        (latest.passed() && latest.position > after && untouched && unreplaced).then_some(latest.position)
+        let start = self.check_start(latest);
+        let untouched = self.touched_until(loc).is_none_or(|end| end < start);
+        let unreplaced = self.replaced[loc as usize].is_none_or(|at| at < start);
+        (latest.passed() && after < start && untouched && unreplaced).then_some(latest.position)
     }
 
     /// CMP-1, CMP-2, CMP-7 for one artifact: the reasons it gives (none when
     /// its latest change is verified or covered, or it exists untouched).
+    ///
+    /// Its latest change is the latest effect whose scope overlaps it (ID-3:
+    /// a claim on it, on another name of its object, or on a directory above
+    /// it). What verifies it is its **last explicit postcondition**: the last
+    /// obligation on it (or on another name of its object) of a claim that
+    /// changed it, checked by a fresh complete read. Freshness puts that read
+    /// after every later change, so it verifies the latest change too.
     pub fn artifact(&self, loc: LocId, reasons: &mut Vec<Reason>) {
         let name = self.history.locations.name(loc);
-        let changes = self.changes.of(loc);
-        let last_success = changes
-            .iter()
-            .rev()
-            .find(|&&i| {
-                matches!(self.history.claims[i].state.settled(), Some(s) if matches!(s.execution, Execution::ReportedSuccess))
-            })
-            .map(|&i| self.history.claims[i].position());
-        // CMP-2: after its last successful mutation, something unresolved may
-        // have touched it.
+        // CMP-2: after its last successful mutation (a successful claim on
+        // it, on another name of its object, or on a directory above it:
+        // revision 2), something unresolved may have touched it. An effect
+        // whose window is still open ends after any of them.
+        let last_success =
+            self.history.locations.ancestors_or_self(loc).filter_map(|a| self.succeeded[a as usize]).max();
         let unsettled =
             self.unresolved_touching(loc).filter(|&(end, _)| last_success.is_none_or(|p| end > p));
         if let Some((_, i)) = unsettled {
@@ -341,27 +406,44 @@ impl<'h, 'a> Index<'h, 'a> {
                 )),
             ));
         }
-        let Some(&latest) = changes.last() else {
+        let Some((_, latest)) = self.touched_start.latest(self.history, loc) else {
             self.never_changed(loc, reasons);
             return;
         };
         let claim = &self.history.claims[latest];
-        let State::Settled(settled) = claim.state else { return };
-        let assessed = self.assessments.on(latest, loc);
-        // Produced, but a fresh observation (of any mechanism: existence needs
-        // no content) finds nothing there, and nothing meant to delete it.
-        let gone = self.newest_sighting(loc).filter(|o| o.freshness == Freshness::Fresh && !o.exists);
-        let meant_absent = self
-            .assessments
-            .last_obligation(latest, loc)
-            .is_some_and(|i| matches!(claim.obligations[i].postcondition, Postcondition::Absent));
-        if let Some(o) = gone.filter(|_| !meant_absent) {
+        let unverified = |reasons: &mut Vec<Reason>, evidence: Vec<u64>| {
+            reasons.push(reason(
+                ReasonCode::UnverifiedArtifact,
+                Verdict::Unverified,
+                format!("{name}: its latest change ({}) has no fresh complete readback", claim.tool),
+                format!(
+                    "read {name} back completely, or run the check again after position {}",
+                    claim.position()
+                ),
+                evidence,
+                Some(format!(
+                    "{name} was changed, but the change was not verified by a fresh complete read."
+                )),
+            ))
+        };
+        let State::Settled(settled) = claim.state else {
+            // Attempted or RUNNING is unresolved: CMP-2 has said so.
+            if unsettled.is_none() {
+                unverified(reasons, self.claim_evidence(latest));
+            }
+            return;
+        };
+        // CMP-7: absent when last observed is missing, also when the run
+        // deleted it (revision 2: a required artifact is a file that must
+        // exist, whatever an `absent` obligation said).
+        if let Some(o) = self.newest_sighting(loc).filter(|o| o.freshness == Freshness::Fresh && !o.exists) {
             reasons.push(reason(
                 ReasonCode::MissingArtifact,
                 Verdict::Failed,
                 format!(
-                    "{name}: changed by {}, but a fresh observation finds nothing there",
-                    self.tool(latest)
+                    "{name}: changed by {} at position {}, but a fresh observation finds nothing there",
+                    claim.tool,
+                    claim.position()
                 ),
                 format!("produce {name} again, then read it back completely"),
                 vec![claim.position(), o.position],
@@ -369,40 +451,31 @@ impl<'h, 'a> Index<'h, 'a> {
             ));
             return;
         }
-        let assessment = assessed.map(|a| a.assessment);
+        let explicit =
+            self.changes.of(loc).iter().rev().find_map(|&i| self.obligation_on(i, loc).map(|a| (i, a)));
+        let assessment = explicit.map(|(_, a)| a.assessment);
         let mut evidence = self.claim_evidence(latest);
-        evidence.extend(assessed.and_then(|a| a.observation));
+        if let Some((i, assessed)) = explicit {
+            evidence.extend((i != latest).then(|| self.history.claims[i].position()));
+            evidence.extend(assessed.observation);
+        }
         // A later claim that may touch it (a formatter, a parent directory)
         // supersedes the change: its contradiction is history (CMP-4), and
         // the change is at best unverified.
-        let superseded = self.last_touch(loc) != Some(latest);
-        if matches!(assessment, Some(Assessment::Contradicted)) && !superseded {
-            reasons.push(contradicted(ReasonCode::ContradictedArtifact, name, self.tool(latest), evidence));
+        let superseded = explicit.is_none_or(|(i, _)| self.last_touch(loc) != Some(i));
+        if let Some((i, _)) =
+            explicit.filter(|_| matches!(assessment, Some(Assessment::Contradicted)) && !superseded)
+        {
+            reasons.push(contradicted(ReasonCode::ContradictedArtifact, name, self.tool(i), evidence));
             return;
         }
-        match settled.execution {
-            Execution::ReportedSuccess => {
-                if matches!(assessment, Some(Assessment::Verified)) || self.verifier_covers(loc, end(self.history, latest)).is_some() {
-                    return;
-                }
-                reasons.push(reason(
-                    ReasonCode::UnverifiedArtifact,
-                    Verdict::Unverified,
-                    format!("{name}: its latest change ({}) has no fresh complete readback", self.tool(latest)),
-                    format!("read {name} back completely, or run the check again after position {}", claim.position()),
-                    evidence,
-                    Some(format!("{name} was changed, but the change was not verified by a fresh complete read.")),
-                ));
-            }
-            Execution::Failed if !settled.mutation_attempted => reasons.push(reason(
-                ReasonCode::FailedEffect,
-                Verdict::Failed,
-                format!("{name}: its latest change ({}) failed", self.tool(latest)),
-                format!("change {name} again successfully, then read it back completely"),
-                evidence,
-                Some(format!("The latest change to {name} ({}) failed.", self.tool(latest))),
-            )),
-            execution if matches!(assessment, Some(Assessment::StateObserved)) => reasons.push(reason(
+        // The state matches the last explicit postcondition, but the claim
+        // that asked for it did not report success (VER-2).
+        let state_observed = |reasons: &mut Vec<Reason>, evidence: Vec<u64>| {
+            let Some((i, _)) = explicit else { return };
+            let execution =
+                self.history.claims[i].state.settled().map_or(Execution::Unknown, |s| s.execution);
+            reasons.push(reason(
                 ReasonCode::UnverifiedArtifact,
                 Verdict::Unverified,
                 format!("{name}: the state matches but its latest change {}", execution_name(execution)),
@@ -412,9 +485,61 @@ impl<'h, 'a> Index<'h, 'a> {
                     "{name} holds the intended content, but the operation that wrote it {}, so it is not verified that it did.",
                     execution_name(execution)
                 )),
-            )),
-            // Unresolved: CMP-2 above has said so.
-            _ => {}
+            ));
+        };
+        // A failure that changed nothing, on the file itself: the latest
+        // attempt to produce it failed. On a directory above it, it changed
+        // nothing of the file, which is judged by what was there before.
+        let clean_failure = matches!(settled.execution, Execution::Failed) && !settled.mutation_attempted;
+        let here = self.changes.of(loc).last() == Some(&latest);
+        if clean_failure && here {
+            reasons.push(reason(
+                ReasonCode::FailedEffect,
+                Verdict::Failed,
+                format!("{name}: its latest change ({}) failed", claim.tool),
+                format!("change {name} again successfully, then read it back completely"),
+                evidence,
+                Some(format!("The latest change to {name} ({}) failed.", claim.tool)),
+            ));
+        } else if matches!(settled.execution, Execution::ReportedSuccess) || clean_failure {
+            if matches!(assessment, Some(Assessment::Verified))
+                || self.verifier_covers(loc, end(self.history, latest)).is_some()
+            {
+                return;
+            }
+            if matches!(assessment, Some(Assessment::StateObserved)) {
+                return state_observed(reasons, evidence);
+            }
+            let Some((i, u)) = explicit.and_then(|(i, a)| a.changed_since.map(|u| (i, u))) else {
+                return unverified(reasons, evidence);
+            };
+            // VER-2: a fresh read that does not match after a later
+            // unknown-scope change: the claimed change is history.
+            let position = self.history.claims[u].position();
+            evidence.extend(self.claim_evidence(u));
+            reasons.push(reason(
+                ReasonCode::UnverifiedArtifact,
+                Verdict::Unverified,
+                format!(
+                    "{name}: a fresh read does not match its last claimed change ({}), and {} at position {position} may have changed it since",
+                    self.tool(i),
+                    self.tool(u)
+                ),
+                format!("change {name} with a claimed write after position {position}, then read it back completely"),
+                evidence,
+                Some(format!(
+                    "{name} was changed by {} (position {position}) after its last claimed change; what it holds now was not verified.",
+                    self.tool(u)
+                )),
+            ));
+        } else if matches!(assessment, Some(Assessment::StateObserved))
+            && explicit.is_some_and(|(i, _)| i == latest)
+        {
+            state_observed(reasons, evidence);
+        } else if unsettled.is_none() {
+            // Unresolved, and CMP-2 has said so, unless a fresh check
+            // resolved it: then it is still not verified.
+            unverified(reasons, evidence);
         }
     }
 
@@ -422,7 +547,9 @@ impl<'h, 'a> Index<'h, 'a> {
     /// missing. Any unknown-scope operation may have produced or changed it,
     /// and nothing verifies those (section 6): unverified, unless a fresh
     /// passing verifier ran after the last of them. Otherwise (nothing could
-    /// have touched it) it must be freshly observed to exist.
+    /// have touched it, or only the latest check's own run, which it covers:
+    /// CMP-5) it must be freshly observed to exist, by an existence
+    /// observation (VER-1, VER-3).
     fn never_changed(&self, loc: LocId, reasons: &mut Vec<Reason>) {
         let name = self.history.locations.name(loc);
         let newest = self.newest_sighting(loc);
@@ -494,7 +621,9 @@ impl<'h, 'a> Index<'h, 'a> {
 
     /// CMP-5: the latest verifier failed, did not finish (timed out or
     /// cancelled: neither pass nor fail), or passed before an unresolved
-    /// effect.
+    /// effect ended: one whose window had not closed when the check started
+    /// (its own claim, when the ledger links it). Its own run, settled with
+    /// its processes known dead, is resolved, so it never stales itself.
     pub fn verifiers(&self, reasons: &mut Vec<Reason>) {
         let Some(latest) = self.history.verifiers.last() else { return };
         match latest.result {
@@ -525,8 +654,10 @@ impl<'h, 'a> Index<'h, 'a> {
                 return;
             }
         }
-        // Stale: an unresolved effect ended after the check, or has not ended.
-        let Some((_, i)) = self.unresolved_any.filter(|&(end, _)| end > latest.position) else {
+        // Stale: an unresolved effect ended after the check started, or has
+        // not ended.
+        let start = self.check_start(latest);
+        let Some((_, i)) = self.unresolved_any.filter(|&(end, _)| end > start) else {
             return;
         };
         let position = self.history.claims[i].position();
@@ -577,6 +708,83 @@ impl<'h, 'a> Index<'h, 'a> {
                 Some(format!("External call {name} (position {}): {fact}.", claim.position())),
             ));
         }
+    }
+
+    /// CMP-6 (revision 2): every executed owned-record effect that is not
+    /// VERIFIED caps the decision at UNVERIFIED and is disclosed like an
+    /// external one. The reference runtime reads owned records PARTIAL
+    /// (existence only), so in practice none is verified.
+    pub fn owned_effects(&self, reasons: &mut Vec<Reason>) {
+        for (i, claim) in self.history.claims.iter().enumerate() {
+            let target = claim
+                .targets
+                .unwrap_or_default()
+                .iter()
+                .find(|&&t| self.history.locations.kind(t) == Kind::Owned);
+            let Some(&target) = target.filter(|_| !claim.no_op() && !self.verified(i)) else { continue };
+            let name = self.history.locations.name(target);
+            let fact = match claim.state.settled().map(|s| s.execution) {
+                Some(Execution::ReportedSuccess) => {
+                    "reported success; the change it made to the record was not independently verified"
+                }
+                Some(Execution::Failed) => "reported failure",
+                _ => "unknown outcome",
+            };
+            reasons.push(reason(
+                ReasonCode::OwnedEffectUnverified,
+                Verdict::Unverified,
+                format!("owned-record effect {name} at position {}: {fact}", claim.position()),
+                format!(
+                    "read {name} back completely at the revision it wrote (an owned-record read), or disclose the change"
+                ),
+                self.claim_evidence(i),
+                Some(format!("Owned record {name} (position {}): {fact}.", claim.position())),
+            ));
+        }
+    }
+
+    /// CMP-6 (revision 2): every executed effect of a tool no family bound
+    /// (the unbound fallback claimed it: unknown scope, exit status only,
+    /// TRU-1) is disclosed by name with what its execution says. Nothing the
+    /// host produced or read speaks for it, and a passing check does not
+    /// either. One still attempted or RUNNING is CMP-8's, which names it.
+    pub fn unbound_effects(&self, reasons: &mut Vec<Reason>) {
+        for (i, claim) in self.history.claims.iter().enumerate() {
+            let Some(settled) = claim.state.settled().filter(|_| claim.unbound && !claim.no_op()) else {
+                continue;
+            };
+            if self.verified(i) {
+                continue;
+            }
+            let fact = match settled.execution {
+                Execution::ReportedSuccess => "reported exit 0",
+                Execution::Failed => "reported failure",
+                Execution::TimedOut => "timed out",
+                Execution::Cancelled => "was cancelled",
+                Execution::Interrupted => "was interrupted",
+                Execution::NotExecuted | Execution::Running | Execution::Unknown => {
+                    "ran with an unknown outcome"
+                }
+            };
+            let position = claim.position();
+            reasons.push(reason(
+                ReasonCode::UnboundEffectUnverified,
+                Verdict::Unverified,
+                format!("{} at position {position} is no bound tool: it {fact}, and nothing verified its effects", claim.tool),
+                format!(
+                    "nothing the ledger can do clears this for an unbound tool: run the work through a bound tool, or disclose what {} did",
+                    claim.tool
+                ),
+                self.claim_evidence(i),
+                Some(format!("Tool {} (position {position}) {fact}; its effects were not verified.", claim.tool)),
+            ));
+        }
+    }
+
+    /// Every assessment of claim `i` is VERIFIED (a claim without obligations
+    /// is assessed once, and never VERIFIED).
+    fn verified(&self, i: usize) -> bool {
+        self.assessments.of(i).iter().all(|a| matches!(a.assessment, Assessment::Verified))
     }
 
     /// CMP-8: a launch still RUNNING (or an effect with no outcome at all)

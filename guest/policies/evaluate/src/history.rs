@@ -9,20 +9,28 @@
 //! INTERRUPTED one whose recovery observed no cleanup) stays open for good. An
 //! in-process producer's effect (a file tool) ends with its executor.
 //!
-//! Cost: two passes over the records. The forward pass tracks which claims'
-//! windows are still open per location; the reverse pass tracks the
-//! nearest later claim and the later incarnations per location. Each record
-//! costs the depth of its locations' ancestor chains, never the number of other
-//! records, so a ledger of n effects is evaluated in O(n log n) at worst (the
-//! log is an outcome's search for a claim it settles that is not the latest
-//! one), O(n) otherwise.
+//! What a claim may touch is its exact scope plus what that reaches through
+//! hard links ([`aliases`](crate::aliases), ID-3), or everything for an
+//! unknown scope; [`History::each_touched`] is that list, and every pass and rule
+//! that asks "may this claim touch that location" walks it.
+//!
+//! Cost: three passes over the records. The alias pass (forward) follows
+//! which names share an object; the freshness passes are one forward, which
+//! tracks which claims' windows are still open per location, and one
+//! reverse, which tracks the nearest later claim and the later incarnations
+//! per location. Each record costs the depth of its locations' ancestor
+//! chains, never the number of other records, so a ledger of n effects is
+//! evaluated in O(n log n) at worst (the log is an outcome's search for a
+//! claim it settles that is not the latest one), O(n) otherwise; hard links
+//! add what [`aliases`](crate::aliases) says.
 
 use effects_evaluator_sdk::types::{
     CheckResult, ClaimFlags, CleanupState, Coverage, Execution, Mechanism, ObservationFlags, OutcomeFlags,
     VerifierFlags,
 };
 
-use crate::locations::{FixedMap, LocId, Locations, SCAN_LIMIT, same};
+use crate::aliases::{Aliases, Reach};
+use crate::locations::{FixedMap, Kind, LocId, Locations, SCAN_LIMIT, same};
 use crate::tables::{Obligation, Record, Tables};
 
 /// A settled outcome (not RUNNING).
@@ -55,8 +63,9 @@ pub struct Claim<'a> {
     position: u64,
     /// An external effect.
     pub external: bool,
-    /// Recorded as refused (a no-op); see [`Claim::no_op`] for when it is believed.
-    pub refused: bool,
+    /// Its tool fell to the unbound fallback: nothing the host produced or
+    /// read speaks for it (CMP-6).
+    pub unbound: bool,
     /// It ran processes (PROC-2); see [`Claim::window_end`] for what that changes.
     pub processes: bool,
     /// Its tool.
@@ -77,8 +86,9 @@ pub struct Verifier<'a> {
     pub command: &'a str,
     /// How it ended (CMP-5).
     pub result: CheckResult,
-    /// The position of its own run's claim, when the ledger links it.
-    pub claim: Option<u64>,
+    /// The index (in [`History::claims`]) of its own run's claim, when the
+    /// ledger links it (CMP-5: a check covers its own run).
+    pub claim: Option<usize>,
 }
 
 impl Verifier<'_> {
@@ -132,6 +142,13 @@ pub struct History<'a> {
     pub verifiers: Vec<Verifier<'a>>,
     /// Required artifacts' locations, in the ledger's order, without repeats.
     pub required: Vec<LocId>,
+    /// What claims reach and observations see through hard links (ID-3).
+    pub aliases: Aliases,
+    /// Unknown-scope effects (no no-ops): their starts in log order, and per
+    /// prefix the latest (end, claim) among them (VER-2's "later unknown-scope
+    /// change").
+    unknown_starts: Vec<u64>,
+    unknown_latest_end: Vec<(u64, usize)>,
 }
 
 impl State {
@@ -150,15 +167,13 @@ impl Claim<'_> {
         self.position
     }
 
-    /// INV-1: a refused no-op (or an effect that never reached its backend)
-    /// changes nothing, so it neither invalidates nor counts as a change. The
-    /// flag is believed only when no outcome says the backend ran.
+    /// INV-1: an effect whose backend never ran changes nothing, so it
+    /// neither invalidates nor counts as a change. Only a NOT_EXECUTED
+    /// outcome says so: the claim's `no-op` flag counts only together with
+    /// one (revision 2), so a flagged claim with no outcome, or with any
+    /// other, is an effect like every other.
     pub fn no_op(&self) -> bool {
-        match self.state {
-            State::Settled(Settled { execution: Execution::NotExecuted, .. }) => true,
-            State::Attempted => self.refused,
-            State::Running(_) | State::Settled(_) => false,
-        }
+        matches!(self.state, State::Settled(Settled { execution: Execution::NotExecuted, .. }))
     }
 
     /// INV-2: where the effect's window closes, `None` while it is open (or
@@ -189,24 +204,30 @@ impl Claim<'_> {
             // Settled, but its processes may still be alive and change things
             // (INV-2), whatever its scope.
             (State::Settled(_), _) if self.window_end().is_none() => true,
+            // OUT-1's UNKNOWN reached its backend and nobody said how it
+            // ended: as unresolved as a timeout.
             (State::Settled(s), true) => match s.execution {
-                Execution::Interrupted | Execution::Cancelled | Execution::TimedOut => true,
+                Execution::Interrupted | Execution::Cancelled | Execution::TimedOut | Execution::Unknown => {
+                    true
+                }
                 Execution::Failed => s.mutation_attempted,
                 _ => false,
             },
             // Unknown scope: a timed-out command was cut off as surely as a
-            // cancelled one, so it is unresolved too (see the closing note).
+            // cancelled one, and an UNKNOWN one may have done anything, so
+            // both are unresolved too (CMP-2, points settled in revision 2).
             (State::Settled(s), false) => {
-                matches!(s.execution, Execution::Interrupted | Execution::Cancelled | Execution::TimedOut)
-                    || matches!(s.cleanup, CleanupState::Failed)
+                matches!(
+                    s.execution,
+                    Execution::Interrupted | Execution::Cancelled | Execution::TimedOut | Execution::Unknown
+                ) || matches!(s.cleanup, CleanupState::Failed)
             }
         }
     }
 }
 
 /// The verifying mechanism for a location's kind (VER-1), if it has one.
-pub fn verifying_mechanism(kind: crate::locations::Kind) -> Option<Mechanism> {
-    use crate::locations::Kind;
+pub fn verifying_mechanism(kind: Kind) -> Option<Mechanism> {
     match kind {
         Kind::Filesystem => Some(Mechanism::FilesystemRead),
         Kind::Owned => Some(Mechanism::OwnedRead),
@@ -250,7 +271,7 @@ impl<'a> History<'a> {
             claims.push(Claim {
                 position,
                 external: flags.contains(ClaimFlags::EXTERNAL),
-                refused: flags.contains(ClaimFlags::NO_OP),
+                unbound: flags.contains(ClaimFlags::UNBOUND),
                 processes: flags.contains(ClaimFlags::PROCESSES),
                 tool: tables.strings.get(claim_table.tool[i])?,
                 targets,
@@ -322,11 +343,23 @@ impl<'a> History<'a> {
         let run = &ledger.verifiers;
         let mut verifiers = Vec::with_capacity(run.position.len());
         for i in 0..run.position.len() {
+            let position = run.position[i];
+            // A check's own run is claimed before it runs (CMP-5): a link to
+            // anything but an earlier claim is a malformed ledger.
+            let claim = if tables.verifier_flags.get(i).contains(VerifierFlags::CLAIM) {
+                let own = run.claim[i];
+                let index = claim_table.position.binary_search(&own).ok().filter(|_| own < position);
+                Some(index.ok_or_else(|| {
+                    format!("verifier {position} names claim {own}, which is no earlier claim")
+                })?)
+            } else {
+                None
+            };
             verifiers.push(Verifier {
-                position: run.position[i],
+                position,
                 command: tables.strings.get(run.command[i])?,
                 result: tables.check_result.get(i),
-                claim: tables.verifier_flags.get(i).contains(VerifierFlags::CLAIM).then_some(run.claim[i]),
+                claim,
             });
         }
         let locations = &tables.locations;
@@ -338,10 +371,56 @@ impl<'a> History<'a> {
                 required.push(id);
             }
         }
-        let mut history = History { locations, claims, observations, verifiers, required };
+        let mut unknown_starts = Vec::new();
+        let mut unknown_latest_end: Vec<(u64, usize)> = Vec::new();
+        for (i, claim) in claims.iter().enumerate() {
+            if claim.targets.is_none() && !claim.no_op() {
+                let latest = (claim.window_end().unwrap_or(u64::MAX), i);
+                unknown_starts.push(claim.position);
+                unknown_latest_end.push(unknown_latest_end.last().map_or(latest, |&l| l.max(latest)));
+            }
+        }
+        let aliases = Aliases::build(tables);
+        let mut history = History {
+            locations,
+            claims,
+            observations,
+            verifiers,
+            required,
+            aliases,
+            unknown_starts,
+            unknown_latest_end,
+        };
         history.mark_unsettled(tables, &settles);
         history.mark_stale(&tables.order);
         Ok(history)
+    }
+
+    /// Calls `f` with each location claim `i` may touch: its exact targets,
+    /// then what they reach through hard links (ID-3); nothing for an
+    /// unknown scope, which may touch anything. (Two loops rather than a
+    /// chained iterator: this is every pass's inner loop.)
+    pub fn each_touched(&self, i: usize, mut f: impl FnMut(LocId)) {
+        for &t in self.claims[i].targets.unwrap_or_default() {
+            f(t);
+        }
+        for reached in self.aliases.reach(i) {
+            f(reached.loc);
+        }
+    }
+
+    /// What claim `i` reaches through hard links, besides its targets.
+    pub fn reach(&self, i: usize) -> &[Reach] {
+        self.aliases.reach(i)
+    }
+
+    /// VER-2: the unknown-scope effect that may have changed a target after
+    /// `after` and before `before`, if any: one claimed before `before` whose
+    /// window had not closed by `after` (the latest-ending such one).
+    pub fn unknown_change_between(&self, after: u64, before: u64) -> Option<usize> {
+        let started = self.unknown_starts.partition_point(|&start| start < before);
+        let (end, i) = *self.unknown_latest_end.get(started.checked_sub(1)?)?;
+        (end > after).then_some(i)
     }
 
     /// INV-2, UNSETTLED: an earlier overlapping effect's window was open when
@@ -355,19 +434,20 @@ impl<'a> History<'a> {
         for record in &tables.order {
             match record {
                 Record::Claim => {
-                    let claim = &self.claims[next_claim];
+                    let i = next_claim;
                     next_claim += 1;
-                    if claim.no_op() {
+                    if self.claims[i].no_op() {
                         continue;
                     }
-                    self.open(claim.targets, 1, &mut open_self, &mut open_below, &mut open_unknown);
+                    self.open(i, 1, &mut open_self, &mut open_below, &mut open_unknown);
                 }
                 Record::Outcome => {
                     let position = tables.ledger.outcomes.position[next_outcome];
-                    let claim = &self.claims[settles[next_outcome]];
+                    let i = settles[next_outcome];
                     next_outcome += 1;
+                    let claim = &self.claims[i];
                     if claim.window_end() == Some(position) && !claim.no_op() {
-                        self.open(claim.targets, -1, &mut open_self, &mut open_below, &mut open_unknown);
+                        self.open(i, -1, &mut open_self, &mut open_below, &mut open_unknown);
                     }
                 }
                 Record::Observation => {
@@ -386,26 +466,19 @@ impl<'a> History<'a> {
         }
     }
 
-    fn open(
-        &self,
-        targets: Option<&[LocId]>,
-        delta: i32,
-        own: &mut [u32],
-        below: &mut [u32],
-        unknown: &mut u32,
-    ) {
+    /// Opens (`delta` 1) or closes (-1) claim `i`'s window on everything it
+    /// may touch.
+    fn open(&self, i: usize, delta: i32, own: &mut [u32], below: &mut [u32], unknown: &mut u32) {
         let add = |count: &mut u32| *count = count.saturating_add_signed(delta);
-        match targets {
-            None => add(unknown),
-            Some(targets) => {
-                for &t in targets {
-                    add(&mut own[t as usize]);
-                    for a in self.locations.ancestors_or_self(t) {
-                        add(&mut below[a as usize]);
-                    }
-                }
-            }
+        if self.claims[i].targets.is_none() {
+            return add(unknown);
         }
+        self.each_touched(i, |t| {
+            add(&mut own[t as usize]);
+            for a in self.locations.ancestors_or_self(t) {
+                add(&mut below[a as usize]);
+            }
+        });
     }
 
     /// INV-1: later claims that may touch it, or a later observation of the
@@ -426,17 +499,16 @@ impl<'a> History<'a> {
                         continue;
                     }
                     let position = claim.position();
-                    match claim.targets {
-                        None => nearer(&mut later_unknown, position),
-                        Some(targets) => {
-                            for &t in targets {
-                                nearer(&mut later_self[t as usize], position);
-                                for a in self.locations.ancestors_or_self(t) {
-                                    nearer(&mut later_below[a as usize], position);
-                                }
-                            }
-                        }
+                    if claim.targets.is_none() {
+                        nearer(&mut later_unknown, position);
+                        continue;
                     }
+                    self.each_touched(next_claim, |t| {
+                        nearer(&mut later_self[t as usize], position);
+                        for a in self.locations.ancestors_or_self(t) {
+                            nearer(&mut later_below[a as usize], position);
+                        }
+                    });
                 }
                 Record::Observation => {
                     next_observation -= 1;
@@ -498,7 +570,7 @@ mod tests {
         Claim {
             position: 1,
             external: false,
-            refused: false,
+            unbound: false,
             processes,
             tool: "bash",
             targets: exact.then_some(TARGETS),
@@ -606,5 +678,81 @@ mod tests {
         later.observations.position[0] = 1;
         later.outcomes.claim[0] = 3;
         assert_eq!(history(&later), Err("outcome 2 settles 3, which is no earlier claim".into()));
+    }
+
+    #[test]
+    fn the_no_op_flag_counts_only_with_a_not_executed_outcome() {
+        // A write flagged as a no-op (revision 2: the flag counts only with a
+        // NOT_EXECUTED outcome), with no outcome, or with the one given.
+        let flagged = |outcome: Option<Execution>| {
+            let mut built = Built::new();
+            let write = built.write();
+            if let Some(execution) = outcome {
+                built.settle(write, execution, CleanupState::NotApplicable);
+            }
+            built.ledger.claims.flags[0] = ClaimFlags::NO_OP.bits();
+            let tables = Tables::new(&built.ledger).expect("well-formed tables");
+            let history = History::build(&tables).expect("a consistent history");
+            (history.claims[0].no_op(), history.claims[0].unresolved())
+        };
+        assert_eq!(flagged(Some(Execution::NotExecuted)), (true, false));
+        assert_eq!(flagged(None), (false, true), "no outcome: it may have run");
+        assert_eq!(flagged(Some(Execution::Unknown)), (false, true));
+        assert_eq!(flagged(Some(Execution::ReportedSuccess)), (false, false));
+    }
+
+    #[test]
+    fn an_unknown_outcome_is_unresolved_whatever_the_scope() {
+        // OUT-1's UNKNOWN reached its backend and nobody said how it ended
+        // (CMP-2, revision 2).
+        for exact in [true, false] {
+            assert!(
+                claim(false, exact, settled(Execution::Unknown, CleanupState::NotApplicable)).unresolved()
+            );
+            assert!(
+                claim(false, exact, settled(Execution::TimedOut, CleanupState::NotApplicable)).unresolved()
+            );
+            assert!(
+                !claim(false, exact, settled(Execution::ReportedSuccess, CleanupState::NotApplicable))
+                    .unresolved()
+            );
+        }
+    }
+
+    #[test]
+    fn an_unknown_scope_change_between_two_positions_is_found_by_its_window() {
+        // A write (1, 2), a command claimed at 3 and settled at 4, a read at 5.
+        let mut built = Built::new();
+        let write = built.write();
+        built.settle(write, Execution::ReportedSuccess, CleanupState::NotApplicable);
+        let command = built.command(false);
+        built.settle(command, Execution::ReportedSuccess, CleanupState::NotApplicable);
+        built.read();
+        let tables = Tables::new(&built.ledger).expect("well-formed tables");
+        let history = History::build(&tables).expect("a consistent history");
+        // Between the write and the read: the command (claim index 1).
+        assert_eq!(history.unknown_change_between(1, 5), Some(1));
+        // Claimed at 3: not before 3; its window closed at 4, so not after 4.
+        assert_eq!(history.unknown_change_between(1, 3), None);
+        assert_eq!(history.unknown_change_between(4, 5), None);
+        // In flight across 3.5: claimed before, ended after.
+        assert_eq!(history.unknown_change_between(3, 5), Some(1));
+    }
+
+    #[test]
+    fn a_check_names_an_earlier_claim_as_its_own_run_or_the_ledger_is_refused() {
+        let build = |own: u64| {
+            let mut built = Built::new();
+            let command = built.command(true);
+            built.settle(command, Execution::ReportedSuccess, CleanupState::Clean);
+            built.verifier(true);
+            let run = &mut built.ledger.verifiers;
+            (run.flags[0], run.claim[0]) = (VerifierFlags::CLAIM.bits(), own);
+            let tables = Tables::new(&built.ledger).expect("well-formed tables");
+            History::build(&tables).map(|h| h.verifiers[0].claim)
+        };
+        assert_eq!(build(1), Ok(Some(0)));
+        assert_eq!(build(2), Err("verifier 3 names claim 2, which is no earlier claim".into()));
+        assert_eq!(build(4), Err("verifier 3 names claim 4, which is no earlier claim".into()));
     }
 }

@@ -7,6 +7,7 @@
 //! same ledger gives the same decision, natively or as a component, so the
 //! conformance vectors run against both.
 
+mod aliases;
 mod assess;
 mod decide;
 mod history;
@@ -36,6 +37,8 @@ pub fn evaluate(ledger: &EvidenceLedger) -> Result<Decision, String> {
     index.contradicted_effects(&mut reasons);
     index.verifiers(&mut reasons);
     index.external_effects(&mut reasons);
+    index.owned_effects(&mut reasons);
+    index.unbound_effects(&mut reasons);
     index.running(&mut reasons);
     // CMP-10 over CMP-9: a run with no claims is gated too, but only the
     // agent's own claims count there (conversation stays unchanged).

@@ -465,6 +465,14 @@ impl<'a> Tables<'a> {
         (!unknown).then(|| run(&self.scope_loc, &claims.scope_ends, i))
     }
 
+    /// Claim `i`'s exact scope as resource indices (each entry's incarnation
+    /// is the object its claim saw there: ID-3's aliases read it); empty for
+    /// an unknown one.
+    pub fn scope_resources(&self, i: usize) -> &'a [u32] {
+        let claims = &self.ledger.claims;
+        run(&claims.scope, &claims.scope_ends, i)
+    }
+
     /// Claim `i`'s obligations, in order.
     pub fn obligations(&self, i: usize) -> &[Obligation<'a>] {
         run(&self.obligations, &self.ledger.claims.obligation_ends, i)
