@@ -51,6 +51,17 @@ fn ledger(setup: &Setup) -> Ledger {
     ledger_with(setup, PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default()).unwrap())
 }
 
+/// A ledger on the same data dir, beneath a sibling root `other` (ID-5).
+fn ledger_beneath_another_root(setup: &Setup) -> Ledger {
+    let other_root = setup.root.parent().unwrap().join("other");
+    std::fs::create_dir_all(&other_root).unwrap();
+    let data = Dir::open_ambient_dir(&setup.data, ambient_authority()).unwrap();
+    let root_dir = Dir::open_ambient_dir(&other_root, ambient_authority()).unwrap();
+    let root = SealedRoot::new(root_dir, "other", "workspace", "agent", ControlPlane::default()).unwrap();
+    let policies = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default()).unwrap();
+    Ledger::new(LedgerConfig::new(data, "data", root, policies))
+}
+
 fn run_now(dispatch: Dispatch) -> Dispatched {
     match dispatch {
         Dispatch::Run(dispatched) => *dispatched,
@@ -223,20 +234,8 @@ fn two_processes_starting_one_run_beneath_different_roots_cannot_both_claim() {
     // ID-5 under the writer's lock: both pass `new_run` (no log yet), then
     // the second root's claim is refused by the log itself, and never runs.
     let setup = setup();
-    let other_root = setup.root.parent().unwrap().join("other");
-    std::fs::create_dir_all(&other_root).unwrap();
     let mut here = ledger(&setup);
-    let data = Dir::open_ambient_dir(&setup.data, ambient_authority()).unwrap();
-    let sealed = SealedRoot::new(
-        Dir::open_ambient_dir(&other_root, ambient_authority()).unwrap(),
-        "other",
-        "workspace",
-        "agent",
-        ControlPlane::default(),
-    )
-    .unwrap();
-    let policies = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default()).unwrap();
-    let mut there = Ledger::new(LedgerConfig::new(data, "data", sealed, policies));
+    let mut there = ledger_beneath_another_root(&setup);
     let (a, b) = (here.new_run("x").unwrap(), there.new_run("x").unwrap());
     let input = json!({ "path": "a.txt", "content": "a\n" });
     run_now(here.dispatch(&a, "write_file", &input, "r1"));
@@ -381,19 +380,7 @@ fn a_child_is_continued_only_beneath_its_lineage_s_root() {
     let read = run_now(ledger.dispatch(&child, "read_file", &json!({"path": "r.txt"}), "r"));
     let produced = read_file(ledger.root().dir(), "r.txt", 0, None, 1 << 20);
     ledger.record(&child, &read, &produced.facts).unwrap();
-    let other_root = setup.root.parent().unwrap().join("other");
-    std::fs::create_dir_all(&other_root).unwrap();
-    let data = Dir::open_ambient_dir(&setup.data, ambient_authority()).unwrap();
-    let sealed = SealedRoot::new(
-        Dir::open_ambient_dir(&other_root, ambient_authority()).unwrap(),
-        "other",
-        "workspace",
-        "agent",
-        ControlPlane::default(),
-    )
-    .unwrap();
-    let policies = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default()).unwrap();
-    let mut elsewhere = Ledger::new(LedgerConfig::new(data, "data", sealed, policies));
+    let mut elsewhere = ledger_beneath_another_root(&setup);
     for id in ["main", "main.reader"] {
         match elsewhere.continue_run(id) {
             Err(RunError::OtherRoot { run, .. }) => assert_eq!(run, id),
