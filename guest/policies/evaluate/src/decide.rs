@@ -21,7 +21,7 @@ use effects_evaluator_sdk::types::{
 };
 
 use crate::assess::{Assessed, Assessments};
-use crate::history::{Freshness, History, Observation, State, Verifier};
+use crate::history::{Freshness, History, Observation, State};
 use crate::locations::{Kind, LocId, same};
 use crate::tables::Postcondition;
 
@@ -232,10 +232,7 @@ impl<'h, 'a> Index<'h, 'a> {
             replaced: vec![None; n],
             newest_seen: vec![None; n],
         };
-        // CMP-5: the latest check's own run, once its processes are known
-        // dead, is the judge's own work, not a change it must vouch for.
-        let own_check =
-            history.verifiers.last().and_then(|v| v.claim).filter(|&i| end(history, i) != u64::MAX);
+        let own_check = history.latest_check_own_run();
         for (i, claim) in history.claims.iter().enumerate() {
             if claim.no_op() {
                 continue;
@@ -338,13 +335,6 @@ impl<'h, 'a> Index<'h, 'a> {
         (!matches!(postcondition, Postcondition::Absent)).then(|| &self.assessments.of(claim)[index])
     }
 
-    /// Where a check started: its own run's claim when the ledger links it,
-    /// else its record (CMP-5: it covers the changes whose windows closed
-    /// before it started).
-    fn check_start(&self, check: &Verifier<'_>) -> u64 {
-        check.claim.map_or(check.position, |i| self.history.claims[i].position())
-    }
-
     /// The claim's position plus its outcome's, when it has one.
     fn claim_evidence(&self, claim: usize) -> Vec<u64> {
         let c = &self.history.claims[claim];
@@ -367,7 +357,7 @@ impl<'h, 'a> Index<'h, 'a> {
     /// verifier run after it").
     fn verifier_covers(&self, loc: LocId, after: u64) -> Option<u64> {
         let latest = self.history.verifiers.last()?;
-        let start = self.check_start(latest);
+        let start = self.history.check_start(latest);
         let untouched = self.touched_until(loc).is_none_or(|end| end < start);
         let unreplaced = self.replaced[loc as usize].is_none_or(|at| at < start);
         (latest.passed() && after < start && untouched && unreplaced).then_some(latest.position)
@@ -656,7 +646,7 @@ impl<'h, 'a> Index<'h, 'a> {
         }
         // Stale: an unresolved effect ended after the check started, or has
         // not ended.
-        let start = self.check_start(latest);
+        let start = self.history.check_start(latest);
         let Some((_, i)) = self.unresolved_any.filter(|&(end, _)| end > start) else {
             return;
         };

@@ -249,6 +249,22 @@ enum Later<'a> {
     Several(u64),
 }
 
+impl History<'_> {
+    /// Where a check started: its own run's claim when the ledger links it,
+    /// else its record (CMP-5: it covers the changes whose windows closed
+    /// before it started).
+    pub fn check_start(&self, check: &Verifier<'_>) -> u64 {
+        check.claim.map_or(check.position, |i| self.claims[i].position())
+    }
+
+    /// The latest check's own run (by claim index), once its window closed:
+    /// the judge's own work, not a change it must vouch for (CMP-5). While
+    /// its processes may live, it is a change like any other.
+    pub fn latest_check_own_run(&self) -> Option<usize> {
+        self.verifiers.last().and_then(|v| v.claim).filter(|&i| self.claims[i].window_end().is_some())
+    }
+}
+
 impl<'a> History<'a> {
     /// Builds the history of the ledger `tables` resolved, refusing a ledger
     /// that settles what is no earlier claim, settles a claim twice, or has

@@ -407,12 +407,7 @@ fn run_after(check: &str, change: Option<&Change<'_>>, again: bool) -> String {
 /// than the check's own run, ended.
 fn check_gap(history: &History<'_>) -> Option<Problem> {
     let latest = history.verifiers.last();
-    // The check's own run, once its window closed (as decide.rs's CMP-5
-    // reads it): while its processes may live, it is a change like any other.
-    let own = latest
-        .and_then(|v| v.claim)
-        .filter(|&i| history.claims[i].window_end().is_some())
-        .map(|i| history.claims[i].position());
+    let own = history.latest_check_own_run().map(|i| history.claims[i].position());
     let change = history
         .claims
         .iter()
@@ -444,7 +439,7 @@ fn check_gap(history: &History<'_>) -> Option<Problem> {
             evidence: vec![check.position],
         }),
         CheckResult::Passed => {
-            let started = check.claim.map_or(check.position, |i| history.claims[i].position());
+            let started = history.check_start(check);
             let c = change.as_ref().filter(|c| c.end.is_none_or(|end| end > started))?;
             Some(Problem {
                 why: format!(
