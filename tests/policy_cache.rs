@@ -137,6 +137,9 @@ fn a_flipped_byte_in_an_entry_is_recompiled_and_decides_the_same() {
     assert!(verify(&s).status.success(), "the replacement passes its check");
 }
 
+/// Makes a link at the second path to the first.
+type MakeLink = dyn Fn(&Path, &Path) -> std::io::Result<()>;
+
 #[test]
 fn an_entry_that_is_a_link_is_not_used_even_to_a_valid_entry() {
     let s = session();
@@ -146,8 +149,7 @@ fn an_entry_that_is_a_link_is_not_used_even_to_a_valid_entry() {
     std::fs::rename(&entry, &kept).unwrap();
     let symlink = |from: &Path, to: &Path| std::os::unix::fs::symlink(from, to);
     let hard_link = |from: &Path, to: &Path| std::fs::hard_link(from, to);
-    let makers: [(&dyn Fn(&Path, &Path) -> std::io::Result<()>, &str); 2] =
-        [(&symlink, "symbolic link"), (&hard_link, "2 links")];
+    let makers: [(&MakeLink, &str); 2] = [(&symlink, "symbolic link"), (&hard_link, "2 links")];
     for (make, why) in makers {
         let _ = std::fs::remove_file(&entry);
         make(&kept, &entry).unwrap();
