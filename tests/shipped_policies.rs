@@ -65,15 +65,22 @@ fn settlement_uses_the_exit_status_alone() {
 
 #[test]
 fn compiled_components_are_cached_and_a_damaged_entry_is_recompiled() {
-    let data = tempfile::tempdir().unwrap();
+    let base = tempfile::tempdir().unwrap();
     let open = || {
-        let dir = Dir::open_ambient_dir(data.path(), ambient_authority()).unwrap();
-        PolicyOptions { cache: Some(CompileCache::new(dir)), ..PolicyOptions::default() }
+        let parent = Dir::open_ambient_dir(base.path(), ambient_authority()).unwrap();
+        let cache = CompileCache::open_beneath(&parent, "components").unwrap();
+        PolicyOptions { cache: Some(cache), ..PolicyOptions::default() }
     };
+    let data = base.path().join("components");
     let cached_files = || -> Vec<std::path::PathBuf> {
         let mut files = Vec::new();
-        for bucket in std::fs::read_dir(data.path()).unwrap() {
-            for file in std::fs::read_dir(bucket.unwrap().path()).unwrap() {
+        // Beside the buckets (one per engine configuration) is the cache's secret.
+        for bucket in std::fs::read_dir(&data).unwrap() {
+            let bucket = bucket.unwrap().path();
+            if !bucket.is_dir() {
+                continue;
+            }
+            for file in std::fs::read_dir(bucket).unwrap() {
                 files.push(file.unwrap().path());
             }
         }

@@ -4,6 +4,7 @@
 //! `test` runs the conformance vectors against an evaluator and reports their
 //! coverage of the evaluator's rules (like `opa test --coverage`).
 
+use std::collections::BTreeMap;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -15,8 +16,8 @@ use clap::{Subcommand, ValueEnum};
 use serde::Serialize;
 
 use effect_ledger::policy::{
-    self, CompileCache, JsonCall, JsonCallError, LoadedComponent, PolicyError, PolicyOptions, PolicySet,
-    PolicySource, SandboxLimits, World,
+    self, CacheError, CompileCache, EntryState, JsonCall, JsonCallError, LoadedComponent, PolicyError,
+    PolicyOptions, PolicySet, PolicySource, SandboxLimits, World,
 };
 
 use effect_ledger::completion::coverage::{Requirement, RuleTable, coverage};
@@ -38,7 +39,18 @@ pub enum PolicyCommand {
         json: bool,
     },
     /// Check every component of a manifest: digest pin, zero imports, exported
-    /// world (it compiles and pre-instantiates each). One line per problem.
+    /// world (it compiles and pre-instantiates each), and its entry in the
+    /// compiled-component cache of the data dir. One line per component.
+    #[command(after_help = "The cache (DATA/cache/components) must be a directory of yours with mode \
+0700; each entry carries a tag made when it was compiled, binding it to the pinned component and the \
+engine configuration (POL-1). `cache: ok` means the entry passes its check and will be used; `cache: \
+none` that there was none (one is compiled and stored now). An entry that fails its check is never \
+run: verify reports it as a problem, and loading replaces it with a fresh compilation, so a second \
+verify passes. It is reported all the same because an entry fails only when it was damaged or \
+replaced by someone.
+
+Exit status: 0 when every component and cache entry is fine; 1 when any component has a problem, a \
+cache entry failed its check, or the cache directory is not private (then nothing is cached).")]
     Verify {
         /// The manifest (default: the policies embedded in this binary).
         #[arg(long)]
@@ -163,25 +175,35 @@ fn inspect(file: &Path, json: bool) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The compiled-component cache under the data dir, created `0700`. A cache
-/// that cannot be set up is reported and skipped: it only saves time.
-pub(super) fn open_cache(data_dir: &Path) -> Option<CompileCache> {
-    let dir = data_dir.join("cache/components");
+/// The compiled-component cache, `DATA/cache/components`, made `0700` when
+/// absent. Its last component is opened without following a symbolic link, and
+/// it is used only when it is private (POL-1: ours, mode `0700`); otherwise the
+/// reason, with what to do about it.
+fn try_open_cache(data_dir: &Path) -> Result<CompileCache, String> {
+    let parent = data_dir.join("cache");
+    let dir = parent.join("components");
     let opened = std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
-        .create(&dir)
-        .and_then(|()| Dir::open_ambient_dir(&dir, ambient_authority()));
-    match opened {
-        Ok(dir) => Some(CompileCache::new(dir)),
-        Err(error) => {
-            tracing::warn!(
-                "compiled-component cache {} unavailable, compiling in memory: {error}",
-                dir.display()
-            );
-            None
-        }
-    }
+        .create(&parent)
+        .and_then(|()| Dir::open_ambient_dir(&parent, ambient_authority()))
+        .map_err(|error| CacheError::Io { what: "the cache directory", source: error })
+        .and_then(|parent| CompileCache::open_beneath(&parent, "components"));
+    opened.map_err(|error| {
+        format!(
+            "compiled-component cache {} not used: {error}; make it a directory of your own with mode \
+             0700 (`chmod 700 {}`), or remove it to have it made again",
+            dir.display(),
+            dir.display()
+        )
+    })
+}
+
+/// [`try_open_cache`] for a command that only wants the speed: a cache that
+/// cannot be used is warned about once and skipped (components compile in
+/// memory).
+pub(super) fn open_cache(data_dir: &Path) -> Option<CompileCache> {
+    try_open_cache(data_dir).map_err(|why| tracing::warn!("{why}; compiling in memory")).ok()
 }
 
 pub(super) fn manifest_source(manifest: Option<&Path>) -> Result<PolicySource, Failure> {
@@ -199,12 +221,50 @@ pub(super) fn manifest_source(manifest: Option<&Path>) -> Result<PolicySource, F
 
 fn verify(manifest: Option<&Path>, data_dir: &Path) -> Result<ExitCode, Failure> {
     let source = manifest_source(manifest)?;
-    let options = PolicyOptions { cache: open_cache(data_dir), ..PolicyOptions::default() };
-    let results = PolicySet::verify(&source, &options).map_err(|e| Failure::new(exit::BAD_INPUT, e))?;
     let mut problems = 0;
+    // POL-1: the cache is checked before the components are loaded through
+    // it, since loading recompiles and replaces an entry that fails its check.
+    let cache = match try_open_cache(data_dir) {
+        Ok(cache) => Some(cache),
+        Err(why) => {
+            problems += 1;
+            println!("problem  {why}");
+            None
+        }
+    };
+    let options = PolicyOptions::default();
+    let states: BTreeMap<String, EntryState> = match &cache {
+        Some(cache) => PolicySet::check_cache(&source, &options, cache)
+            .map_err(|e| Failure::new(exit::BAD_INPUT, e))?
+            .into_iter()
+            .map(|(entry, state)| (entry.name, state))
+            .collect(),
+        None => BTreeMap::new(),
+    };
+    let options = PolicyOptions { cache, ..options };
+    let results = PolicySet::verify(&source, &options).map_err(|e| Failure::new(exit::BAD_INPUT, e))?;
     for (entry, result) in &results {
+        let cached = match states.get(&entry.name) {
+            None => "not used",
+            Some(EntryState::Passed) => "ok",
+            Some(EntryState::Missing) => "none (compiled now)",
+            Some(EntryState::Failed(why)) => {
+                problems += 1;
+                println!(
+                    "problem  cache entry for {} (sha256 {}) failed its check: {why}; it was not run, \
+                     and loading recompiles and replaces it",
+                    entry.name, entry.sha256
+                );
+                "failed its check (above)"
+            }
+        };
         match result {
-            Ok(()) => println!("ok       {} ({}, sha256 {})", entry.name, entry.world, entry.sha256),
+            Ok(()) => {
+                println!(
+                    "ok       {} ({}, sha256 {}; cache: {cached})",
+                    entry.name, entry.world, entry.sha256
+                )
+            }
             Err(error) => {
                 problems += 1;
                 println!("problem  {error}");

@@ -20,7 +20,7 @@
 //! Layout: `bindings` (the only generated code, converted to `crate::model`),
 //! `inspect` (reading a component's shape without compiling it), `manifest`,
 //! `source` (embedded or directory), `sandbox` (engine and limits), `cache`
-//! (compiled components on disk), `component` (one loaded component and its call
+//! (compiled components on disk, each entry bound to its pin), `component` (one loaded component and its call
 //! protocol), `answer` (contract checks on guest answers), `set` (routing),
 //! `native` (the shipped evaluator compiled natively, for conformance),
 //! `json_call` (one call with JSON in and out, its argument parsed inside the
@@ -39,7 +39,7 @@ mod sandbox;
 mod set;
 mod source;
 
-pub use cache::CompileCache;
+pub use cache::{CacheError, CompileCache, EntryState};
 pub use component::{CallReport, Called, ClassifierComponent, EvaluatorComponent, InstanceReuse};
 pub use error::{PolicyCall, PolicyError};
 pub use inspect::{ComponentShape, inspect};
@@ -47,7 +47,7 @@ pub use json_call::{JsonCall, JsonCallError, call_json};
 pub use manifest::{ComponentEntry, FALLBACK_TOOL, Manifest, World};
 pub use native::NativeEvaluator;
 pub use sandbox::SandboxLimits;
-pub use set::{ComponentCheck, LoadedComponent, PolicyOptions, PolicySet, load_unpinned};
+pub use set::{CacheCheck, ComponentCheck, LoadedComponent, PolicyOptions, PolicySet, load_unpinned};
 pub use source::PolicySource;
 
 /// The WIT package every component must be built against.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use wasmtime::Engine;
 
-use super::cache::CompileCache;
+use super::cache::{CompileCache, EntryState};
 use super::component::{ClassifierComponent, EvaluatorComponent, InstanceReuse, LoadContext};
 use super::error::PolicyError;
 use super::manifest::{ComponentEntry, Manifest, World};
@@ -33,6 +33,9 @@ pub enum LoadedComponent {
 
 /// One manifest entry and whether it loaded (`PolicySet::verify`).
 pub type ComponentCheck = (ComponentEntry, Result<(), PolicyError>);
+
+/// One manifest entry and what the cache holds for it (`PolicySet::check_cache`).
+pub type CacheCheck = (ComponentEntry, EntryState);
 
 /// The loaded components of one manifest.
 pub struct PolicySet {
@@ -117,6 +120,27 @@ impl PolicySet {
             .map(|entry| {
                 let loaded = load_entry(&context, source, &entry).map(drop);
                 (entry, loaded)
+            })
+            .collect())
+    }
+
+    /// What `cache` holds for every component of `source`'s manifest under the
+    /// engine `options` make, changing nothing (POL-1: `policy verify` checks
+    /// the cache too). Run it before [`PolicySet::verify`], which goes through
+    /// the cache and so recompiles and replaces an entry that fails its check.
+    pub fn check_cache(
+        source: &PolicySource,
+        options: &PolicyOptions,
+        cache: &CompileCache,
+    ) -> Result<Vec<CacheCheck>, PolicyError> {
+        let manifest = source.manifest()?;
+        let engine = policy_engine(options)?;
+        Ok(manifest
+            .components
+            .into_iter()
+            .map(|entry| {
+                let state = cache.check(&engine, &entry.sha256);
+                (entry, state)
             })
             .collect())
     }
