@@ -12,6 +12,9 @@
 //!
 //! Protocol, over one socket pair on the supervisor's standard input:
 //!
+//! 0. **confinement** (ID-6, `confine.rs`), only when a jail is given: the
+//!    `effects-supervisor` helper restricts itself with Landlock and writes
+//!    `confined` (or why not, and exits); [`spawn`] returns only after it.
 //! 1. **gate**: the supervisor waits for the line `go`. The caller writes it
 //!    only once the identity is durable in the log; if the caller dies or
 //!    refuses first, the socket closes and the command never runs.
