@@ -145,6 +145,7 @@ mod random_ledgers {
                 no_op: false,
                 processes: false,
                 unbound: false,
+                unconfined: false,
             })),
             (any::<bool>(), any::<bool>(), any::<bool>()).prop_map(|(external, processes, unbound)| {
                 let scope =
@@ -158,6 +159,7 @@ mod random_ledgers {
                     no_op: false,
                     processes: processes && !external,
                     unbound: unbound && !external,
+                    unconfined: processes && !unbound && !external,
                 })
             }),
             (0..40u64, 0..8usize, any::<bool>(), 0..4usize).prop_map(|(claim, e, attempted, cleanup)| {

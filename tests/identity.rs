@@ -188,6 +188,7 @@ fn a_resource_ref_cannot_be_read_from_json_outside_the_crate() {
         policy_failure: None,
         executor: None,
         root: None,
+        confined: false,
     };
     log.claim("run-2", record.clone()).unwrap();
     let options = OpenOptionsLog { mode: OpenMode::ReadOnly, key: None, recover: false };

@@ -80,6 +80,7 @@ pub fn ledger(effects: usize, files: usize) -> EvidenceLedger {
             external: false,
             no_op: false,
             processes: false,
+            unconfined: false,
             unbound: false,
         }));
         records.push(VectorRecord::Outcome(VectorOutcome {

@@ -82,6 +82,7 @@ fn claim(i: usize) -> ClaimRecord {
         policy_failure: None,
         executor: Some(effect_ledger::executor::current()),
         root: None,
+        confined: false,
     }
 }
 

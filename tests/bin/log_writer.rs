@@ -38,6 +38,7 @@ fn claim(action_id: String) -> ClaimRecord {
         policy_failure: None,
         executor: Some(effect_ledger::executor::current()),
         root: None,
+        confined: false,
     }
 }
 

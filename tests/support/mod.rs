@@ -117,5 +117,6 @@ pub fn claim(action: &str) -> ClaimRecord {
         policy_failure: None,
         executor: None,
         root: None,
+        confined: false,
     }
 }

@@ -2,6 +2,7 @@
 //! convention every subcommand follows.
 
 mod decide;
+mod doctor;
 mod log;
 mod policy;
 mod runtime;
@@ -78,6 +79,8 @@ enum Command {
     /// Verify, show and recover effect logs (for operators).
     #[command(subcommand)]
     Log(log::LogCommand),
+    /// Say whether commands run confined here (Landlock, ID-6).
+    Doctor(doctor::DoctorArgs),
 }
 
 impl Cli {
@@ -90,6 +93,7 @@ impl Cli {
                 command.run(self.data_dir.as_deref().unwrap_or(std::path::Path::new(".effects")))
             }
             Command::Log(command) => command.run(),
+            Command::Doctor(args) => args.run(),
         }
     }
 }

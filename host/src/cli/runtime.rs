@@ -12,6 +12,7 @@ use cap_std::fs::Dir;
 use effect_ledger::identity::{ControlPlane, SealedRoot};
 use effect_ledger::ledger::{Ledger, LedgerConfig};
 use effect_ledger::policy::{PolicyOptions, PolicySet};
+use effect_ledger::producers::confine::Confinement;
 
 use super::policy::{manifest_source, open_cache};
 use super::{Failure, exit};
@@ -37,12 +38,16 @@ fn store_prefix(root: &Path, data_dir: &Path) -> Option<String> {
     data.strip_prefix(&root).ok().map(|relative| relative.to_string_lossy().into_owned())
 }
 
-/// A ledger over `root` (which must exist) with its store in `data_dir`.
-/// Returns it with the data dir's display name.
+/// A ledger over `root` (which must exist) with its store in `data_dir`,
+/// its commands confined where Landlock is available to the root, their
+/// private temporary directories and `allow_write` (ID-6; a path that
+/// reaches the store is refused). Returns it with the data dir's display
+/// name.
 pub(super) fn open_ledger(
     root: &Path,
     data_dir: &Path,
     manifest: Option<&Path>,
+    allow_write: &[PathBuf],
 ) -> Result<(Ledger, String), Failure> {
     private_dir(data_dir)?;
     let data = Dir::open_ambient_dir(data_dir, ambient_authority())
@@ -64,5 +69,7 @@ pub(super) fn open_ledger(
     let policies =
         PolicySet::load(&manifest_source(manifest)?, &options).map_err(|e| Failure::new(exit::REFUSED, e))?;
     let display_data = data_dir.display().to_string();
-    Ok((Ledger::new(LedgerConfig::new(data, &display_data, sealed, policies)), display_data))
+    let confine = Confinement::detect().allow_write(allow_write, &data).map_err(bad)?;
+    let config = LedgerConfig { confine, ..LedgerConfig::new(data, &display_data, sealed, policies) };
+    Ok((Ledger::new(config), display_data))
 }

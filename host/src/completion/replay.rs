@@ -261,6 +261,7 @@ mod tests {
             policy_failure: None,
             executor: None,
             root: None,
+            confined: false,
         })
     }
 

@@ -156,6 +156,9 @@ pub struct VectorClaim {
     /// Its tool fell to the unbound fallback (CMP-6).
     #[serde(default)]
     pub unbound: bool,
+    /// A command that ran without write confinement (ID-6).
+    #[serde(default)]
+    pub unconfined: bool,
 }
 
 /// An obligation: exactly one of `content`, `content_sha256`, `absent`, `exists`.
@@ -443,6 +446,7 @@ impl Vector {
                         no_op: claim.no_op,
                         processes: claim.processes,
                         unbound: claim.unbound,
+                        unconfined: claim.unconfined,
                     })
                 }
                 VectorRecord::Outcome(outcome) => EvidenceRecord::Outcome(OutcomeEvidence {

@@ -201,7 +201,12 @@ impl Ledger {
         };
         let launch =
             (claim, run.id.as_str(), run.lineage.as_str(), dispatched.bound.operation.request_id.as_str());
-        let produced = jobs.launch(&self.config.root, request, *generation, launch);
+        // ID-6: confined exactly as its claim says, or not run.
+        let jail = match self.config.confine.jail() {
+            Ok(jail) => jail,
+            Err(error) => return Produced::not_run(format!("the job could not be confined: {error}")),
+        };
+        let produced = jobs.launch(&self.config.root, request, *generation, launch, jail);
         let (job, gate, leader) = match produced.result {
             Ok(started) => started,
             Err(error) => return Produced { facts: produced.facts, result: Err(error) },

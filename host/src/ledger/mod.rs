@@ -57,6 +57,7 @@ use crate::model::{
 };
 use crate::policy::PolicySet;
 use crate::producers::Produced;
+use crate::producers::confine::Confinement;
 use crate::producers::process::{self, ProcessRequest, Ran};
 use crate::producers::supervisor::Leader;
 
@@ -80,10 +81,15 @@ pub struct LedgerConfig {
     pub key: Option<OperatorKey>,
     /// Largest file read for a pre-state or readback, in bytes.
     pub read_cap: u64,
+    /// How commands run (ID-6): confined by Landlock where it is available,
+    /// else unconfined, and every command claim says so.
+    pub confine: Confinement,
 }
 
 impl LedgerConfig {
-    /// A configuration with no operator key and a 16 MiB read cap.
+    /// A configuration with no operator key, a 16 MiB read cap, and commands
+    /// confined where Landlock is available (no paths beyond the root and
+    /// each command's private temporary directory).
     pub fn new(data_dir: Dir, data_display: &str, root: SealedRoot, policies: PolicySet) -> Self {
         Self {
             data_dir,
@@ -92,6 +98,7 @@ impl LedgerConfig {
             policies,
             key: None,
             read_cap: 16 << 20,
+            confine: Confinement::detect(),
         }
     }
 }
@@ -246,7 +253,19 @@ impl Ledger {
         let Some(claim) = dispatched.claim else {
             return Produced::not_run("a command runs only under its claim".into());
         };
-        let pending = match process::start(&self.config.root, request) {
+        // ID-6: the claim said whether it runs confined; it runs exactly so,
+        // or not at all (a jail that cannot be made, a supervisor that
+        // cannot confine itself: nothing ran).
+        let jail = match self.config.confine.jail() {
+            Ok(jail) => jail,
+            Err(error) => {
+                return Produced::not_run(format!(
+                    "{} was not run: it could not be confined: {error}",
+                    request.tool
+                ));
+            }
+        };
+        let pending = match process::start(&self.config.root, request, jail) {
             Ok(pending) => pending,
             Err(error) => return Produced::not_run(error),
         };
@@ -388,8 +407,14 @@ impl Ledger {
             parent_run_id: run.parent.clone(),
             external: plan.external,
             policy_failure: policy_failure.clone(),
-            executor: Some(executor),
+            executor: Some(executor.clone()),
             root: Some(self.config.root.root().clone()),
+            // ID-6: only a command this process runs (`run_command`,
+            // `launch_job`, `verify`) is confined by it; one another process
+            // runs is not, whatever Landlock offers here.
+            confined: PROCESS_TOOLS.contains(&tool)
+                && self.config.confine.confined()
+                && executor == crate::executor::current(),
         };
         let position = self
             .log(&run.lineage, true)

@@ -403,6 +403,7 @@ mod tests {
             policy_failure: None,
             executor: None,
             root: None,
+            confined: false,
         })
     }
 

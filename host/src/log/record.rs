@@ -75,6 +75,14 @@ pub struct ClaimRecord {
     /// under the same root. `None` in logs written before roots were recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub root: Option<FilesystemRoot>,
+    /// A command (`bash` / `python`, a job's launch, a check) the ledger
+    /// runs confined by Landlock (ID-6). Absent (false) for every other
+    /// claim, and for a command that runs unconfined: Landlock absent or
+    /// forced off, a command another process runs (a runtime's own tool), or
+    /// a log written before ID-6, whose commands were not confined either.
+    /// The decision discloses every executed command claim without it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub confined: bool,
 }
 
 /// The executor of a claim (LOG-7): the process that runs or reports its

@@ -57,6 +57,11 @@ pub struct ClaimEvidence {
     /// nothing the host produced speaks for it (CMP-6). Absent means false.
     #[serde(default)]
     pub unbound: bool,
+    /// A command (`bash` / `python`) that ran, or may have run, without
+    /// write confinement (ID-6): its decision discloses it. Absent means
+    /// false.
+    #[serde(default)]
+    pub unconfined: bool,
 }
 
 /// An outcome in the ledger.
@@ -203,6 +208,9 @@ pub enum ReasonCode {
     OwnedEffectUnverified,
     /// CMP-6, an executed effect of an unbound tool.
     UnboundEffectUnverified,
+    /// ID-6, a command ran without write confinement (disclosed; the
+    /// verdict stays what the evidence gives).
+    UnconfinedCommand,
 }
 
 /// One reason of a decision.

@@ -567,6 +567,9 @@ macro_rules! conversions {
                 if claim.unbound {
                     flags |= wit::ClaimFlags::UNBOUND;
                 }
+                if claim.unconfined {
+                    flags |= wit::ClaimFlags::UNCONFINED;
+                }
                 let run_id = self.repeating(Repeating::RunId, &claim.run_id);
                 let action_id = self.string(&claim.action_id);
                 let tool = self.repeating(Repeating::Tool, &claim.tool);
@@ -615,6 +618,7 @@ macro_rules! conversions {
             IncompleteVerifier,
             OwnedEffectUnverified,
             UnboundEffectUnverified,
+            UnconfinedCommand,
         });
         unit_enum!(Assessment { Verified, StateObserved, Failed, Contradicted, Unverified, Pending });
         record!(from Reason { code, verdict, message, remedy, evidence, disclosure });
@@ -740,7 +744,7 @@ mod tests {
     };
 
     /// The last case of each enum the ledger carries as a `code`, and one bit
-    /// of each flags type (two of claim-flags: `processes` came with 2.0.0,
+    /// of each flags type (several of claim-flags: `processes` came with 2.0.0,
     /// after the others), through one generation of the bindings.
     macro_rules! codes {
         () => {
@@ -761,6 +765,7 @@ mod tests {
                     wit::ClaimFlags::UNKNOWN_SCOPE.code(),
                     wit::ClaimFlags::PROCESSES.code(),
                     wit::ClaimFlags::UNBOUND.code(),
+                    wit::ClaimFlags::UNCONFINED.code(),
                     wit::VerifierFlags::CLAIM.code(),
                     wit::OutcomeFlags::DETACHED.code(),
                     wit::ObservationFlags::JOB_STATE.code(),
@@ -782,7 +787,10 @@ mod tests {
             codes!()
         };
         assert_eq!(host, native);
-        assert_eq!(host, ([7, 7, 2, 3, 3, 4, 1, 1, 2], [1 << 1, 1 << 2, 1 << 3, 1 << 4, 1, 1 << 4, 1 << 3]));
+        assert_eq!(
+            host,
+            ([7, 7, 2, 3, 3, 4, 1, 1, 2], [1 << 1, 1 << 2, 1 << 3, 1 << 4, 1 << 5, 1, 1 << 4, 1 << 3])
+        );
     }
 
     /// A string equal to the one before it in a repeating column is laid out

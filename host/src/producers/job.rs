@@ -11,8 +11,9 @@
 //!   written durably once the process exists;
 //! - `job-<generation>.exit`: the supervisor's standard output, to which it
 //!   prints the command's exit status when the command ends (the command's own
-//!   output goes to `job-<generation>.out`; without confinement (ID-6) a
-//!   same-user command could still reach this file through `/proc`);
+//!   output goes to `job-<generation>.out`; confined (ID-6), the command
+//!   cannot open either for writing, even through `/proc/PID/fd`; unconfined,
+//!   a same-user command could, and its decision discloses that);
 //! - `job-<generation>.killed`: written (durably) before a kill signals the
 //!   group.
 //!
@@ -48,6 +49,7 @@ use crate::log::{LogError, Position, durable};
 use crate::model::{JobLifecycle, ProducerFacts};
 
 use super::Produced;
+use super::confine::Jail;
 use super::process::ProcessRequest;
 use super::supervisor::{self, Gate, Leader};
 use crate::procfs::{ProcessIdentity, alive, live_members};
@@ -169,12 +171,16 @@ impl Jobs {
     /// the job record, the gate and the supervisor's identity (PROC-2);
     /// `Err` when the supervisor could not be started or its record could not
     /// be written (then it is torn down again and the command never ran).
+    ///
+    /// Confined by `jail` when one is given (ID-6); its temporary directory
+    /// is left behind, since the job outlives this call.
     pub fn launch(
         &self,
         root: &SealedRoot,
         request: &ProcessRequest,
         generation: u64,
         launch: (Position, &str, &str, &str),
+        jail: Option<Jail>,
     ) -> Produced<(JobRecord, Gate, Leader)> {
         let (launch_claim, run_id, lineage, request_id) = launch;
         let id = job_id(generation);
@@ -186,8 +192,19 @@ impl Jobs {
             Err(error) => return Produced::not_run(format!("cannot prepare job {id}: {error}")),
         };
         let mode = supervisor::Mode::Job { output_cap: OUTPUT_CAP };
-        let spawned = supervisor::spawn(root, &request.tool, &request.script, mode, exit.into(), out.into())
-            .and_then(|supervised| supervised.gate().map(|gate| (supervised, gate)));
+        let spawned = supervisor::spawn(
+            root,
+            &request.tool,
+            &request.script,
+            mode,
+            exit.into(),
+            out.into(),
+            jail.as_ref(),
+        )
+        .and_then(|supervised| supervised.gate().map(|gate| (supervised, gate)));
+        if let (Ok(_), Some(jail)) = (&spawned, jail) {
+            jail.keep();
+        }
         let (supervised, gate) = match spawned {
             Ok(spawned) => spawned,
             Err(error) => return Produced::not_run(format!("cannot start {}: {error}", request.tool)),

@@ -5,6 +5,7 @@
 //! Producers receive paths that `crate::identity` already resolved beneath a
 //! sealed root, and reach files only through that root's cap-std `Dir`.
 
+pub mod confine;
 pub mod fs;
 pub mod job;
 pub mod process;

@@ -28,6 +28,7 @@ use crate::identity::SealedRoot;
 use crate::model::ProducerFacts;
 
 use super::Produced;
+use super::confine::Jail;
 use super::supervisor::{self, Leader};
 
 /// How to run one command.
@@ -109,6 +110,9 @@ fn capture(mut pipe: impl Read + Send + 'static, cap: usize, done: mpsc::Sender<
 /// the command never runs (the supervisor is torn down and reaped).
 pub struct Pending {
     supervised: Option<supervisor::Supervised>,
+    /// Its confinement (ID-6): the private temporary directory lives until
+    /// the command is over.
+    _jail: Option<Jail>,
     request: ProcessRequest,
     stdout: Arc<Mutex<Capture>>,
     stderr: Arc<Mutex<Capture>>,
@@ -118,9 +122,10 @@ pub struct Pending {
 
 /// Starts `request` in `root`'s directory under its supervisor
 /// (`supervisor.rs`), held at its gate: the caller makes [`Pending::leader`]
-/// durable (PROC-2), then calls [`Pending::run`]. `Err` when it could not
-/// start.
-pub fn start(root: &SealedRoot, request: &ProcessRequest) -> Result<Pending, String> {
+/// durable (PROC-2), then calls [`Pending::run`]. Confined by `jail` when
+/// one is given (ID-6; its temporary directory is removed once the command
+/// is over). `Err` when it could not start, or not be confined.
+pub fn start(root: &SealedRoot, request: &ProcessRequest, jail: Option<Jail>) -> Result<Pending, String> {
     let mut supervised = supervisor::spawn(
         root,
         &request.tool,
@@ -128,6 +133,7 @@ pub fn start(root: &SealedRoot, request: &ProcessRequest) -> Result<Pending, Str
         supervisor::Mode::Foreground,
         Stdio::piped(),
         Stdio::piped(),
+        jail.as_ref(),
     )
     .map_err(|error| format!("cannot start {}: {error}", request.tool))?;
     let (done, finished) = mpsc::channel();
@@ -140,7 +146,15 @@ pub fn start(root: &SealedRoot, request: &ProcessRequest) -> Result<Pending, Str
             return Err(format!("cannot watch {}: {error}", request.tool));
         }
     };
-    Ok(Pending { supervised: Some(supervised), request: request.clone(), stdout, stderr, finished, status })
+    Ok(Pending {
+        supervised: Some(supervised),
+        _jail: jail,
+        request: request.clone(),
+        stdout,
+        stderr,
+        finished,
+        status,
+    })
 }
 
 /// Runs `request` in `root`'s directory under its supervisor. `started` is
@@ -148,13 +162,14 @@ pub fn start(root: &SealedRoot, request: &ProcessRequest) -> Result<Pending, Str
 /// command runs only if it returns `Ok` (PROC-2: the caller makes the
 /// identity durable there). The result is the captured output whenever the
 /// command started (its exit status, timeout and teardown are in the facts);
-/// `Err` only when it never ran.
+/// `Err` only when it never ran. Unconfined: the ledger's own commands
+/// (`Ledger::run_command`) are confined as its configuration says (ID-6).
 pub fn run(
     root: &SealedRoot,
     request: &ProcessRequest,
     started: impl FnOnce(&Leader) -> Result<(), String>,
 ) -> Produced<Ran> {
-    let pending = match start(root, request) {
+    let pending = match start(root, request, None) {
         Ok(pending) => pending,
         Err(error) => return Produced::not_run(error),
     };

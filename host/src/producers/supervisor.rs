@@ -12,6 +12,9 @@
 //!
 //! Protocol, over one socket pair on the supervisor's standard input:
 //!
+//! 0. **confinement** (ID-6, `confine.rs`), only when a jail is given: the
+//!    `effects-supervisor` helper restricts itself with Landlock and writes
+//!    `confined` (or why not, and exits); [`spawn`] returns only after it.
 //! 1. **gate**: the supervisor waits for the line `go`. The caller writes it
 //!    only once the identity is durable in the log; if the caller dies or
 //!    refuses first, the socket closes and the command never runs.
@@ -40,6 +43,7 @@ use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, kill_process, kill_process_group};
 
+use super::confine::Jail;
 use crate::identity::SealedRoot;
 use crate::procfs::{self, ProcessIdentity};
 
@@ -126,6 +130,12 @@ fn helper() -> Option<&'static std::path::Path> {
         .as_deref()
 }
 
+/// The `effects-supervisor` helper is installed: only it can confine a
+/// command (ID-6, `confine.rs`).
+pub(crate) fn has_helper() -> bool {
+    helper().is_some()
+}
+
 /// The interpreter and flag of a process tool.
 pub fn interpreter(tool: &str) -> Option<(&'static str, &'static str)> {
     match tool {
@@ -136,7 +146,10 @@ pub fn interpreter(tool: &str) -> Option<(&'static str, &'static str)> {
 }
 
 /// Starts the supervisor of `tool`'s `script` in `root`'s directory, in a new
-/// process group, held at its gate.
+/// process group, held at its gate; confined by `jail` when one is given
+/// (ID-6): then it returns only once the supervisor has said it is confined,
+/// and `Err` when it could not be (it exited before its gate: the command
+/// never ran).
 pub fn spawn(
     root: &SealedRoot,
     tool: &str,
@@ -144,6 +157,7 @@ pub fn spawn(
     mode: Mode,
     stdout: Stdio,
     stderr: Stdio,
+    jail: Option<&Jail>,
 ) -> std::io::Result<Supervised> {
     let (program, flag) = interpreter(tool).ok_or_else(|| {
         std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("no process producer for {tool:?}"))
@@ -157,13 +171,19 @@ pub fn spawn(
         Mode::Job { .. } => ("bash", JOB),
     };
     let helper = helper();
-    let mut command = match helper {
-        Some(helper) => {
+    let mut command = match (helper, jail) {
+        (Some(helper), jail) => {
             let mut command = Command::new(helper);
+            if let Some(jail) = jail {
+                command.args(jail.args()).env("TMPDIR", jail.tmp());
+            }
             command.arg(shell);
             command
         }
-        None => Command::new(shell),
+        (None, None) => Command::new(shell),
+        (None, Some(_)) => {
+            return Err(std::io::Error::other("no effects-supervisor to confine the command (ID-6)"));
+        }
     };
     command.args(["-c", script_text]);
     if let Mode::Job { output_cap } = mode {
@@ -189,7 +209,14 @@ pub fn spawn(
             });
         }
     }
-    let child = command.spawn()?;
+    let mut child = command.spawn()?;
+    if jail.is_some()
+        && let Err(error) = confined(&control)
+    {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(error);
+    }
     let pid = child.id();
     let stat = procfs::stat_of(pid);
     let leader = Leader {
@@ -202,6 +229,37 @@ pub fn spawn(
         session: stat.map_or(0, |s| s.session),
     };
     Ok(Supervised { child, leader, control })
+}
+
+/// Waits for a confined supervisor's first line: `confined` once its
+/// Landlock domain is fully enforced, else why not (it then exits).
+fn confined(control: &UnixStream) -> std::io::Result<()> {
+    control.set_read_timeout(Some(Duration::from_secs(10)))?;
+    // Byte by byte: nothing past this line may be consumed here (the status
+    // reader owns the rest of the socket).
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    let mut reader = control;
+    while line.len() < 4096 {
+        match std::io::Read::read(&mut reader, &mut byte) {
+            Ok(0) => break,
+            Ok(_) if byte[0] == b'\n' => break,
+            Ok(_) => line.push(byte[0]),
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(error) => {
+                control.set_read_timeout(None)?;
+                return Err(std::io::Error::other(format!(
+                    "the supervisor did not say it is confined: {error}"
+                )));
+            }
+        }
+    }
+    control.set_read_timeout(None)?;
+    match String::from_utf8_lossy(&line).as_ref() {
+        "confined" => Ok(()),
+        "" => Err(std::io::Error::other("the supervisor exited before confining the command (ID-6)")),
+        said => Err(std::io::Error::other(format!("the command could not be confined (ID-6): {said}"))),
+    }
 }
 
 impl Supervised {

@@ -771,6 +771,42 @@ impl<'h, 'a> Index<'h, 'a> {
         }
     }
 
+    /// ID-6 (revision 2): where commands ran without write confinement
+    /// (Landlock absent or off, or a command another process ran), anything
+    /// the ledger trusts (its logs, a job's files, a file a readback saw)
+    /// could have been changed by them with the user's authority, so every
+    /// decision over such a run says so, once. It changes no verdict: what
+    /// the evidence gives stands, disclosed. A command that never ran
+    /// (NOT_EXECUTED) is not counted.
+    pub fn unconfined_commands(&self, reasons: &mut Vec<Reason>) {
+        let commands: Vec<usize> = (0..self.history.claims.len())
+            .filter(|&i| {
+                let claim = &self.history.claims[i];
+                claim.unconfined && !claim.no_op()
+            })
+            .collect();
+        if commands.is_empty() {
+            return;
+        }
+        let named: Vec<String> = commands
+            .iter()
+            .map(|&i| {
+                format!("{} at position {}", self.history.claims[i].tool, self.history.claims[i].position())
+            })
+            .collect();
+        reasons.push(reason(
+            ReasonCode::UnconfinedCommand,
+            Verdict::Completed,
+            format!(
+                "commands ran without write confinement ({}): they could write anything their user may, the ledger's store included",
+                named.join(", ")
+            ),
+            "run commands where Landlock is available (see `effects doctor`), without EFFECTS_CONFINE=off, through the ledger's own process tools".into(),
+            commands.iter().flat_map(|&i| self.claim_evidence(i)).collect(),
+            Some("Commands ran without write confinement.".into()),
+        ));
+    }
+
     /// Every assessment of claim `i` is VERIFIED (a claim without obligations
     /// is assessed once, and never VERIFIED).
     fn verified(&self, i: usize) -> bool {

@@ -68,6 +68,8 @@ pub struct Claim<'a> {
     pub unbound: bool,
     /// It ran processes (PROC-2); see [`Claim::window_end`] for what that changes.
     pub processes: bool,
+    /// A command that ran without write confinement (ID-6).
+    pub unconfined: bool,
     /// Its tool.
     pub tool: &'a str,
     /// Its exact scope, or `None` for unknown scope.
@@ -289,6 +291,7 @@ impl<'a> History<'a> {
                 external: flags.contains(ClaimFlags::EXTERNAL),
                 unbound: flags.contains(ClaimFlags::UNBOUND),
                 processes: flags.contains(ClaimFlags::PROCESSES),
+                unconfined: flags.contains(ClaimFlags::UNCONFINED),
                 tool: tables.strings.get(claim_table.tool[i])?,
                 targets,
                 obligations,
@@ -588,6 +591,7 @@ mod tests {
             external: false,
             unbound: false,
             processes,
+            unconfined: false,
             tool: "bash",
             targets: exact.then_some(TARGETS),
             obligations: &[],

@@ -796,8 +796,8 @@ pub(crate) mod tests {
         role.resources.role[0] = 5;
         assert!(refusal(&role).contains("resources.role: entry 0 is 5, which is no resource-role"));
         let mut bits = ledger();
-        bits.claims.flags[0] = 1 << 5;
-        assert!(refusal(&bits).contains("claims.flags: entry 0 is 32, which is no claim-flags"));
+        bits.claims.flags[0] = 1 << 6;
+        assert!(refusal(&bits).contains("claims.flags: entry 0 is 64, which is no claim-flags"));
         // A second observation, at 4, with a job state that is no case.
         let mut job = ledger();
         let seen = &mut job.observations;

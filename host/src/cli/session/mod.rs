@@ -75,6 +75,12 @@ pub struct SessionArgs {
     /// Policy manifest (default: the policies embedded in this binary).
     #[arg(long)]
     manifest: Option<PathBuf>,
+    /// Let commands write beneath PATH too (repeatable; ID-6). Commands are
+    /// confined by Landlock where it is available: writes beneath the root,
+    /// a private TMPDIR and these paths only. A path that is, contains or
+    /// lies beneath the data dir is refused.
+    #[arg(long, value_name = "PATH")]
+    allow_write: Vec<PathBuf>,
     /// The script file, or `-` for standard input.
     #[arg(default_value = "-")]
     script: PathBuf,
@@ -439,7 +445,8 @@ impl SessionArgs {
             let parent = self.root.canonicalize().ok().and_then(|r| r.parent().map(Path::to_path_buf));
             parent.unwrap_or_else(|| PathBuf::from(".")).join(".effects")
         });
-        let (mut ledger, display_data) = open_ledger(&self.root, &data_dir, self.manifest.as_deref())?;
+        let (mut ledger, display_data) =
+            open_ledger(&self.root, &data_dir, self.manifest.as_deref(), &self.allow_write)?;
         let run = match (&self.run, &self.child_of, &self.new_run) {
             (Some(id), _, _) => ledger.continue_run(id),
             (None, Some(parent), name) => ledger.continue_run(parent).and_then(|parent| match name {

@@ -1,0 +1,341 @@
+//! Write confinement of commands by Landlock (ID-6).
+//!
+//! Every command (`bash` / `python`, a background job, a check) runs with
+//! the user's authority, so unconfined it can write the store: cut its own
+//! claim off the log, link a log into the root, rewrite a job's exit file.
+//! Where the kernel offers Landlock, the command's supervisor
+//! (`effects-supervisor`) restricts itself before it reaches its gate, and
+//! the whole tree it starts inherits the domain: **write access** (every
+//! write-ish right of the ABI: writing, truncating, creating, removing,
+//! renaming and linking) only beneath the root, a private temporary
+//! directory made for that command, the paths the operator allows
+//! (`--allow-write`) and a few device files; nothing else, and the data dir
+//! never (an allowed path that is, contains or lies beneath it is refused
+//! here; a root that holds the store is refused by ID-4). Reads and execution
+//! stay unrestricted: confinement keeps commands from changing what the
+//! ledger trusts, not from seeing it.
+//!
+//! Where Landlock is absent (or below ABI 3, which first handles truncation:
+//! without it `truncate -s` of a log is still allowed), or forced off with
+//! `EFFECTS_CONFINE=off`, commands run unconfined and every command claim
+//! records so (`unconfined`), which the evaluator discloses on the decision.
+//! The override can only make the ledger say less, never claim confinement
+//! it does not have. A supervisor told to confine that cannot restrict
+//! itself fully exits before its gate, so the command never runs: a claim
+//! that says "confined" is never run unconfined.
+
+use std::ffi::OsString;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cap_std::fs::Dir;
+
+/// The disclosure every decision over a run with an unconfined command
+/// carries (the evaluator words it; this is its text, for the host's own
+/// messages and tests).
+pub const DISCLOSURE: &str = "Commands ran without write confinement.";
+
+/// The environment variable that forces confinement off (`off`), for a
+/// kernel that misbehaves with it, and for tests of the unconfined path.
+pub const OVERRIDE: &str = "EFFECTS_CONFINE";
+
+/// The least Landlock ABI that confines what a command could do to the
+/// store: ABI 3 handles truncation (ABI 2 linking and renaming across
+/// directories, ABI 1 the rest).
+pub const LEAST_ABI: i32 = 3;
+
+/// Device files every command may write (output discarded, terminals).
+const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts"];
+
+/// What the kernel offers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Landlock {
+    /// Landlock works, at this ABI (the highest both it and the `landlock`
+    /// crate know).
+    Available {
+        /// The effective ABI.
+        abi: i32,
+    },
+    /// Commands cannot be confined, and why.
+    Absent {
+        /// Why not, for `effects doctor` and the claim's messages.
+        why: String,
+    },
+}
+
+/// Landlock's availability in this process, probed once: a short-lived
+/// thread restricts itself (the domain dies with it) and reads what the
+/// kernel said. [`OVERRIDE`]`=off` forces [`Landlock::Absent`].
+pub fn landlock() -> &'static Landlock {
+    static PROBED: OnceLock<Landlock> = OnceLock::new();
+    PROBED.get_or_init(|| {
+        if std::env::var_os(OVERRIDE).is_some_and(|v| v == "off") {
+            return Landlock::Absent { why: format!("confinement forced off ({OVERRIDE}=off)") };
+        }
+        probe()
+    })
+}
+
+fn probe() -> Landlock {
+    use landlock::{ABI, AccessFs, LandlockStatus, Ruleset, RulesetAttr};
+    // The thread is restricted, never the host: a domain is inherited only by
+    // what the restricted thread creates afterwards, and it creates nothing.
+    let status = std::thread::spawn(|| -> Result<LandlockStatus, String> {
+        let status = Ruleset::default()
+            .handle_access(AccessFs::from_write(ABI::V1))
+            .and_then(|r| r.create())
+            .and_then(|r| r.restrict_self())
+            .map_err(|e| e.to_string())?;
+        Ok(status.landlock)
+    })
+    .join()
+    .unwrap_or_else(|_| Err("the probe panicked".into()));
+    match status {
+        Ok(LandlockStatus::Available { effective_abi, .. }) if effective_abi as i32 >= LEAST_ABI => {
+            Landlock::Available { abi: effective_abi as i32 }
+        }
+        Ok(LandlockStatus::Available { effective_abi, .. }) => Landlock::Absent {
+            why: format!(
+                "Landlock ABI {} is below {LEAST_ABI}, which first confines truncation",
+                effective_abi as i32
+            ),
+        },
+        Ok(LandlockStatus::NotEnabled) => {
+            Landlock::Absent { why: "Landlock is not enabled in this kernel".into() }
+        }
+        Ok(LandlockStatus::NotImplemented) => {
+            Landlock::Absent { why: "this kernel does not implement Landlock".into() }
+        }
+        Err(error) => Landlock::Absent { why: format!("the Landlock probe failed: {error}") },
+    }
+}
+
+/// Why a confinement could not be configured.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfineError {
+    /// An allowed path would open the store to commands.
+    #[error(
+        "--allow-write {path} would let commands write the data dir {data} (it is, contains or lies beneath it); allow a path outside the data dir"
+    )]
+    Store {
+        /// The allowed path.
+        path: String,
+        /// The data dir.
+        data: String,
+    },
+    /// An allowed path that cannot be resolved.
+    #[error("--allow-write {path}: {source}")]
+    Path {
+        /// The allowed path.
+        path: String,
+        /// Why not.
+        source: std::io::Error,
+    },
+}
+
+/// How a ledger runs its commands: confined by Landlock (at its ABI, with the
+/// operator's extra writable paths), or unconfined and saying why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Confinement {
+    landlock: Landlock,
+    allowed: Vec<PathBuf>,
+    data: Option<PathBuf>,
+}
+
+impl Default for Confinement {
+    fn default() -> Self {
+        Self::detect()
+    }
+}
+
+/// The absolute path a directory handle is open at (what `/proc` says of its
+/// descriptor: no path is resolved again).
+fn path_of(dir: &Dir) -> std::io::Result<PathBuf> {
+    std::fs::read_link(format!("/proc/self/fd/{}", dir.as_raw_fd()))
+}
+
+/// `path` is, contains or lies beneath `data`.
+fn reaches(path: &Path, data: &Path) -> bool {
+    path.starts_with(data) || data.starts_with(path)
+}
+
+impl Confinement {
+    /// What this process can do: confined when Landlock works and the
+    /// `effects-supervisor` helper (which restricts itself) is installed.
+    pub fn detect() -> Self {
+        let landlock = match landlock() {
+            Landlock::Available { .. } if !super::supervisor::has_helper() => Landlock::Absent {
+                why: "no effects-supervisor beside the executable, which is what confines a command".into(),
+            },
+            found => found.clone(),
+        };
+        Self { landlock, allowed: Vec::new(), data: None }
+    }
+
+    /// Commands run unconfined, for `why` (claims record it; decisions
+    /// disclose it).
+    pub fn unconfined(why: &str) -> Self {
+        Self { landlock: Landlock::Absent { why: why.to_owned() }, allowed: Vec::new(), data: None }
+    }
+
+    /// Adds the operator's writable `paths` (each must exist) and remembers
+    /// the store (`data_dir`) so that no path, the private temporary ones
+    /// included, ever opens it: a path that is, contains or lies beneath it is
+    /// refused. Checked whether or not Landlock is present: the operator's
+    /// mistake is one either way.
+    pub fn allow_write(mut self, paths: &[PathBuf], data_dir: &Dir) -> Result<Self, ConfineError> {
+        let data = path_of(data_dir)
+            .map_err(|source| ConfineError::Path { path: "(the data dir)".into(), source })?;
+        for path in paths {
+            let resolved = path
+                .canonicalize()
+                .map_err(|source| ConfineError::Path { path: path.display().to_string(), source })?;
+            if reaches(&resolved, &data) {
+                return Err(ConfineError::Store {
+                    path: path.display().to_string(),
+                    data: data.display().to_string(),
+                });
+            }
+            self.allowed.push(resolved);
+        }
+        self.data = Some(data);
+        Ok(self)
+    }
+
+    /// Commands run confined.
+    pub fn confined(&self) -> bool {
+        matches!(self.landlock, Landlock::Available { .. })
+    }
+
+    /// What the kernel offers, as this confinement saw it.
+    pub fn landlock(&self) -> &Landlock {
+        &self.landlock
+    }
+
+    /// The operator's writable paths (resolved).
+    pub fn allowed(&self) -> &[PathBuf] {
+        &self.allowed
+    }
+
+    /// The jail of one command: `None` when commands run unconfined; else a
+    /// fresh private temporary directory (mode 0700, its `TMPDIR`) and the
+    /// supervisor's arguments. `Err` when the directory cannot be made, or
+    /// would lie in the store: the command must then not run.
+    pub fn jail(&self) -> std::io::Result<Option<Jail>> {
+        let Landlock::Available { abi } = self.landlock else {
+            return Ok(None);
+        };
+        let tmp = private_temp_dir()?;
+        let jail = Jail { abi, tmp, allowed: self.allowed.clone(), keep: false };
+        let resolved = jail.tmp.canonicalize()?;
+        if let Some(data) = &self.data
+            && reaches(&resolved, data)
+        {
+            return Err(std::io::Error::other(format!(
+                "the private temporary directory {} lies in the data dir {}: set TMPDIR outside it",
+                resolved.display(),
+                data.display()
+            )));
+        }
+        Ok(Some(jail))
+    }
+}
+
+/// A fresh directory beneath the system's temporary directory, mode 0700.
+fn private_temp_dir() -> std::io::Result<PathBuf> {
+    static MADE: AtomicU64 = AtomicU64::new(0);
+    let base = std::env::temp_dir();
+    loop {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let name = format!(
+            "effects-cmd-{}-{}-{nanos:08x}",
+            std::process::id(),
+            MADE.fetch_add(1, Ordering::Relaxed)
+        );
+        let path = base.join(name);
+        match std::fs::DirBuilder::new().mode(0o700).create(&path) {
+            Ok(()) => return Ok(path),
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(error) => return Err(error),
+        }
+    }
+}
+
+/// One command's confinement: its private temporary directory (removed when
+/// the jail is dropped, unless [`Jail::keep`]) and what its supervisor is
+/// told.
+#[derive(Debug)]
+pub struct Jail {
+    abi: i32,
+    tmp: PathBuf,
+    allowed: Vec<PathBuf>,
+    keep: bool,
+}
+
+impl Jail {
+    /// The command's private temporary directory (its `TMPDIR`).
+    pub fn tmp(&self) -> &Path {
+        &self.tmp
+    }
+
+    /// The supervisor's confinement arguments: `--confine ABI`, then
+    /// `--write PATH` for every writable path but the root (the supervisor's
+    /// working directory, which it restricts to through its own descriptor),
+    /// then `--`.
+    pub fn args(&self) -> Vec<OsString> {
+        let mut args = vec![OsString::from("--confine"), OsString::from(self.abi.to_string())];
+        let devices = DEVICES.iter().map(Path::new).filter(|p| p.exists());
+        for path in std::iter::once(self.tmp.as_path())
+            .chain(self.allowed.iter().map(PathBuf::as_path))
+            .chain(devices)
+        {
+            args.push("--write".into());
+            args.push(path.into());
+        }
+        args.push("--".into());
+        args
+    }
+
+    /// Leaves the temporary directory behind (a background job outlives the
+    /// call that started it; nothing removes its directory later).
+    pub fn keep(mut self) {
+        self.keep = true;
+    }
+}
+
+impl Drop for Jail {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = std::fs::remove_dir_all(&self.tmp);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_that_is_holds_or_lies_in_the_store_reaches_it() {
+        let data = Path::new("/srv/data");
+        assert!(reaches(Path::new("/srv/data"), data));
+        assert!(reaches(Path::new("/srv"), data));
+        assert!(reaches(Path::new("/srv/data/effects"), data));
+        assert!(!reaches(Path::new("/srv/database"), data), "components, not bytes");
+        assert!(!reaches(Path::new("/srv/other"), data));
+    }
+
+    #[test]
+    fn the_supervisor_is_told_every_writable_path_but_the_root() {
+        let jail = Jail { abi: 7, tmp: "/tmp/x".into(), allowed: vec!["/srv/out".into()], keep: true };
+        let args: Vec<String> = jail.args().into_iter().map(|a| a.into_string().unwrap()).collect();
+        assert_eq!(&args[..6], ["--confine", "7", "--write", "/tmp/x", "--write", "/srv/out"]);
+        assert_eq!(args.last().map(String::as_str), Some("--"));
+        assert!(args.iter().any(|a| a == "/dev/null"));
+    }
+}
