@@ -3,9 +3,19 @@
 //! read it. Coverage is never better than what was read: a capped read is
 //! PARTIAL whatever was requested. A resource the embedding runtime read (an
 //! owned record, a browser session) is observed as it reported it.
+//!
+//! A read opens the file through its resolution (ID-3: no symlink followed,
+//! regular files only, so a FIFO is refused, never waited on) and, after
+//! reading, checks again that the path still names what was read: `fstat` of
+//! the descriptor (still linked, same object) and a fresh resolution of the
+//! path (same incarnation). A swap between open and re-check makes the read
+//! PARTIAL, observed under what the path names now: the digest is never
+//! claimed for a path that no longer holds it.
+
+use std::os::unix::fs::MetadataExt as _;
 
 use crate::digest::Sha256Digest;
-use crate::identity::SealedRoot;
+use crate::identity::{Opener, Resolved, SealedRoot, Target};
 use crate::log::{ObservationRecord, Position};
 use crate::model::{Coverage, Mechanism, ReadbackRequest, ResourceRef, ResourceRole};
 use crate::producers::fs::read_capped;
@@ -20,18 +30,38 @@ pub fn perform(
     source_claim: Option<Position>,
     cap: u64,
 ) -> Option<ObservationRecord> {
+    perform_between(root, path, request, source_action, source_claim, cap, &mut || {})
+}
+
+/// [`perform`], with `between` run after the read and before its re-check:
+/// the seam the swap test uses (nothing else passes anything but a no-op).
+fn perform_between(
+    root: &SealedRoot,
+    path: &str,
+    request: &ReadbackRequest,
+    source_action: &str,
+    source_claim: Option<Position>,
+    cap: u64,
+    between: &mut dyn FnMut(),
+) -> Option<ObservationRecord> {
     let role = match request.mechanism {
         Mechanism::FilesystemRead => ResourceRole::Source,
         Mechanism::FilesystemStat => ResourceRole::SearchRoot,
         _ => return None,
     };
-    let resolved = root.resolve(path, role).ok()?;
+    let mut resolved = root.resolve(path, role).ok()?;
     let (coverage, content_sha256) = match (request.mechanism, resolved.exists) {
-        (Mechanism::FilesystemRead, true) => match read_resolved(root, path, &resolved.resource, cap) {
-            Some((bytes, false)) if request.coverage == Coverage::Complete => {
+        (Mechanism::FilesystemRead, true) => match read_resolved(root, &resolved, cap, between) {
+            Ok((bytes, false)) if request.coverage == Coverage::Complete => {
                 (Coverage::Complete, Some(Sha256Digest::of(&bytes).to_string()))
             }
-            _ => (Coverage::Partial, None),
+            Ok(_) => (Coverage::Partial, None),
+            // The path no longer names what was read: observed as it is now.
+            Err(Some(now)) => {
+                resolved = now;
+                (Coverage::Partial, None)
+            }
+            Err(None) => (Coverage::Partial, None),
         },
         (Mechanism::FilesystemRead, false) => (request.coverage, None),
         _ => (Coverage::Partial, None),
@@ -48,22 +78,29 @@ pub fn perform(
     })
 }
 
-/// Reads the regular file `path` resolved as `resource`, up to `cap`: only if
-/// it is a regular file (a FIFO or device could hang or lie) and the object
-/// opened is the one resolved (device and inode as in its incarnation), so
-/// the digest is of what the observation names. `None` otherwise.
-fn read_resolved(root: &SealedRoot, path: &str, resource: &ResourceRef, cap: u64) -> Option<(Vec<u8>, bool)> {
-    use cap_std::fs::MetadataExt as _;
-    if !root.dir().symlink_metadata(path).ok()?.is_file() {
-        return None;
+/// Reads the regular file `resolved` names, up to `cap`, through its
+/// identity (a FIFO or device could hang or lie; a swapped-in object is not
+/// the one resolved), then checks that the path still names it: the
+/// descriptor still linked and a fresh resolution of the same incarnation.
+/// `Err(Some(now))` when the path changed (with what it names now),
+/// `Err(None)` when nothing could be read.
+fn read_resolved(
+    root: &SealedRoot,
+    resolved: &Resolved,
+    cap: u64,
+    between: &mut dyn FnMut(),
+) -> Result<(Vec<u8>, bool), Option<Resolved>> {
+    let opened = Opener::new(root).read(&Target::of(resolved)).map_err(|_| None)?;
+    let mut file = opened.file;
+    let read = read_capped(&mut file, cap).map_err(|_| None)?;
+    between();
+    let linked =
+        file.metadata().is_ok_and(|m| m.nlink() > 0 && (m.dev(), m.ino()) == (opened.device, opened.inode));
+    let now = root.resolve(&resolved.relative, resolved.resource.role()).map_err(|_| None)?;
+    if !linked || now.resource.incarnation() != resolved.resource.incarnation() {
+        return Err(Some(now));
     }
-    let file = root.dir().open(path).ok()?;
-    let metadata = file.metadata().ok()?;
-    let opened = format!("{}:{}@", metadata.dev(), metadata.ino());
-    if !metadata.is_file() || !resource.incarnation().starts_with(&opened) {
-        return None;
-    }
-    read_capped(file, cap).ok()
+    Ok(read)
 }
 
 /// The observation of a resource the embedding runtime read for us (an owned
