@@ -274,6 +274,10 @@ impl<'r> Opener<'r> {
     /// (or one this opener created there).
     fn check(&self, target: &Target, stat: &Stat, wanted: FileType) -> Result<(), OpenError> {
         let path = target.relative.as_str();
+        // Resolution refuses symlinks, so one here was put there since.
+        if FileType::from_raw_mode(stat.st_mode) == FileType::Symlink {
+            return Err(Self::changed(path, "a symlink was put there"));
+        }
         if FileType::from_raw_mode(stat.st_mode) != wanted {
             let wanted = if wanted == FileType::Directory { "directory" } else { "regular file" };
             return Err(OpenError::NotAFile { path: path.to_owned(), kind: kind_of(stat), wanted });

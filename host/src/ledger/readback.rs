@@ -58,7 +58,7 @@ fn perform_between(
             Ok(_) => (Coverage::Partial, None),
             // The path no longer names what was read: observed as it is now.
             Err(Some(now)) => {
-                resolved = now;
+                resolved = *now;
                 (Coverage::Partial, None)
             }
             Err(None) => (Coverage::Partial, None),
@@ -89,7 +89,7 @@ fn read_resolved(
     resolved: &Resolved,
     cap: u64,
     between: &mut dyn FnMut(),
-) -> Result<(Vec<u8>, bool), Option<Resolved>> {
+) -> Result<(Vec<u8>, bool), Option<Box<Resolved>>> {
     let opened = Opener::new(root).read(&Target::of(resolved)).map_err(|_| None)?;
     let mut file = opened.file;
     let read = read_capped(&mut file, cap).map_err(|_| None)?;
@@ -98,7 +98,7 @@ fn read_resolved(
         file.metadata().is_ok_and(|m| m.nlink() > 0 && (m.dev(), m.ino()) == (opened.device, opened.inode));
     let now = root.resolve(&resolved.relative, resolved.resource.role()).map_err(|_| None)?;
     if !linked || now.resource.incarnation() != resolved.resource.incarnation() {
-        return Err(Some(now));
+        return Err(Some(Box::new(now)));
     }
     Ok(read)
 }
@@ -123,5 +123,59 @@ pub fn reported(
         exists: succeeded,
         content_sha256: None,
         job_state: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::disallowed_methods)] // the test builds its tree with ambient authority
+
+    use cap_std::ambient_authority;
+    use cap_std::fs::Dir;
+
+    use super::*;
+    use crate::identity::ControlPlane;
+
+    fn complete_read() -> ReadbackRequest {
+        ReadbackRequest { binding: 0, mechanism: Mechanism::FilesystemRead, coverage: Coverage::Complete }
+    }
+
+    fn sealed(path: &std::path::Path) -> SealedRoot {
+        let dir = Dir::open_ambient_dir(path, ambient_authority()).unwrap();
+        SealedRoot::new(dir, "root", "workspace", "agent", ControlPlane::default()).unwrap()
+    }
+
+    #[test]
+    fn a_swap_between_the_read_and_its_recheck_claims_no_content_for_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "read\n").unwrap();
+        std::fs::write(dir.path().join("other.txt"), "swapped in\n").unwrap();
+        let root = sealed(dir.path());
+        let before = root.resolve("a.txt", ResourceRole::Source).unwrap();
+        let mut swap = || std::fs::rename(dir.path().join("other.txt"), dir.path().join("a.txt")).unwrap();
+        let observed =
+            perform_between(&root, "a.txt", &complete_read(), "act", None, 1 << 20, &mut swap).unwrap();
+        assert_eq!((observed.coverage, observed.content_sha256.as_deref()), (Coverage::Partial, None));
+        let now = root.resolve("a.txt", ResourceRole::Source).unwrap();
+        assert_ne!(now.resource.incarnation(), before.resource.incarnation(), "the swap happened");
+        assert_eq!(observed.resource.incarnation(), now.resource.incarnation(), "observed as it is now");
+        assert!(observed.exists);
+
+        // Without a swap the same read is COMPLETE, with the digest of what is there.
+        let unswapped = perform(&root, "a.txt", &complete_read(), "act", None, 1 << 20).unwrap();
+        assert_eq!(unswapped.coverage, Coverage::Complete);
+        assert_eq!(unswapped.content_sha256, Some(Sha256Digest::of(b"swapped in\n").to_string()));
+    }
+
+    #[test]
+    fn a_file_removed_between_the_read_and_its_recheck_is_not_observed_there() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "read\n").unwrap();
+        let root = sealed(dir.path());
+        let mut remove = || std::fs::remove_file(dir.path().join("a.txt")).unwrap();
+        let observed =
+            perform_between(&root, "a.txt", &complete_read(), "act", None, 1 << 20, &mut remove).unwrap();
+        assert_eq!((observed.coverage, observed.content_sha256.as_deref()), (Coverage::Partial, None));
+        assert!(!observed.exists, "the path names nothing now");
     }
 }
