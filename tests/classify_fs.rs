@@ -7,7 +7,7 @@
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use effect_ledger::digest::Sha256Digest;
-use effect_ledger::identity::{ControlPlane, SealedRoot};
+use effect_ledger::identity::{ControlPlane, SealedRoot, Target};
 use effect_ledger::model::{
     Binding, BoundOperation, BoundPreState, Classification, PlannedScope, Postcondition, PreState,
     ResourceRole,
@@ -58,6 +58,11 @@ fn bind(setup: &Setup, tool: &str, input: serde_json::Value, paths: &[(&str, &st
     }
 }
 
+/// What the producer opens: `path` as resolved now (ID-3).
+fn target(setup: &Setup, path: &str) -> Target {
+    Target::of(&setup.root.resolve(path, ResourceRole::Target).unwrap())
+}
+
 fn claimed_digests(setup: &mut Setup, operation: &BoundOperation) -> Vec<(u32, Postcondition)> {
     let classifier = setup.policies.classifier(&operation.tool).unwrap();
     assert_eq!(classifier.name(), "classify-fs");
@@ -87,7 +92,7 @@ fn a_fenced_write_claims_what_the_producer_writes() {
         &[("path", "a.py")],
     );
     let claimed = claimed_digests(&mut setup, &operation);
-    write_file(setup.root.dir(), "a.py", content).result.unwrap();
+    write_file(&setup.root, &target(&setup, "a.py"), content).result.unwrap();
     assert_eq!(claimed, vec![(0, digest_on_disk(&setup, "a.py"))]);
 }
 
@@ -98,7 +103,7 @@ fn an_edit_of_a_crlf_file_claims_what_the_producer_writes() {
     let input = serde_json::json!({"path": "w.txt", "old_string": "beta", "new_string": "gamma"});
     let operation = bind(&setup, "edit_file", input, &[("path", "w.txt")]);
     let claimed = claimed_digests(&mut setup, &operation);
-    edit_file(setup.root.dir(), "w.txt", "beta", "gamma", false).result.unwrap();
+    edit_file(&setup.root, &target(&setup, "w.txt"), "beta", "gamma", false).result.unwrap();
     assert_eq!(claimed, vec![(0, digest_on_disk(&setup, "w.txt"))]);
 }
 
@@ -111,7 +116,9 @@ fn a_patch_claims_what_the_producer_writes_and_deletes() {
     let paths = [("lib.rs", "lib.rs"), ("add.txt", "add.txt"), ("gone.txt", "gone.txt")];
     let operation = bind(&setup, "apply_patch", serde_json::json!({ "patch": patch }), &paths);
     let claimed = claimed_digests(&mut setup, &operation);
-    apply_patch(setup.root.dir(), patch).result.unwrap();
+    apply_patch(&setup.root, &["lib.rs", "add.txt", "gone.txt"].map(|p| target(&setup, p)), patch)
+        .result
+        .unwrap();
     assert_eq!(
         claimed,
         vec![

@@ -21,7 +21,7 @@ use effect_ledger::model::{
     Assessment, CleanupState, Coverage, Execution, Impact, Outcome, Postcondition, ProducerFacts, Verdict,
 };
 use effect_ledger::policy::{PolicyOptions, PolicySet, PolicySource, SandboxLimits};
-use effect_ledger::producers::fs::{read_file, write_file};
+use effect_ledger::producers::fs::{ls, read_file, write_file};
 use effect_ledger::producers::process::ProcessRequest;
 use serde_json::json;
 
@@ -94,14 +94,14 @@ fn a_write_is_claimed_durably_before_it_runs_then_settled_and_read_back() {
     let expected = Postcondition::ContentSha256(Sha256Digest::of(b"hi\n").to_string());
     assert_eq!(on_disk_claim.obligations[0].postcondition, expected);
 
-    let produced = write_file(ledger.root().dir(), "a.txt", "hi\n");
+    let produced = write_file(ledger.root(), &dispatched.bound.targets(ledger.root())[0], "hi\n");
     let recorded = ledger.record(&run, &dispatched, &produced.facts).unwrap();
     assert_eq!(recorded.outcome.execution, Execution::ReportedSuccess);
     assert!(recorded.observations.is_empty(), "a write is verified by a later read, not by itself");
 
     let read = run_now(ledger.dispatch(&run, "read_file", &json!({"path": "a.txt"}), "r2"));
     assert!(read.claim.is_none(), "reads are admitted, not claimed");
-    let produced = read_file(ledger.root().dir(), "a.txt", 0, None, 1 << 20);
+    let produced = read_file(ledger.root(), &read.bound.targets(ledger.root())[0], 0, None, 1 << 20);
     let recorded = ledger.record(&run, &read, &produced.facts).unwrap();
     let (_, observation) = &recorded.observations[0];
     assert_eq!(observation.coverage, Coverage::Complete);
@@ -120,8 +120,13 @@ fn a_read_only_run_leaves_no_file() {
     let run = ledger.begin_run(None);
     for (tool, input) in [("read_file", json!({"path": "r.txt"})), ("ls", json!({"path": "."}))] {
         let dispatched = run_now(ledger.dispatch(&run, tool, &input, "r"));
-        let produced = read_file(ledger.root().dir(), "r.txt", 0, None, 1 << 20);
-        ledger.record(&run, &dispatched, &produced.facts).unwrap();
+        let target = &dispatched.bound.targets(ledger.root())[0];
+        let produced = if tool == "ls" {
+            ls(ledger.root(), target).facts
+        } else {
+            read_file(ledger.root(), target, 0, None, 1 << 20).facts
+        };
+        ledger.record(&run, &dispatched, &produced).unwrap();
     }
     assert_eq!(std::fs::read_dir(&setup.data).unwrap().count(), 0, "CMP-9: no effects directory, no log");
 }
@@ -313,10 +318,10 @@ fn the_log_itself_refuses_an_outcome_of_contradictory_facts() {
 /// A write of `path` and a full read of it back, by `run`.
 fn write_and_read(ledger: &mut Ledger, run: &Run, path: &str, content: &str) {
     let write = run_now(ledger.dispatch(run, "write_file", &json!({"path": path, "content": content}), "w"));
-    let produced = write_file(ledger.root().dir(), path, content);
+    let produced = write_file(ledger.root(), &write.bound.targets(ledger.root())[0], content);
     ledger.record(run, &write, &produced.facts).unwrap();
     let read = run_now(ledger.dispatch(run, "read_file", &json!({"path": path}), "r"));
-    let produced = read_file(ledger.root().dir(), path, 0, None, 1 << 20);
+    let produced = read_file(ledger.root(), &read.bound.targets(ledger.root())[0], 0, None, 1 << 20);
     ledger.record(run, &read, &produced.facts).unwrap();
 }
 
@@ -378,7 +383,7 @@ fn a_child_is_continued_only_beneath_its_lineage_s_root() {
     write_and_read(&mut ledger, &root, "a.txt", "a\n");
     let child = ledger.new_child(&root, "reader").unwrap();
     let read = run_now(ledger.dispatch(&child, "read_file", &json!({"path": "r.txt"}), "r"));
-    let produced = read_file(ledger.root().dir(), "r.txt", 0, None, 1 << 20);
+    let produced = read_file(ledger.root(), &read.bound.targets(ledger.root())[0], 0, None, 1 << 20);
     ledger.record(&child, &read, &produced.facts).unwrap();
     let mut elsewhere = ledger_beneath_another_root(&setup);
     for id in ["main", "main.reader"] {

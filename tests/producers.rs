@@ -11,13 +11,29 @@ use std::process::Command;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use effect_ledger::digest::Sha256Digest;
-use effect_ledger::model::Coverage;
+use effect_ledger::identity::{ControlPlane, SealedRoot, Target};
+use effect_ledger::model::{Coverage, ResourceRole};
 use effect_ledger::producers::fs::{apply_patch, edit_file, read_file, write_file};
 
-fn root() -> (tempfile::TempDir, Dir) {
+fn root() -> (tempfile::TempDir, SealedRoot) {
     let dir = tempfile::tempdir().unwrap();
-    let handle = Dir::open_ambient_dir(dir.path(), ambient_authority()).unwrap();
-    (dir, handle)
+    let root = seal(dir.path());
+    (dir, root)
+}
+
+fn seal(path: &Path) -> SealedRoot {
+    let handle = Dir::open_ambient_dir(path, ambient_authority()).unwrap();
+    SealedRoot::new(handle, "root", "workspace", "agent", ControlPlane::default()).unwrap()
+}
+
+/// `path` as resolved now: what a producer opens (ID-3).
+fn at(root: &SealedRoot, path: &str) -> Target {
+    Target::of(&root.resolve(path, ResourceRole::Target).unwrap())
+}
+
+/// Every path a patch names, resolved now.
+fn all(root: &SealedRoot, paths: &[&str]) -> Vec<Target> {
+    paths.iter().map(|path| at(root, path)).collect()
 }
 
 fn on_disk(dir: &Path, path: &str) -> (Vec<u8>, Sha256Digest) {
@@ -29,7 +45,7 @@ fn on_disk(dir: &Path, path: &str) -> (Vec<u8>, Sha256Digest) {
 #[test]
 fn a_fenced_write_writes_the_unwrapped_bytes_and_reports_their_digest() {
     let (dir, root) = root();
-    let produced = write_file(&root, "src/main.rs", "```rust\nfn main() {}\n```\n");
+    let produced = write_file(&root, &at(&root, "src/main.rs"), "```rust\nfn main() {}\n```\n");
     let written = produced.result.unwrap();
     let (bytes, digest) = on_disk(dir.path(), "src/main.rs");
     assert_eq!(bytes, b"fn main() {}\n");
@@ -41,12 +57,12 @@ fn a_fenced_write_writes_the_unwrapped_bytes_and_reports_their_digest() {
 fn an_edit_keeps_crlf_and_reports_the_digest_on_disk() {
     let (dir, root) = root();
     std::fs::write(dir.path().join("a.txt"), "one\r\ntwo\r\n").unwrap();
-    let written = edit_file(&root, "a.txt", "two", "2", false).result.unwrap();
+    let written = edit_file(&root, &at(&root, "a.txt"), "two", "2", false).result.unwrap();
     let (bytes, digest) = on_disk(dir.path(), "a.txt");
     assert_eq!(bytes, b"one\r\n2\r\n");
     assert_eq!(written.files[0].1, digest);
 
-    let missing = edit_file(&root, "a.txt", "three", "3", false);
+    let missing = edit_file(&root, &at(&root, "a.txt"), "three", "3", false);
     assert!(missing.result.unwrap_err().contains("does not occur"));
     assert!(!missing.facts.mutation_attempted);
     assert_eq!(on_disk(dir.path(), "a.txt").0, b"one\r\n2\r\n", "a failed edit changes nothing");
@@ -58,7 +74,8 @@ fn a_patch_updates_on_universal_newlines_adds_and_deletes() {
     std::fs::write(dir.path().join("lib.rs"), "fn a() {\r\n    old();\r\n}\r\n").unwrap();
     std::fs::write(dir.path().join("gone.txt"), "bye\n").unwrap();
     let patch = "*** Begin Patch\n*** Update File: lib.rs\n fn a() {\n-    old();\n+    new();\n }\n*** Add File: docs/new.md\n+# New\n*** Delete File: gone.txt\n*** End Patch\n";
-    let written = apply_patch(&root, patch).result.unwrap();
+    let written =
+        apply_patch(&root, &all(&root, &["lib.rs", "docs/new.md", "gone.txt"]), patch).result.unwrap();
     let (lib, lib_digest) = on_disk(dir.path(), "lib.rs");
     assert_eq!(lib, b"fn a() {\n    new();\n}\n", "updates write LF (universal-newline pre-state)");
     let (doc, doc_digest) = on_disk(dir.path(), "docs/new.md");
@@ -76,7 +93,7 @@ fn a_patch_whose_hunk_does_not_match_writes_nothing() {
     let (dir, root) = root();
     std::fs::write(dir.path().join("lib.rs"), "fn a() {}\n").unwrap();
     let patch = "*** Begin Patch\n*** Add File: first.txt\n+x\n*** Update File: lib.rs\n-fn b() {}\n+fn c() {}\n*** End Patch\n";
-    let produced = apply_patch(&root, patch);
+    let produced = apply_patch(&root, &all(&root, &["first.txt", "lib.rs"]), patch);
     assert!(produced.result.unwrap_err().contains("do not match"));
     assert!(!produced.facts.mutation_attempted);
     assert!(!dir.path().join("first.txt").exists(), "nothing written before every hunk matched");
@@ -86,15 +103,15 @@ fn a_patch_whose_hunk_does_not_match_writes_nothing() {
 fn reads_are_complete_only_when_whole() {
     let (dir, root) = root();
     std::fs::write(dir.path().join("r.txt"), "1\n2\n3\n").unwrap();
-    let whole = read_file(&root, "r.txt", 0, None, 1 << 20).result.unwrap();
+    let whole = read_file(&root, &at(&root, "r.txt"), 0, None, 1 << 20).result.unwrap();
     assert_eq!(whole.coverage, Coverage::Complete);
     assert_eq!(whole.complete_sha256, Some(on_disk(dir.path(), "r.txt").1));
-    let window = read_file(&root, "r.txt", 1, Some(1), 1 << 20).result.unwrap();
+    let window = read_file(&root, &at(&root, "r.txt"), 1, Some(1), 1 << 20).result.unwrap();
     assert_eq!(
         (window.text.as_str(), window.coverage, window.complete_sha256),
         ("2\n", Coverage::Partial, None)
     );
-    let capped = read_file(&root, "r.txt", 0, None, 3).result.unwrap();
+    let capped = read_file(&root, &at(&root, "r.txt"), 0, None, 3).result.unwrap();
     assert_eq!(
         (capped.text.as_str(), capped.coverage, capped.complete_sha256),
         ("1\n2", Coverage::Partial, None)
@@ -111,9 +128,9 @@ fn a_write_that_fails_after_its_truncating_open_reports_mutation_attempted() {
         .map(|s| s.success())
         .unwrap_or(false);
     assert!(mounted, "mounting a small tmpfs needs root (CI runs as root)");
-    let root = Dir::open_ambient_dir(&mount, ambient_authority()).unwrap();
+    let root = seal(&mount);
     std::fs::write(mount.join("big.txt"), "old content\n").unwrap();
-    let produced = write_file(&root, "big.txt", &"x".repeat(64 * 1024));
+    let produced = write_file(&root, &at(&root, "big.txt"), &"x".repeat(64 * 1024));
     drop(root); // an open directory handle would keep the mount busy
     let unmounted = Command::new("umount").arg(&mount).status().map(|s| s.success()).unwrap_or(false);
     let _ = std::fs::remove_dir(&mount);
@@ -132,10 +149,11 @@ fn listings_and_searches_stay_beneath_the_root_and_skip_symlinks() {
     std::fs::write(dir.path().join("src/deep/b.rs"), "fn gamma() {}\n").unwrap();
     std::fs::write(dir.path().join("notes.md"), "alpha\n").unwrap();
     std::os::unix::fs::symlink("/etc", dir.path().join("src/etc-link")).unwrap();
-    assert_eq!(ls(&root, ".").result.unwrap().lines, vec!["notes.md", "src/"]);
-    assert_eq!(glob(&root, "src", "**/*.rs").result.unwrap().lines, vec!["src/a.rs", "src/deep/b.rs"]);
-    let found = grep(&root, ".", "fn (alpha|gamma)").result.unwrap();
+    assert_eq!(ls(&root, &at(&root, ".")).result.unwrap().lines, vec!["notes.md", "src/"]);
+    let globbed = glob(&root, &at(&root, "src"), "**/*.rs").result.unwrap();
+    assert_eq!(globbed.lines, vec!["src/a.rs", "src/deep/b.rs"]);
+    let found = grep(&root, &at(&root, "."), "fn (alpha|gamma)").result.unwrap();
     assert_eq!(found.lines, vec!["src/a.rs:1:fn alpha() {}", "src/deep/b.rs:1:fn gamma() {}"]);
     assert!(!found.truncated);
-    assert!(grep(&root, ".", "(").result.unwrap_err().contains("bad pattern"));
+    assert!(grep(&root, &at(&root, "."), "(").result.unwrap_err().contains("bad pattern"));
 }

@@ -12,10 +12,10 @@ mod common;
 
 use std::time::Instant;
 
-use cap_std::ambient_authority;
-use cap_std::fs::Dir;
 use common::{median_us as median, samples, scratch, seal};
+use effect_ledger::identity::Target;
 use effect_ledger::ledger::{Dispatch, bind::bind};
+use effect_ledger::model::ResourceRole;
 use effect_ledger::policy::{PolicyOptions, PolicySet, PolicySource};
 use effect_ledger::producers::fs::write_file;
 use serde_json::json;
@@ -32,7 +32,7 @@ fn main() {
 
     let mut ledger = common::ledger(root_path, data_path);
     let run = ledger.begin_run(None);
-    let direct = Dir::open_ambient_dir(direct_path, ambient_authority()).unwrap();
+    let direct = seal(direct_path);
 
     // A separate root and policy set to time binding and classification alone.
     let probe_root = seal(root_path);
@@ -41,9 +41,11 @@ fn main() {
     let (mut alone, mut chain, mut dispatch, mut produce, mut record, mut binding, mut classify) =
         (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
     for i in 0..samples {
+        // Resolved outside the timing: the producer alone is measured.
+        let direct_target = Target::of(&direct.resolve("file.txt", ResourceRole::Target).unwrap());
         let mut direct_write = || {
             let start = Instant::now();
-            write_file(&direct, "file.txt", &content).result.unwrap();
+            write_file(&direct, &direct_target, &content).result.unwrap();
             alone.push(start.elapsed());
         };
         let mut chained_write = || {
@@ -52,7 +54,7 @@ fn main() {
                 panic!("the write was not dispatched")
             };
             let claimed = start.elapsed();
-            let produced = write_file(ledger.root().dir(), "file.txt", &content);
+            let produced = write_file(ledger.root(), &dispatched.bound.targets(ledger.root())[0], &content);
             let written = start.elapsed();
             ledger.record(&run, &dispatched, &produced.facts).unwrap();
             let recorded = start.elapsed();

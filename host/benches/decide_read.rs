@@ -39,7 +39,7 @@ fn main() {
         let Dispatch::Run(dispatched) = ledger.dispatch(&run, "write_file", &input, "bench") else {
             panic!("the write was not dispatched")
         };
-        let produced = write_file(ledger.root().dir(), name, &content);
+        let produced = write_file(ledger.root(), &dispatched.bound.targets(ledger.root())[0], &content);
         ledger.record(&run, &dispatched, &produced.facts).unwrap();
     }
     let root = Dir::open_ambient_dir(root_path, ambient_authority()).unwrap();

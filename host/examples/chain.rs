@@ -36,7 +36,9 @@ fn main() -> anyhow::Result<()> {
     match ledger.dispatch(&run, "write_file", &input, "request-1") {
         Dispatch::Run(dispatched) => {
             println!("claimed at #{:?} before writing", dispatched.claim);
-            let produced = write_file(ledger.root().dir(), "notes/hello.txt", "hello\n");
+            // The producer opens what was resolved at binding (ID-3).
+            let target = &dispatched.bound.targets(ledger.root())[0];
+            let produced = write_file(ledger.root(), target, "hello\n");
             let recorded = ledger.record(&run, &dispatched, &produced.facts)?;
             println!("outcome {:?} at #{:?}", recorded.outcome.execution, recorded.outcome_position);
         }
@@ -46,7 +48,8 @@ fn main() -> anyhow::Result<()> {
     // 2. A read: admitted without a claim; its readback is an observation.
     let input = json!({ "path": "notes/hello.txt" });
     if let Dispatch::Run(dispatched) = ledger.dispatch(&run, "read_file", &input, "request-2") {
-        let produced = read_file(ledger.root().dir(), "notes/hello.txt", 0, None, 1 << 20);
+        let target = &dispatched.bound.targets(ledger.root())[0];
+        let produced = read_file(ledger.root(), target, 0, None, 1 << 20);
         let recorded = ledger.record(&run, &dispatched, &produced.facts)?;
         for (position, observation) in &recorded.observations {
             println!(

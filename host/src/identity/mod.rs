@@ -11,13 +11,17 @@
 //! the chain's digest when nothing is there yet.
 //!
 //! This module is the only place a filesystem [`ResourceRef`] is made from a
-//! tool's path (ID-1). It never writes.
+//! tool's path (ID-1). Resolution never writes; the opener creates a file or
+//! directory, or removes a name, only when a producer asks it to, and never
+//! writes content.
 //!
-//! Residual: resolution walks the path component by component; a concurrent
-//! rename between the walk and a producer's open can change what the producer
-//! touches (still beneath the root: cap-std refuses escapes at open time). The
-//! readback after the producer re-derives the incarnation, so the ledger sees
-//! the object that was actually there.
+//! Producers and the host's own reads do not open by path: `open.rs` opens a
+//! resolved [`Target`] through its identity (no symlink followed on any
+//! component, the ancestor chain and `device:inode` checked against the
+//! resolution, regular files only), so a swap between resolution and open is
+//! refused and nothing is written.
+
+mod open;
 
 use std::collections::HashSet;
 
@@ -25,6 +29,8 @@ use cap_std::fs::{Dir, MetadataExt};
 use sha2::{Digest, Sha256};
 
 use crate::model::{FilesystemLocation, FilesystemRoot, Location, ResourceRef, ResourceRole};
+
+pub use open::{OpenError, Opened, Opener, Target, open_found};
 
 /// Why a tool path does not resolve.
 #[derive(Debug, thiserror::Error)]

@@ -8,12 +8,11 @@
 //! every path its patch names, under that path string, with the content
 //! pre-state of each file it updates.
 
-use cap_std::fs::MetadataExt;
 use effects_fs_transform::{PatchOp, parse_patch};
 use serde_json::Value;
 
 use crate::digest::Sha256Digest;
-use crate::identity::{IdentityError, SealedRoot};
+use crate::identity::{IdentityError, OpenError, Opener, Resolved, SealedRoot, Target};
 use crate::model::{
     Binding, BoundOperation, BoundPreState, BrowserLocation, ExternalLocation, Location, OwnedLocation,
     PreState, ResourceRef, ResourceRole,
@@ -81,30 +80,34 @@ fn text<'a>(tool: &str, input: &'a Value, field: &str) -> Result<&'a str, BindEr
     })
 }
 
-/// Reads `path`'s content for a classifier, identity-checked before and after
-/// (a file replaced mid-read is unreadable, not a wrong pre-state).
-pub fn read_pre_state(root: &SealedRoot, path: &str, cap: u64) -> PreState {
-    let before = match root.dir().symlink_metadata(path) {
-        Ok(metadata) if metadata.is_dir() => return PreState::Directory,
-        Ok(metadata) => metadata,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return PreState::Absent,
-        Err(error) => return PreState::Unreadable(error.to_string()),
-    };
-    if before.len() > cap {
-        return PreState::Oversized(before.len());
+impl Bound {
+    /// The filesystem target of each filesystem binding, in binding order:
+    /// what producers open, through its resolution (ID-3).
+    pub fn targets(&self, root: &SealedRoot) -> Vec<Target> {
+        let filesystem = self.operation.bindings.iter().filter_map(|binding| {
+            matches!(binding.resource.location(), Location::Filesystem(_)).then_some(&binding.resource)
+        });
+        filesystem.filter_map(|resource| Target::of_resource(root, resource).ok()).collect()
     }
-    let read = root.dir().open(path).and_then(|file| {
-        let opened = file.metadata()?;
-        Ok((opened, read_capped(file, cap)?))
-    });
-    match read {
+}
+
+/// Reads the resolved file's content for a classifier through its identity
+/// (ID-3): a FIFO, socket or device is unreadable without being waited on,
+/// and an object swapped in since the resolution is unreadable, not a wrong
+/// pre-state.
+pub fn read_pre_state(root: &SealedRoot, resolved: &Resolved, cap: u64) -> PreState {
+    match Opener::new(root).read(&Target::of(resolved)) {
+        Err(OpenError::NotFound { .. }) => PreState::Absent,
+        Err(error) if error.is_directory() => PreState::Directory,
+        Err(OpenError::Changed { .. }) => PreState::Unreadable("replaced while being read".into()),
         Err(error) => PreState::Unreadable(error.to_string()),
-        Ok((opened, _)) if (opened.dev(), opened.ino()) != (before.dev(), before.ino()) => {
-            PreState::Unreadable("replaced while being read".into())
-        }
-        // It grew past the cap between the stat and the read.
-        Ok((_, (_, true))) => PreState::Oversized(cap + 1),
-        Ok((_, (bytes, false))) => PreState::Content(bytes),
+        Ok(opened) if opened.size > cap => PreState::Oversized(opened.size),
+        Ok(opened) => match read_capped(opened.file, cap) {
+            Err(error) => PreState::Unreadable(error.to_string()),
+            // It grew past the cap between the stat and the read.
+            Ok((_, true)) => PreState::Oversized(cap + 1),
+            Ok((bytes, false)) => PreState::Content(bytes),
+        },
     }
 }
 
@@ -248,10 +251,8 @@ pub fn bind(
     for (index, (name, path, role, wants_pre)) in named.into_iter().enumerate() {
         let resolved = root.resolve(&path, role)?;
         if wants_pre {
-            pre_states.push(BoundPreState {
-                binding: index as u32,
-                state: read_pre_state(root, &resolved.relative, cap),
-            });
+            pre_states
+                .push(BoundPreState { binding: index as u32, state: read_pre_state(root, &resolved, cap) });
         }
         bindings.push(Binding { name, resource: resolved.resource });
         // The root itself is `.` for the producers and readbacks that open it.

@@ -79,7 +79,10 @@ impl Ledger {
             let found = root
                 .resolve(path, ResourceRole::Target)
                 .map_err(|source| CompleteError::Required { path: path.clone(), source })?;
-            if found.relative.is_empty() || root.dir().metadata(&found.relative).is_ok_and(|m| m.is_dir()) {
+            // A stat that follows no symlink and opens nothing: a FIFO here is
+            // read (and refused) by the readback below, never waited on.
+            let is_dir = root.dir().symlink_metadata(&found.relative).is_ok_and(|m| m.is_dir());
+            if found.relative.is_empty() || is_dir {
                 return Err(CompleteError::Directory { path: path.clone() });
             }
             resolved.push(found);

@@ -20,7 +20,9 @@
 //! let input = serde_json::json!({"path": "a.txt", "content": "hi\n"});
 //! if let Dispatch::Run(dispatched) = ledger.dispatch(&run, "write_file", &input, "req-1") {
 //!     // The claim is durable now; only now may the backend run.
-//!     let produced = write_file(ledger.root().dir(), "a.txt", "hi\n");
+//!     // The producer opens what was resolved, and nothing else (ID-3).
+//!     let target = &dispatched.bound.targets(ledger.root())[0];
+//!     let produced = write_file(ledger.root(), target, "hi\n");
 //!     let recorded = ledger.record(&run, &dispatched, &produced.facts)?;
 //!     println!("outcome {:?}", recorded.outcome.execution);
 //! }

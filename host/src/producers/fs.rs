@@ -1,18 +1,24 @@
 //! Filesystem producers: `write_file`, `edit_file`, `apply_patch`,
-//! `read_file`. The transformations are `effects_fs_transform`'s, the same
-//! code the filesystem classifier runs to derive postconditions (ADP row 1).
+//! `read_file`, `ls`, `glob`, `grep`. The transformations are
+//! `effects_fs_transform`'s, the same code the filesystem classifier runs to
+//! derive postconditions (ADP row 1).
 //!
-//! Writes go through one helper: create the parent directories, open with
-//! truncation, write, `sync_data`. A failure after the truncating open reports
-//! `mutation_attempted` (the old content may be gone).
+//! Every target is opened through its resolution (ID-3, `identity::Opener`):
+//! no symlink followed, the opened `device:inode` checked, regular files only,
+//! so a swap after the path check writes nothing and a FIFO never hangs a
+//! tool. Writes go through one helper: open (or create exclusively) and check,
+//! then truncate, write, `sync_data`. A failure from the truncation on reports
+//! `mutation_attempted` (the old content may be gone); a refused open reports
+//! none. Walks skip everything that is neither a directory nor a regular file.
 
 use std::io::{Read as _, Write};
 
-use cap_std::fs::{Dir, OpenOptions};
+use cap_std::fs::Dir;
 use effects_fs_transform::{PatchOp, apply_edit, apply_hunks, parse_patch, unwrap_fence};
 
 use super::Produced;
 use crate::digest::Sha256Digest;
+use crate::identity::{Opener, SealedRoot, Target, normalize, open_found};
 use crate::model::Coverage;
 
 /// What a write did.
@@ -24,16 +30,22 @@ pub struct Written {
     pub removed: Vec<String>,
 }
 
-/// Writes `bytes` to `path` beneath `root`. `Err((message, mutation_attempted))`.
-fn write_bytes(root: &Dir, path: &str, bytes: &[u8]) -> Result<Sha256Digest, (String, bool)> {
-    if let Some((parent, _)) = path.rsplit_once('/') {
-        root.create_dir_all(parent).map_err(|e| (format!("{path}: creating {parent}: {e}"), false))?;
-    }
-    let mut options = OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    let mut file = root.open_with(path, &options).map_err(|e| (format!("{path}: {e}"), false))?;
-    // From here on the old content may be gone.
-    file.write_all(bytes).and_then(|()| file.sync_data()).map_err(|e| (format!("{path}: {e}"), true))?;
+/// Writes `bytes` to `target`. `Err((message, mutation_attempted))`.
+fn write_bytes(
+    opener: &mut Opener<'_>,
+    target: &Target,
+    bytes: &[u8],
+) -> Result<Sha256Digest, (String, bool)> {
+    let path = target.display();
+    let (opened, created) = opener.write(target).map_err(|e| (e.to_string(), false))?;
+    let mut file = opened.file;
+    // Only now, the object known to be the resolved one, is it truncated:
+    // from here on the old content may be gone.
+    let truncated = if created { Ok(()) } else { file.set_len(0) };
+    truncated
+        .and_then(|()| file.write_all(bytes))
+        .and_then(|()| file.sync_data())
+        .map_err(|e| (format!("{path}: {e}"), true))?;
     Ok(Sha256Digest::of(bytes))
 }
 
@@ -48,86 +60,111 @@ pub fn read_capped(reader: impl std::io::Read, cap: u64) -> std::io::Result<(Vec
     Ok((bytes, truncated))
 }
 
-/// Reads `path` whole, as UTF-8.
-fn read_text(root: &Dir, path: &str) -> Result<String, String> {
-    let bytes = root.read(path).map_err(|e| format!("{path}: {e}"))?;
+/// Reads `target` whole, as UTF-8, through its resolution.
+fn read_text(opener: &mut Opener<'_>, target: &Target) -> Result<String, String> {
+    let path = target.display();
+    let mut bytes = Vec::new();
+    let mut file = opener.read(target).map_err(|e| e.to_string())?.file;
+    file.read_to_end(&mut bytes).map_err(|e| format!("{path}: {e}"))?;
     String::from_utf8(bytes).map_err(|_| format!("{path}: not UTF-8 text"))
 }
 
-/// `write_file`: writes `content`, with one surrounding code fence unwrapped.
-pub fn write_file(root: &Dir, path: &str, content: &str) -> Produced<Written> {
-    write_file_bytes(root, path, unwrap_fence(content).as_bytes())
+/// `write_file`: writes `content` to the resolved `target`, with one
+/// surrounding code fence unwrapped.
+pub fn write_file(root: &SealedRoot, target: &Target, content: &str) -> Produced<Written> {
+    write_file_bytes(&mut Opener::new(root), target, unwrap_fence(content).as_bytes())
 }
 
-/// `edit_file`: exact replacement on the current content, no newline
-/// translation.
-pub fn edit_file(root: &Dir, path: &str, old: &str, new: &str, replace_all: bool) -> Produced<Written> {
-    let edited = read_text(root, path)
+/// `edit_file`: exact replacement on the current content of the resolved
+/// `target`, no newline translation.
+pub fn edit_file(
+    root: &SealedRoot,
+    target: &Target,
+    old: &str,
+    new: &str,
+    replace_all: bool,
+) -> Produced<Written> {
+    let mut opener = Opener::new(root);
+    let path = target.display();
+    let edited = read_text(&mut opener, target)
         .and_then(|pre| apply_edit(&pre, old, new, replace_all).map_err(|e| format!("{path}: {e}")));
     match edited {
         Err(message) => Produced::failure(message, false),
-        Ok(text) => write_file_bytes(root, path, text.as_bytes()),
+        Ok(text) => write_file_bytes(&mut opener, target, text.as_bytes()),
     }
 }
 
-fn write_file_bytes(root: &Dir, path: &str, bytes: &[u8]) -> Produced<Written> {
-    match write_bytes(root, path, bytes) {
-        Ok(digest) => {
-            Produced::success(Written { files: vec![(path.to_owned(), digest)], removed: Vec::new() })
-        }
+fn write_file_bytes(opener: &mut Opener<'_>, target: &Target, bytes: &[u8]) -> Produced<Written> {
+    match write_bytes(opener, target, bytes) {
+        Ok(digest) => Produced::success(Written {
+            files: vec![(target.display().to_owned(), digest)],
+            removed: Vec::new(),
+        }),
         Err((message, attempted)) => Produced::failure(message, attempted),
     }
 }
 
 /// `apply_patch`: every operation's new content is computed before anything
 /// is written, so a hunk that does not match changes nothing; then the
-/// operations run in order. Paths must already be resolved (the caller refuses
-/// the whole patch if any path escapes).
-pub fn apply_patch(root: &Dir, patch: &str) -> Produced<Written> {
+/// operations run in order. Every path the patch names must be among
+/// `targets` (the caller resolved them all, refusing the whole patch if any
+/// escapes); each operation opens through its own resolution, and a removal
+/// unlinks the name only after checking the entry on its verified directory.
+pub fn apply_patch(root: &SealedRoot, targets: &[Target], patch: &str) -> Produced<Written> {
     let ops = match parse_patch(patch) {
         Ok(ops) => ops,
         Err(error) => return Produced::failure(error.to_string(), false),
     };
-    enum Step {
-        Write(String, Vec<u8>),
-        Remove(String),
+    let target = |path: &str| -> Result<&Target, String> {
+        let relative = normalize(path).map_err(|e| e.to_string())?.join("/");
+        targets
+            .iter()
+            .find(|target| target.relative() == relative)
+            .ok_or_else(|| format!("{path}: not resolved for this patch; nothing was written"))
+    };
+    enum Step<'t> {
+        Write(&'t Target, Vec<u8>),
+        Remove(&'t Target),
     }
+    let mut opener = Opener::new(root);
     let mut steps = Vec::new();
     for op in &ops {
-        match op {
+        let step = match op {
             PatchOp::Add { path, content } => {
-                steps.push(Step::Write(path.clone(), content.clone().into_bytes()))
+                target(path).map(|t| Step::Write(t, content.clone().into_bytes()))
             }
-            PatchOp::Delete { path } => steps.push(Step::Remove(path.clone())),
+            PatchOp::Delete { path } => target(path).map(Step::Remove),
             PatchOp::Update { path, move_to, hunks } => {
-                let updated = read_text(root, path)
-                    .and_then(|pre| apply_hunks(&pre, hunks).map_err(|e| format!("{path}: {e}")));
-                match updated {
-                    Err(message) => return Produced::failure(message, false),
-                    Ok(text) => {
-                        steps.push(Step::Write(
-                            move_to.clone().unwrap_or_else(|| path.clone()),
-                            text.into_bytes(),
-                        ));
-                        if move_to.is_some() {
-                            steps.push(Step::Remove(path.clone()));
-                        }
+                let updated = target(path).and_then(|from| {
+                    let text = read_text(&mut opener, from)
+                        .and_then(|pre| apply_hunks(&pre, hunks).map_err(|e| format!("{path}: {e}")))?;
+                    Ok((from, text))
+                });
+                match (updated, move_to.as_deref().map(target).transpose()) {
+                    (Ok((from, text)), Ok(to)) => {
+                        steps.push(Step::Write(to.unwrap_or(from), text.into_bytes()));
+                        Ok(if to.is_some() { Step::Remove(from) } else { continue })
                     }
+                    (Err(message), _) | (_, Err(message)) => Err(message),
                 }
             }
+        };
+        match step {
+            Ok(step) => steps.push(step),
+            Err(message) => return Produced::failure(message, false),
         }
     }
     let mut written = Written { files: Vec::new(), removed: Vec::new() };
     for (index, step) in steps.into_iter().enumerate() {
         let failed = |message: String, attempted: bool| Produced::failure(message, attempted || index > 0);
         match step {
-            Step::Write(path, bytes) => match write_bytes(root, &path, &bytes) {
-                Ok(digest) => written.files.push((path, digest)),
+            Step::Write(target, bytes) => match write_bytes(&mut opener, target, &bytes) {
+                Ok(digest) => written.files.push((target.display().to_owned(), digest)),
                 Err((message, attempted)) => return failed(message, attempted),
             },
-            Step::Remove(path) => match root.remove_file(&path) {
-                Ok(()) => written.removed.push(path),
-                Err(error) => return failed(format!("{path}: {error}"), false),
+            Step::Remove(target) => match opener.remove(target) {
+                Ok(()) => written.removed.push(target.display().to_owned()),
+                Err(error) => return failed(error.to_string(), false),
             },
         }
     }
@@ -146,17 +183,22 @@ pub struct ReadResult {
 }
 
 /// `read_file`: lines `offset..offset+limit` (0-based), at most `cap` bytes of
-/// the file. COMPLETE only when the whole file was read and returned.
+/// the resolved `target`. COMPLETE only when the whole file was read and
+/// returned.
 pub fn read_file(
-    root: &Dir,
-    path: &str,
+    root: &SealedRoot,
+    target: &Target,
     offset: usize,
     limit: Option<usize>,
     cap: u64,
 ) -> Produced<ReadResult> {
-    let (bytes, truncated) = match root.open(path).and_then(|file| read_capped(file, cap)) {
-        Ok(read) => read,
-        Err(error) => return Produced::failure(format!("{path}: {error}"), false),
+    let path = target.display();
+    let (bytes, truncated) = match Opener::new(root).read(target) {
+        Err(error) => return Produced::failure(error.to_string(), false),
+        Ok(opened) => match read_capped(opened.file, cap) {
+            Ok(read) => read,
+            Err(error) => return Produced::failure(format!("{path}: {error}"), false),
+        },
     };
     let complete_sha256 = (!truncated).then(|| Sha256Digest::of(&bytes));
     let text = String::from_utf8_lossy(&bytes).into_owned();
@@ -186,11 +228,16 @@ pub struct Found {
     pub truncated: bool,
 }
 
-/// `ls`: the entries of a directory, sorted, directories with a trailing `/`.
-pub fn ls(root: &Dir, path: &str) -> Produced<Found> {
-    let entries = match root.read_dir(path) {
-        Ok(entries) => entries,
-        Err(error) => return Produced::failure(format!("{path}: {error}"), false),
+/// `ls`: the entries of the resolved directory `target`, sorted, directories
+/// with a trailing `/`. Entries are named, never opened.
+pub fn ls(root: &SealedRoot, target: &Target) -> Produced<Found> {
+    let path = target.display();
+    let entries = match Opener::new(root).directory(target) {
+        Err(error) => return Produced::failure(error.to_string(), false),
+        Ok(opened) => match Dir::from_std_file(opened.file).entries() {
+            Ok(entries) => entries,
+            Err(error) => return Produced::failure(format!("{path}: {error}"), false),
+        },
     };
     let mut lines = Vec::new();
     for entry in entries.flatten() {
@@ -205,7 +252,9 @@ pub fn ls(root: &Dir, path: &str) -> Produced<Found> {
 }
 
 /// Files beneath `start` (relative paths), depth first, sorted per directory,
-/// never following symlinks; at most [`SEARCH_LIMIT`] entries visited.
+/// never following symlinks and skipping FIFOs, sockets and devices (by the
+/// entry's type: nothing is opened to find out); at most [`SEARCH_LIMIT`]
+/// entries visited.
 fn walk(root: &Dir, start: &str) -> std::io::Result<(Vec<String>, bool)> {
     let mut files = Vec::new();
     let mut pending = vec![start.trim_end_matches('/').to_owned()];
@@ -216,7 +265,7 @@ fn walk(root: &Dir, start: &str) -> std::io::Result<(Vec<String>, bool)> {
             .flatten()
             .filter_map(|entry| {
                 let kind = entry.file_type().ok()?;
-                (!kind.is_symlink())
+                (kind.is_dir() || kind.is_file())
                     .then(|| (entry.file_name().to_string_lossy().into_owned(), kind.is_dir()))
             })
             .collect();
@@ -235,13 +284,24 @@ fn walk(root: &Dir, start: &str) -> std::io::Result<(Vec<String>, bool)> {
     Ok((files, false))
 }
 
-/// `glob`: files beneath `path` whose path relative to it matches `pattern`.
-pub fn glob(root: &Dir, path: &str, pattern: &str) -> Produced<Found> {
+/// The search root checked through its resolution (a directory, the one
+/// resolved) before a walk starts from it.
+fn search_root<'t>(root: &SealedRoot, target: &'t Target) -> Result<&'t str, String> {
+    Opener::new(root).directory(target).map(|_| target.display()).map_err(|e| e.to_string())
+}
+
+/// `glob`: files beneath the resolved directory `target` whose path relative
+/// to it matches `pattern`.
+pub fn glob(root: &SealedRoot, target: &Target, pattern: &str) -> Produced<Found> {
     let matcher = match globset::Glob::new(pattern) {
         Ok(glob) => glob.compile_matcher(),
         Err(error) => return Produced::failure(format!("bad glob {pattern:?}: {error}"), false),
     };
-    match walk(root, path) {
+    let path = match search_root(root, target) {
+        Ok(path) => path,
+        Err(message) => return Produced::failure(message, false),
+    };
+    match walk(root.dir(), path) {
         Err(error) => Produced::failure(format!("{path}: {error}"), false),
         Ok((files, truncated)) => {
             let base = path.trim_end_matches('/');
@@ -258,19 +318,30 @@ pub fn glob(root: &Dir, path: &str, pattern: &str) -> Produced<Found> {
 }
 
 /// `grep`: lines matching the regular expression `pattern` in files beneath
-/// `path`, as `file:line:text`. Files that are not UTF-8 are skipped.
-pub fn grep(root: &Dir, path: &str, pattern: &str) -> Produced<Found> {
+/// the resolved directory `target`, as `file:line:text`. Files that are not
+/// UTF-8, and anything that is not a regular file when opened (a FIFO
+/// swapped in after the walk), are skipped.
+pub fn grep(root: &SealedRoot, target: &Target, pattern: &str) -> Produced<Found> {
     let regex = match regex::Regex::new(pattern) {
         Ok(regex) => regex,
         Err(error) => return Produced::failure(format!("bad pattern {pattern:?}: {error}"), false),
     };
-    let (files, mut truncated) = match walk(root, path) {
+    let path = match search_root(root, target) {
+        Ok(path) => path,
+        Err(message) => return Produced::failure(message, false),
+    };
+    let (files, mut truncated) = match walk(root.dir(), path) {
         Ok(found) => found,
         Err(error) => return Produced::failure(format!("{path}: {error}"), false),
     };
     let mut lines = Vec::new();
     for file in files {
-        let Ok(text) = read_text(root, &file) else { continue };
+        let Some(mut opened) = open_found(root, &file) else { continue };
+        let mut bytes = Vec::new();
+        if opened.read_to_end(&mut bytes).is_err() {
+            continue;
+        }
+        let Ok(text) = String::from_utf8(bytes) else { continue };
         for (number, line) in text.lines().enumerate() {
             if regex.is_match(line) {
                 if lines.len() == SEARCH_LIMIT {

@@ -2,8 +2,9 @@
 //! reporting typed facts (OUT-2) beside its result. The runtime chain calls a
 //! producer only after the claim is durable (LOG-3).
 //!
-//! Producers receive paths that `crate::identity` already resolved beneath a
-//! sealed root, and reach files only through that root's cap-std `Dir`.
+//! Filesystem producers receive the targets `crate::identity` already
+//! resolved beneath a sealed root, and open them only through those
+//! resolutions (`identity::Opener`, ID-3).
 
 pub mod confine;
 pub mod fs;

@@ -145,8 +145,18 @@ fn produce(
         );
     }
     let ledger: &Ledger = ledger;
-    let root = ledger.root().dir();
-    let path = dispatched.bound.paths.first().map(String::as_str).unwrap_or(".");
+    let root = ledger.root();
+    // Each filesystem binding's resolution: producers open through it (ID-3).
+    let targets = dispatched.bound.targets(root);
+    if tool == "bg_job" {
+        let produced = ledger.job_action(dispatched);
+        return (produced.facts, produced.result.map(|status| describe_job(ledger, dispatched, &status)));
+    }
+    let Some(target) = targets.first() else {
+        // Every filesystem tool binds its path; should none be openable,
+        // nothing runs (not executed: no impact).
+        return (ProducerFacts::default(), Err(format!("{tool}: no resolved path to open")));
+    };
     let lines = |produced: Produced<fs::Found>| Produced {
         facts: produced.facts,
         result: produced.result.map(|found| {
@@ -167,29 +177,24 @@ fn produce(
         }),
     };
     let produced: Produced<String> = match tool {
-        "write_file" => written(fs::write_file(root, path, text("content"))),
+        "write_file" => written(fs::write_file(root, target, text("content"))),
         "edit_file" => written(fs::edit_file(
             root,
-            path,
+            target,
             text("old_string"),
             text("new_string"),
             input.get("replace_all").and_then(Value::as_bool).unwrap_or(false),
         )),
-        "apply_patch" => written(fs::apply_patch(root, text("patch"))),
+        "apply_patch" => written(fs::apply_patch(root, &targets, text("patch"))),
         "read_file" => {
             let offset = input.get("offset").and_then(Value::as_u64).unwrap_or(0) as usize;
             let limit = input.get("limit").and_then(Value::as_u64).map(|l| l as usize);
-            let produced = fs::read_file(root, path, offset, limit, 16 << 20);
+            let produced = fs::read_file(root, target, offset, limit, 16 << 20);
             Produced { facts: produced.facts, result: produced.result.map(|read| read.text) }
         }
-        "bg_job" => {
-            let produced = ledger.job_action(dispatched);
-            let result = produced.result.map(|status| describe_job(ledger, dispatched, &status));
-            Produced { facts: produced.facts, result }
-        }
-        "ls" => lines(fs::ls(root, path)),
-        "glob" => lines(fs::glob(root, path, text("pattern"))),
-        "grep" => lines(fs::grep(root, path, text("pattern"))),
+        "ls" => lines(fs::ls(root, target)),
+        "glob" => lines(fs::glob(root, target, text("pattern"))),
+        "grep" => lines(fs::grep(root, target, text("pattern"))),
         other => unreachable!("the script parser admits only known tools, not {other}"),
     };
     (produced.facts, produced.result)
