@@ -125,6 +125,7 @@ fn a_write_that_fails_after_its_truncating_open_reports_mutation_attempted() {
 
 #[test]
 fn listings_and_searches_stay_beneath_the_root_and_skip_symlinks() {
+    use effect_ledger::identity::ControlPlane;
     use effect_ledger::producers::fs::{glob, grep, ls};
     let (dir, root) = root();
     std::fs::create_dir_all(dir.path().join("src/deep")).unwrap();
@@ -133,9 +134,12 @@ fn listings_and_searches_stay_beneath_the_root_and_skip_symlinks() {
     std::fs::write(dir.path().join("notes.md"), "alpha\n").unwrap();
     std::os::unix::fs::symlink("/etc", dir.path().join("src/etc-link")).unwrap();
     assert_eq!(ls(&root, ".").result.unwrap().lines, vec!["notes.md", "src/"]);
-    assert_eq!(glob(&root, "src", "**/*.rs").result.unwrap().lines, vec!["src/a.rs", "src/deep/b.rs"]);
-    let found = grep(&root, ".", "fn (alpha|gamma)").result.unwrap();
+    assert_eq!(
+        glob(&root, &ControlPlane::default(), "src", "**/*.rs").result.unwrap().lines,
+        vec!["src/a.rs", "src/deep/b.rs"]
+    );
+    let found = grep(&root, &ControlPlane::default(), ".", "fn (alpha|gamma)").result.unwrap();
     assert_eq!(found.lines, vec!["src/a.rs:1:fn alpha() {}", "src/deep/b.rs:1:fn gamma() {}"]);
     assert!(!found.truncated);
-    assert!(grep(&root, ".", "(").result.unwrap_err().contains("bad pattern"));
+    assert!(grep(&root, &ControlPlane::default(), ".", "(").result.unwrap_err().contains("bad pattern"));
 }

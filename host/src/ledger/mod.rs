@@ -46,7 +46,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use cap_std::fs::Dir;
 use serde_json::Value;
 
-use crate::identity::SealedRoot;
+use crate::identity::{PlacementError, SealedRoot, check_placement};
 use crate::log::{
     ClaimRecord, DiskLog, LogError, Obligation, ObservationRecord, OpenMode, OpenOptionsLog, OperationRef,
     OperatorKey, OutcomeRecord, Position, ProcessesRecord, open_effects_dir, open_lineage,
@@ -171,6 +171,9 @@ pub struct Ledger {
     /// Gates of started jobs whose RUNNING outcome is not yet durable, by
     /// launch generation (`jobs.rs`).
     gates: HashMap<u64, crate::producers::supervisor::Gate>,
+    /// Why the data dir may not serve this root (ID-4), if it may not: then
+    /// every call is refused.
+    misplaced: Option<String>,
 }
 
 /// The host's own outcome when the settle policy fails: exit status only
@@ -188,10 +191,33 @@ fn conservative_outcome(facts: &ProducerFacts) -> Outcome {
 }
 
 impl Ledger {
-    /// A ledger over `config`. Opens nothing yet: files appear with the first
-    /// claim.
+    /// A ledger over `config`, refused when its data dir is the root, lies
+    /// beneath it or contains it (ID-4): what a surface calls at start, so
+    /// the operator hears it before any step. Opens nothing yet: files appear
+    /// with the first claim.
+    pub fn open(config: LedgerConfig) -> Result<Self, PlacementError> {
+        check_placement(config.root.dir(), &config.root.root().path, &config.data_dir, &config.data_display)?;
+        Ok(Self::unchecked(config, None))
+    }
+
+    /// A ledger over `config` for a surface that does not check at start:
+    /// the placement is checked here too (ID-4), and a data dir that may not
+    /// serve this root refuses every call with why, so no surface can run
+    /// a tool with the store in its reach. Prefer [`Ledger::open`].
     pub fn new(config: LedgerConfig) -> Self {
-        Self { config, logs: HashMap::new(), actions: AtomicU64::new(0), gates: HashMap::new() }
+        let misplaced = check_placement(
+            config.root.dir(),
+            &config.root.root().path,
+            &config.data_dir,
+            &config.data_display,
+        )
+        .err()
+        .map(|error| error.to_string());
+        Self::unchecked(config, misplaced)
+    }
+
+    fn unchecked(config: LedgerConfig, misplaced: Option<String>) -> Self {
+        Self { config, logs: HashMap::new(), actions: AtomicU64::new(0), gates: HashMap::new(), misplaced }
     }
 
     /// The sealed root.
@@ -315,6 +341,9 @@ impl Ledger {
         request_id: &str,
         executor: crate::log::Executor,
     ) -> Dispatch {
+        if let Some(misplaced) = &self.misplaced {
+            return Dispatch::Refused(misplaced.clone());
+        }
         let mut bound = match bind::bind(&self.config.root, tool, input, request_id, self.config.read_cap) {
             Ok(bound) => bound,
             Err(error) => return Dispatch::Refused(error.to_string()),

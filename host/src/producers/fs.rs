@@ -8,11 +8,12 @@
 
 use std::io::{Read as _, Write};
 
-use cap_std::fs::{Dir, OpenOptions};
+use cap_std::fs::{Dir, MetadataExt, OpenOptions};
 use effects_fs_transform::{PatchOp, apply_edit, apply_hunks, parse_patch, unwrap_fence};
 
 use super::Produced;
 use crate::digest::Sha256Digest;
+use crate::identity::ControlPlane;
 use crate::model::Coverage;
 
 /// What a write did.
@@ -205,8 +206,11 @@ pub fn ls(root: &Dir, path: &str) -> Produced<Found> {
 }
 
 /// Files beneath `start` (relative paths), depth first, sorted per directory,
-/// never following symlinks; at most [`SEARCH_LIMIT`] entries visited.
-fn walk(root: &Dir, start: &str) -> std::io::Result<(Vec<String>, bool)> {
+/// never following symlinks and never entering a directory of the effect
+/// store (`store`, by `device:inode`, ID-4: its logs and job output are not
+/// the agent's to read); at most [`SEARCH_LIMIT`] entries visited.
+fn walk(root: &Dir, store: &ControlPlane, start: &str) -> std::io::Result<(Vec<String>, bool)> {
+    let store = store.store_directories();
     let mut files = Vec::new();
     let mut pending = vec![start.trim_end_matches('/').to_owned()];
     let mut visited = 0usize;
@@ -228,7 +232,11 @@ fn walk(root: &Dir, start: &str) -> std::io::Result<(Vec<String>, bool)> {
             }
             let path =
                 if directory.is_empty() || directory == "." { name } else { format!("{directory}/{name}") };
-            if is_dir { pending.push(path) } else { files.push(path) }
+            if !is_dir {
+                files.push(path);
+            } else if !root.symlink_metadata(&path).is_ok_and(|m| store.contains(&(m.dev(), m.ino()))) {
+                pending.push(path);
+            }
         }
     }
     files.sort();
@@ -236,12 +244,12 @@ fn walk(root: &Dir, start: &str) -> std::io::Result<(Vec<String>, bool)> {
 }
 
 /// `glob`: files beneath `path` whose path relative to it matches `pattern`.
-pub fn glob(root: &Dir, path: &str, pattern: &str) -> Produced<Found> {
+pub fn glob(root: &Dir, store: &ControlPlane, path: &str, pattern: &str) -> Produced<Found> {
     let matcher = match globset::Glob::new(pattern) {
         Ok(glob) => glob.compile_matcher(),
         Err(error) => return Produced::failure(format!("bad glob {pattern:?}: {error}"), false),
     };
-    match walk(root, path) {
+    match walk(root, store, path) {
         Err(error) => Produced::failure(format!("{path}: {error}"), false),
         Ok((files, truncated)) => {
             let base = path.trim_end_matches('/');
@@ -259,12 +267,12 @@ pub fn glob(root: &Dir, path: &str, pattern: &str) -> Produced<Found> {
 
 /// `grep`: lines matching the regular expression `pattern` in files beneath
 /// `path`, as `file:line:text`. Files that are not UTF-8 are skipped.
-pub fn grep(root: &Dir, path: &str, pattern: &str) -> Produced<Found> {
+pub fn grep(root: &Dir, store: &ControlPlane, path: &str, pattern: &str) -> Produced<Found> {
     let regex = match regex::Regex::new(pattern) {
         Ok(regex) => regex,
         Err(error) => return Produced::failure(format!("bad pattern {pattern:?}: {error}"), false),
     };
-    let (files, mut truncated) = match walk(root, path) {
+    let (files, mut truncated) = match walk(root, store, path) {
         Ok(found) => found,
         Err(error) => return Produced::failure(format!("{path}: {error}"), false),
     };
