@@ -69,7 +69,9 @@ mod tests {
     fn a_stream_past_the_bound_is_refused_and_one_at_it_is_read() {
         let at = std::io::repeat(b'x').take(INPUT_BOUND);
         assert_eq!(bounded(at, "input").ok().map(|b| b.len() as u64), Some(INPUT_BOUND));
-        let error = bounded(std::io::repeat(0), "the script").err().expect("an endless stream is refused");
+        let error = bounded(std::io::repeat(0), "the script")
+            .map(|b| b.len())
+            .expect_err("an endless stream is refused");
         assert_eq!(error.code, exit::BAD_INPUT);
         assert!(error.error.to_string().contains("16 MiB"), "{}", error.error);
     }
