@@ -7,34 +7,19 @@ use std::io::Read;
 use std::path::Path;
 
 use anyhow::anyhow;
+use effect_ledger::bounded;
 use effect_ledger::log::OperatorKey;
 
 use super::{Failure, exit};
 
-/// The largest script, input document, key file or component a command
-/// reads (16 MiB): far above any real script or policy component, far below
-/// what would exhaust a host.
-pub const INPUT_BOUND: u64 = 16 << 20;
-
-fn bounded(mut reader: impl Read, what: &str) -> Result<Vec<u8>, Failure> {
-    let mut bytes = Vec::new();
-    reader
-        .by_ref()
-        .take(INPUT_BOUND + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| Failure::new(exit::BAD_INPUT, anyhow!("reading {what}: {e}")))?;
-    if bytes.len() as u64 > INPUT_BOUND {
-        return Err(Failure::new(
-            exit::BAD_INPUT,
-            anyhow!(
-                "{what} is larger than {INPUT_BOUND} bytes (16 MiB), the bound on anything a command reads; nothing was run"
-            ),
-        ));
-    }
-    Ok(bytes)
+/// Everything from `reader` under the library's bound (16 MiB, the same for
+/// scripts, key files, components and documents); `what` names it.
+fn bounded(reader: impl Read, what: &str) -> Result<Vec<u8>, Failure> {
+    bounded::read_all(reader)
+        .map_err(|e| Failure::new(exit::BAD_INPUT, anyhow!("reading {what}: {e}; nothing was run")))
 }
 
-/// Reads `path` (`-`: standard input) whole, up to [`INPUT_BOUND`] bytes;
+/// Reads `path` (`-`: standard input) whole, up to [`bounded::INPUT_BOUND`] bytes;
 /// `what` names it in errors ("the script", "key file").
 pub fn read_bounded(path: &Path, what: &str) -> Result<Vec<u8>, Failure> {
     if path == Path::new("-") {
@@ -64,6 +49,7 @@ pub fn read_key(key_file: Option<&Path>) -> Result<Option<OperatorKey>, Failure>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use effect_ledger::bounded::INPUT_BOUND;
 
     #[test]
     fn a_stream_past_the_bound_is_refused_and_one_at_it_is_read() {
