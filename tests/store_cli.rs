@@ -225,6 +225,38 @@ fn a_link_made_after_the_store_was_listed_is_caught_by_a_fresh_listing() {
     assert!(sealed.resolve("plain2", ResourceRole::Target).is_ok());
 }
 
+#[test]
+fn a_ledger_guards_its_own_store_even_when_the_root_was_sealed_without_a_guard() {
+    // An embedder seals the root with `ControlPlane::default()`; the ledger
+    // guards its data dir anyway, including the log its first claim creates.
+    use effect_ledger::ledger::{Dispatch, Ledger, LedgerConfig};
+    use effect_ledger::policy::{PolicyOptions, PolicySet, PolicySource};
+    use effect_ledger::producers::fs::write_file;
+    let base = tempfile::tempdir().unwrap();
+    let (root_path, data_path) = (base.path().join("root"), base.path().join("data"));
+    std::fs::create_dir_all(&root_path).unwrap();
+    std::fs::create_dir_all(&data_path).unwrap();
+    let data = Dir::open_ambient_dir(&data_path, ambient_authority()).unwrap();
+    let root_dir = Dir::open_ambient_dir(&root_path, ambient_authority()).unwrap();
+    let root = SealedRoot::new(root_dir, "root", "s", "o", ControlPlane::default()).unwrap();
+    let policies = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default()).unwrap();
+    let mut ledger = Ledger::open(LedgerConfig::new(data, "data", root, policies)).unwrap();
+    let run = ledger.begin_run(None);
+    let input = serde_json::json!({"path": "a.txt", "content": "hi\n"});
+    let Dispatch::Run(dispatched) = ledger.dispatch(&run, "write_file", &input, "r1") else {
+        panic!("the first write is dispatched")
+    };
+    let produced = write_file(ledger.root().dir(), "a.txt", "hi\n");
+    ledger.record(&run, &dispatched, &produced.facts).unwrap();
+    let log = data_path.join(format!("effects/{}.log", run.lineage));
+    std::fs::hard_link(&log, root_path.join("x")).unwrap();
+    let input = serde_json::json!({"path": "x", "content": "truncated\n"});
+    match ledger.dispatch(&run, "write_file", &input, "r2") {
+        Dispatch::Refused(reason) => assert!(reason.contains("hard link"), "{reason}"),
+        other => panic!("a write through a link to the log was not refused: {other:?}"),
+    }
+}
+
 // ---- ID-4: walks never enter the store -----------------------------------
 
 #[test]

@@ -189,6 +189,12 @@ impl ControlPlane {
         Self { prefix: prefix_in_root, ..Self::default() }
     }
 
+    /// Whether this guard can list the store again (made by [`Self::new`] or
+    /// [`Self::for_data_dir`]), or only knows a prefix.
+    pub fn is_anchored(&self) -> bool {
+        self.anchor.is_some()
+    }
+
     /// The store's directories as they are now (`device:inode`: the data dir,
     /// `effects/`, `effects/jobs/`, those that exist): a walk never enters
     /// them and a path never passes through them (ID-4). A store that cannot
@@ -331,6 +337,12 @@ impl SealedRoot {
     /// The guard that keeps tools out of the effect store, for walks (ID-4).
     pub fn control(&self) -> &ControlPlane {
         &self.control
+    }
+
+    /// Replaces the guard: a ledger guards its own data dir even when the
+    /// caller sealed the root without one (ID-4).
+    pub(crate) fn guard_with(&mut self, control: ControlPlane) {
+        self.control = control;
     }
 
     /// Resolves `path` beneath the root for `role` (ID-3, ID-4).

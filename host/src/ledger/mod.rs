@@ -46,7 +46,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use cap_std::fs::Dir;
 use serde_json::Value;
 
-use crate::identity::{PlacementError, SealedRoot, check_placement};
+use crate::identity::{ControlPlane, PlacementError, SealedRoot, check_placement};
 use crate::log::{
     ClaimRecord, DiskLog, LogError, Obligation, ObservationRecord, OpenMode, OpenOptionsLog, OperationRef,
     OperatorKey, OutcomeRecord, Position, ProcessesRecord, open_effects_dir, open_lineage,
@@ -216,7 +216,24 @@ impl Ledger {
         Self::unchecked(config, misplaced)
     }
 
-    fn unchecked(config: LedgerConfig, misplaced: Option<String>) -> Self {
+    fn unchecked(mut config: LedgerConfig, mut misplaced: Option<String>) -> Self {
+        // A root sealed without a guard of the store (an embedder's
+        // `ControlPlane::default()`) gets this ledger's own: the hard-link and
+        // walk guards then hold on every surface, not only the CLI's.
+        if !config.root.control().is_anchored() {
+            match ControlPlane::for_data_dir(&config.data_dir, None) {
+                Ok(control) => config.root.guard_with(control),
+                Err(error) => {
+                    misplaced.get_or_insert_with(|| {
+                        format!(
+                            "the effect store in {} could not be listed to guard it (ID-4): {error}; \
+                             check the data dir's permissions",
+                            config.data_display
+                        )
+                    });
+                }
+            }
+        }
         Self { config, logs: HashMap::new(), actions: AtomicU64::new(0), gates: HashMap::new(), misplaced }
     }
 
