@@ -420,7 +420,9 @@ fn a_keyed_session_s_log_resists_an_unkeyed_writer_and_a_rechained_forgery() {
     assert!(stderr(&forged).contains("not authenticated"), "{}", stderr(&forged));
     // What the key protects against: without it the forgery would decide.
     let fooled = decide(&[]);
-    let fooled: Value = serde_json::from_slice(&fooled.stdout).unwrap_or_default();
+    assert!(fooled.status.success(), "{}", stderr(&fooled));
+    let fooled: Value = serde_json::from_slice(&fooled.stdout).unwrap();
+    assert!(fooled["verdict"].is_string(), "{fooled:#}");
     assert_ne!(fooled["verdict"], "FAILED", "the forged check reads as passed to an unkeyed reader");
 }
 
