@@ -124,7 +124,8 @@ fn a_claim_that_cannot_be_persisted_is_blocked_and_the_file_never_touched() {
     std::fs::set_permissions(&s.data, std::fs::Permissions::from_mode(0o700)).unwrap();
     std::fs::set_permissions(s.data.join("effects"), std::fs::Permissions::from_mode(0o755)).unwrap();
     let out = s.run(&format!("{WRITE}\n"), &[]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // A blocked step makes the session exit 1: it did not do what it was asked.
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     let reports = reports(&out);
     assert_eq!(reports[0]["status"], "blocked", "{reports:?}");
     assert_eq!(reports[1]["summary"]["blocked"], 1);

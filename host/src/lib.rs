@@ -5,6 +5,7 @@
 //! evaluation as WebAssembly components with no imports. See `ARCHITECTURE.md`
 //! for the map and SPEC.md for the rules cited in comments (`POL-2`, ...).
 
+pub mod bounded;
 pub mod completion;
 pub mod digest;
 pub mod executor;

@@ -25,10 +25,13 @@ use serde_json::{Value, json};
 use effect_ledger::completion::{Recorded, Replay, ReplayError};
 use effect_ledger::digest::Sha256Digest;
 use effect_ledger::ledger::{CompleteError, Completion, Run};
-use effect_ledger::log::{DiskLog, OpenMode, OpenOptionsLog, Record, open_effects_dir, open_lineage};
+use effect_ledger::log::{
+    DiskLog, OpenMode, OpenOptionsLog, OperatorKey, Record, open_effects_dir, open_lineage,
+};
 use effect_ledger::model::{FilesystemRoot, Location, ResourceRef};
 use effect_ledger::policy::{self, EvaluatorComponent, LoadedComponent, PolicyOptions, PolicySet, World};
 
+use super::input::{read_bounded, read_key};
 use super::policy::{manifest_source, open_cache};
 use super::runtime::{bad, open_ledger};
 use super::{Failure, exit};
@@ -81,11 +84,16 @@ pub struct DecideArgs {
     /// One JSON object instead of text.
     #[arg(long)]
     json: bool,
+    /// Operator key file for a log written with HMAC-authenticated records:
+    /// its records are verified with it and the decision is recorded with
+    /// it. A keyed log is refused without it (never read as verified).
+    #[arg(long, env = "EFFECTS_LOG_KEY_FILE")]
+    key_file: Option<PathBuf>,
 }
 
 /// The run's lineage's log, opened read-only: nothing is recovered or
 /// written. A child run's records are in its lineage's log (LOG-1).
-fn read_only_log(data_dir: &Path, run: &str) -> Result<DiskLog, Failure> {
+fn read_only_log(data_dir: &Path, run: &str, key: Option<&OperatorKey>) -> Result<DiskLog, Failure> {
     let lineage = Run::parse(run).map_err(|e| bad(anyhow!(e)))?.lineage;
     let data = Dir::open_ambient_dir(data_dir, ambient_authority())
         .map_err(|e| bad(anyhow!("cannot open the data dir {}: {e}", data_dir.display())))?;
@@ -99,7 +107,7 @@ fn read_only_log(data_dir: &Path, run: &str) -> Result<DiskLog, Failure> {
     let effects = open_effects_dir(&data, &display, OpenMode::ReadOnly)
         .map_err(|e| bad(anyhow!(e)))?
         .ok_or_else(missing)?;
-    let options = OpenOptionsLog { mode: OpenMode::ReadOnly, key: None, recover: false };
+    let options = OpenOptionsLog { mode: OpenMode::ReadOnly, key: key.cloned(), recover: false };
     open_lineage(&effects, &format!("{display}/effects"), &lineage, &options)
         .map_err(|e| Failure::new(exit::PROBLEMS, e))?
         .ok_or_else(missing)
@@ -107,8 +115,12 @@ fn read_only_log(data_dir: &Path, run: &str) -> Result<DiskLog, Failure> {
 
 /// The root the run's records name, if any of its resources is a file. A
 /// child run shares its lineage's root (ID-5).
-fn recorded_root(data_dir: &Path, run: &str) -> Result<Option<FilesystemRoot>, Failure> {
-    let log = read_only_log(data_dir, run)?;
+fn recorded_root(
+    data_dir: &Path,
+    run: &str,
+    key: Option<&OperatorKey>,
+) -> Result<Option<FilesystemRoot>, Failure> {
+    let log = read_only_log(data_dir, run, key)?;
     let filesystem_root = |r: &ResourceRef| match r.location() {
         Location::Filesystem(fs) => Some(fs.root.clone()),
         _ => None,
@@ -139,7 +151,8 @@ impl DecideArgs {
         if let Some(position) = self.replay {
             return self.replay(&data_dir, position);
         }
-        let recorded = recorded_root(&data_dir, &self.run)?;
+        let key = read_key(self.key_file.as_deref())?;
+        let recorded = recorded_root(&data_dir, &self.run, key.as_ref())?;
         let root = match (&self.root, &recorded) {
             // Another root than the recorded one is refused when the run is
             // continued (ID-5, `Ledger::continue_run`).
@@ -162,7 +175,7 @@ impl DecideArgs {
                 return Err(bad(anyhow!("the run touched no files, so its root is unknown: pass --root")));
             }
         };
-        let (mut ledger, _) = open_ledger(&root, &data_dir, self.manifest.as_deref(), &[])?;
+        let (mut ledger, _) = open_ledger(&root, &data_dir, self.manifest.as_deref(), key, &[])?;
         let run = ledger.continue_run(&self.run).map_err(|e| bad(anyhow!(e)))?;
         let completion = ledger.complete(&run, &self.required, &self.answer).map_err(|error| {
             let code = match error {
@@ -186,7 +199,8 @@ impl DecideArgs {
     fn replay(&self, data_dir: &Path, position: u64) -> Result<ExitCode, Failure> {
         // Every failure before the comparison is exit 2 (3 for the
         // evaluator): exit 1 says only "re-derived, and it differs".
-        let log = read_only_log(data_dir, &self.run).map_err(|f| bad(f.error))?;
+        let key = read_key(self.key_file.as_deref())?;
+        let log = read_only_log(data_dir, &self.run, key.as_ref()).map_err(|f| bad(f.error))?;
         let recorded = Recorded::find(log.records(), position).map_err(bad)?;
         drop(log);
         let refused = |error: ReplayError| {
@@ -202,8 +216,7 @@ impl DecideArgs {
         let mut loaded;
         let evaluator: &mut EvaluatorComponent = match &self.evaluator {
             Some(file) => {
-                let bytes = std::fs::read(file)
-                    .map_err(|e| bad(anyhow!("cannot read the evaluator {}: {e}", file.display())))?;
+                let bytes = read_bounded(file, "the evaluator")?;
                 // The pin is checked on the bytes before anything parses them (POL-1).
                 recorded
                     .check_evaluator(&file.display().to_string(), &Sha256Digest::of(&bytes))

@@ -11,9 +11,10 @@ use clap::Subcommand;
 use serde_json::json;
 
 use effect_ledger::log::{
-    DiskLog, Executor, LogError, OpenMode, OpenOptionsLog, OperatorKey, Record, Storage, open_lineage,
+    DiskLog, Executor, LogError, OpenMode, OpenOptionsLog, Record, Storage, open_lineage,
 };
 
+use super::input::read_key;
 use super::{Failure, exit, open_parent};
 
 #[derive(Subcommand)]
@@ -59,15 +60,6 @@ impl LogCommand {
             LogCommand::Recover { path, key_file } => recover(&path, key_file.as_deref()),
         }
     }
-}
-
-fn read_key(key_file: Option<&Path>) -> Result<Option<OperatorKey>, Failure> {
-    let Some(path) = key_file else { return Ok(None) };
-    let bytes = std::fs::read(path)
-        .map_err(|e| Failure::new(exit::BAD_INPUT, anyhow!("key file {}: {e}", path.display())))?;
-    OperatorKey::new(bytes)
-        .map(Some)
-        .map_err(|e| Failure::new(exit::BAD_INPUT, anyhow!("key file {}: {e}", path.display())))
 }
 
 /// Opens the log at `path` (named `<run id>.log`) without recovering it.

@@ -3,6 +3,7 @@
 
 mod decide;
 mod doctor;
+mod input;
 mod log;
 mod policy;
 mod runtime;
@@ -15,7 +16,8 @@ use clap::{Parser, Subcommand};
 
 /// Exit codes other than 0 (also in `--help`).
 pub mod exit {
-    /// A check found problems (`policy verify`), or the policy returned an error.
+    /// A check found problems (`policy verify`), the policy returned an error,
+    /// or a session step was BLOCKED or NOT RECORDED.
     pub const PROBLEMS: u8 = 1;
     /// Bad input: unreadable file, malformed JSON, wrong arguments.
     pub const BAD_INPUT: u8 = 2;
@@ -54,7 +56,8 @@ impl Failure {
 pub struct Cli {
     /// Data directory (effect logs, compiled-policy cache). Default:
     /// $EFFECTS_DATA_DIR, else `.effects` beside the session's root (for
-    /// `session`) or in the current directory (for `policy`).
+    /// `session`) or in the current directory (for `policy`). It must lie
+    /// outside the root and not contain it (ID-4).
     #[arg(long, global = true, env = "EFFECTS_DATA_DIR")]
     data_dir: Option<PathBuf>,
 
@@ -62,8 +65,10 @@ pub struct Cli {
     command: Command,
 }
 
-const EXIT_CODES: &str = "Exit codes: 0 ok; 1 problems found or the policy returned an error; \
-2 bad input; 3 component refused at load; 4 call failed in the sandbox.";
+const EXIT_CODES: &str = "Exit codes: 0 ok; 1 problems found, the policy returned an error, or a \
+session step was BLOCKED or NOT RECORDED; 2 bad input (also: an input over 16 MiB, a data dir that \
+is the root, beneath it or containing it); 3 component refused at load; 4 call failed in the \
+sandbox.";
 
 #[derive(Subcommand)]
 enum Command {

@@ -9,7 +9,7 @@ use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, anyhow};
+use anyhow::anyhow;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use clap::{Subcommand, ValueEnum};
@@ -25,6 +25,7 @@ use effect_ledger::completion::vectors;
 use effect_ledger::completion::{Evaluator, evaluator_of};
 use effect_ledger::policy::NativeEvaluator;
 
+use super::input::{read_bounded, read_bounded_text};
 use super::{Failure, exit, open_parent};
 
 #[derive(Subcommand)]
@@ -141,8 +142,7 @@ impl PolicyCommand {
 }
 
 fn read_file(path: &Path) -> Result<Vec<u8>, Failure> {
-    std::fs::read(path)
-        .map_err(|e| Failure::new(exit::BAD_INPUT, anyhow!("cannot read {}: {e}", path.display())))
+    read_bounded(path, "the component")
 }
 
 fn print_json(value: &impl Serialize) {
@@ -287,12 +287,7 @@ fn run(file: &Path, call: CallArg, input: &Path, limits: SandboxLimits) -> Resul
     let options = PolicyOptions { limits, ..PolicyOptions::default() };
     let mut component =
         policy::load_unpinned(&name, world, &bytes, &options).map_err(|e| Failure::new(exit::REFUSED, e))?;
-    let text = if input == Path::new("-") {
-        std::io::read_to_string(std::io::stdin()).context("reading standard input")
-    } else {
-        std::fs::read_to_string(input).with_context(|| format!("reading {}", input.display()))
-    }
-    .map_err(|e| Failure::new(exit::BAD_INPUT, e))?;
+    let text = read_bounded_text(input, "the input")?;
     // The input is parsed inside the library (ID-1: resource refs are made
     // there only); only the answer comes back.
     let answer = policy::call_json(&mut component, call, &text).map_err(|error| match error {
@@ -315,14 +310,8 @@ fn test(
     native: bool,
     json: bool,
 ) -> Result<ExitCode, Failure> {
-    let text = std::fs::read_to_string(rules).map_err(|e| {
-        Failure::new(
-            exit::BAD_INPUT,
-            anyhow!(
-                "cannot read the rules document {}: {e}; run from the repository root or give --rules FILE",
-                rules.display()
-            ),
-        )
+    let text = read_bounded_text(rules, "the rules document").map_err(|f| {
+        Failure::new(f.code, f.error.context("run from the repository root or give --rules FILE"))
     })?;
     let table = RuleTable::parse(&text, &rules.display().to_string())
         .map_err(|e| Failure::new(exit::BAD_INPUT, anyhow!(e)))?;

@@ -1,6 +1,8 @@
 //! Opening the runtime the way `session` and `decide` share: the data dir
-//! (created `0700`), the effect store as control plane, the sealed root, the
-//! policy set (embedded or a manifest) with the compiled-component cache.
+//! (created `0700`, each new directory fsynced into its parent, LOG-3), its
+//! place checked against the root (ID-4), the effect store as control plane,
+//! the sealed root, the operator key, the policy set (embedded or a
+//! manifest) with the compiled-component cache.
 
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
@@ -11,6 +13,7 @@ use cap_std::fs::Dir;
 
 use effect_ledger::identity::{ControlPlane, SealedRoot};
 use effect_ledger::ledger::{Ledger, LedgerConfig};
+use effect_ledger::log::OperatorKey;
 use effect_ledger::policy::{PolicyOptions, PolicySet};
 use effect_ledger::producers::confine::Confinement;
 
@@ -21,14 +24,77 @@ pub(super) fn bad(error: impl Into<anyhow::Error>) -> Failure {
     Failure::new(exit::BAD_INPUT, error)
 }
 
-/// Creates `path` (and parents) `0700` if missing.
+/// Creates `path` (and missing parents) `0700`, one directory at a time,
+/// fsyncing each new directory's parent after its `mkdir` (LOG-3): a log
+/// made durable inside a directory whose own entry was never made durable
+/// can vanish with it in a crash.
 pub(super) fn private_dir(path: &Path) -> Result<(), Failure> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(path)
-        .with_context(|| format!("creating {}", path.display()))
-        .map_err(bad)
+    let absolute =
+        std::path::absolute(path).with_context(|| format!("resolving {}", path.display())).map_err(bad)?;
+    let mut missing = Vec::new();
+    let mut existing = absolute.as_path();
+    while !existing.exists() {
+        missing.push(existing);
+        existing = existing
+            .parent()
+            .ok_or_else(|| bad(anyhow::anyhow!("{} has no existing ancestor", path.display())))?;
+    }
+    for directory in missing.into_iter().rev() {
+        match std::fs::DirBuilder::new().mode(0o700).create(directory) {
+            Ok(()) => {}
+            // Another process made it meanwhile: it made its entry durable.
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(error) => {
+                return Err(bad(
+                    anyhow::Error::new(error).context(format!("creating {}", directory.display()))
+                ));
+            }
+        }
+        let parent = directory.parent().expect("a created directory has a parent");
+        std::fs::File::open(parent)
+            .and_then(|opened| opened.sync_all())
+            .with_context(|| format!("fsyncing {} after creating {}", parent.display(), directory.display()))
+            .map_err(bad)?;
+    }
+    Ok(())
+}
+
+/// ID-4 by path, before anything is created: the canonical data dir is not
+/// the canonical root, beneath it, or above it. (The library checks again by
+/// `device:inode`, which also sees bind mounts; this one can speak before
+/// the data dir exists, so a refused data dir is never created.)
+fn check_paths(root: &Path, data_dir: &Path) -> Result<(), Failure> {
+    let root =
+        root.canonicalize().with_context(|| format!("resolving the root {}", root.display())).map_err(bad)?;
+    // The data dir may not exist yet: canonicalize its nearest existing
+    // ancestor and keep the rest.
+    let absolute = std::path::absolute(data_dir).map_err(bad)?;
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        rest.push(existing.file_name().map(std::ffi::OsStr::to_owned).unwrap_or_default());
+        existing = existing.parent().unwrap_or(Path::new("/"));
+    }
+    let mut data = existing.canonicalize().map_err(bad)?;
+    data.extend(rest.iter().rev());
+    let refused = |what: &str| {
+        bad(anyhow::anyhow!(
+            "the data dir {} {what} the root {}: tools there could read and write the effect store (ID-4); \
+             give --data-dir a directory outside the root that does not contain it (e.g. beside the root)",
+            data.display(),
+            root.display()
+        ))
+    };
+    if data == root {
+        return Err(refused("is"));
+    }
+    if data.starts_with(&root) {
+        return Err(refused("lies beneath"));
+    }
+    if root.starts_with(&data) {
+        return Err(refused("contains"));
+    }
+    Ok(())
 }
 
 /// The effect store's place beneath the root, if the data dir lies there.
@@ -41,23 +107,24 @@ fn store_prefix(root: &Path, data_dir: &Path) -> Option<String> {
 /// A ledger over `root` (which must exist) with its store in `data_dir`,
 /// its commands confined where Landlock is available to the root, their
 /// private temporary directories and `allow_write` (ID-6; a path that
-/// reaches the store is refused). Returns it with the data dir's display
-/// name.
+/// reaches the store is refused), writing with the operator `key` if one
+/// is given. Returns it with the data dir's display name.
 pub(super) fn open_ledger(
     root: &Path,
     data_dir: &Path,
     manifest: Option<&Path>,
+    key: Option<OperatorKey>,
     allow_write: &[PathBuf],
 ) -> Result<(Ledger, String), Failure> {
+    check_paths(root, data_dir)?;
     private_dir(data_dir)?;
     let data = Dir::open_ambient_dir(data_dir, ambient_authority())
         .with_context(|| format!("opening the data dir {}", data_dir.display()))
         .map_err(bad)?;
     let prefix = store_prefix(root, data_dir).map(|p| format!("{p}/effects"));
-    let control = match data.open_dir("effects") {
-        Ok(store) => ControlPlane::new(&store, prefix).map_err(bad)?,
-        Err(_) => ControlPlane::without_files(prefix),
-    };
+    let control = ControlPlane::for_data_dir(&data, prefix)
+        .with_context(|| format!("listing the effect store in {}", data_dir.display()))
+        .map_err(bad)?;
     let root_dir = Dir::open_ambient_dir(root, ambient_authority())
         .with_context(|| format!("opening the root {}", root.display()))
         .map_err(bad)?;
@@ -70,6 +137,7 @@ pub(super) fn open_ledger(
         PolicySet::load(&manifest_source(manifest)?, &options).map_err(|e| Failure::new(exit::REFUSED, e))?;
     let display_data = data_dir.display().to_string();
     let confine = Confinement::detect().allow_write(allow_write, &data).map_err(bad)?;
-    let config = LedgerConfig { confine, ..LedgerConfig::new(data, &display_data, sealed, policies) };
-    Ok((Ledger::new(config), display_data))
+    let config = LedgerConfig { confine, key, ..LedgerConfig::new(data, &display_data, sealed, policies) };
+    let ledger = Ledger::open(config).map_err(|e| bad(anyhow::anyhow!("{e} (give --data-dir elsewhere)")))?;
+    Ok((ledger, display_data))
 }

@@ -611,7 +611,8 @@ pub fn load(dir: &Path) -> Result<Vec<(PathBuf, Vector)>, String> {
         .into_iter()
         .map(|name| {
             let path = dir.join(&name);
-            let text = opened.read_to_string(&name).map_err(|e| format!("{}: {e}", path.display()))?;
+            let text = crate::bounded::read_to_string(&opened, &name)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
             let vector: Vector = serde_json::from_str(&text)
                 .map_err(|e| format!("{}: not a valid vector: {e}", path.display()))?;
             Ok((path, vector))

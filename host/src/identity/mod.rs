@@ -24,9 +24,14 @@
 mod open;
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use cap_std::fs::{Dir, MetadataExt};
 use sha2::{Digest, Sha256};
+
+mod placement;
+
+pub use placement::{PlacementError, check_placement};
 
 use crate::model::{FilesystemLocation, FilesystemRoot, Location, ResourceRef, ResourceRole};
 
@@ -88,12 +93,81 @@ pub enum IdentityError {
 }
 
 /// What the effect store looks like from a root: where it is beneath it (if
-/// it is), and the inodes of its files on its device, listed once (ID-4).
+/// it is), the `device:inode` of its files, listed once, and a handle to list
+/// them again (ID-4).
+///
+/// The listing made at start cannot know a file created, or a hard link
+/// made, during the run: a multiply linked candidate on the store's device
+/// that is not in it triggers a fresh flat listing of the store (and `jobs/`)
+/// before it is admitted. So the cost stays with multiply linked files on
+/// that device, and never grows with accumulated runs beyond one listing.
 #[derive(Debug, Clone, Default)]
 pub struct ControlPlane {
     prefix: Option<String>,
-    device: u64,
-    inodes: HashSet<u64>,
+    listed: Listing,
+    anchor: Option<Anchor>,
+}
+
+/// Where a fresh listing starts.
+#[derive(Debug, Clone)]
+enum Anchor {
+    /// The data dir, whose `effects/` may not exist yet.
+    DataDir(Arc<Dir>),
+    /// The store directory itself (`DATA_DIR/effects`).
+    Store(Arc<Dir>),
+}
+
+/// The store's directories and files, each as `(device, inode)`.
+#[derive(Debug, Clone, Default)]
+struct Listing {
+    directories: HashSet<(u64, u64)>,
+    files: HashSet<(u64, u64)>,
+}
+
+fn identity_of(metadata: &cap_std::fs::Metadata) -> (u64, u64) {
+    (metadata.dev(), metadata.ino())
+}
+
+impl Listing {
+    /// The store's directory and its `jobs/`, flat: every regular file.
+    fn add_store(&mut self, store: &Dir) -> std::io::Result<()> {
+        let list = |dir: &Dir, listing: &mut Listing| -> std::io::Result<()> {
+            listing.directories.insert(identity_of(&dir.dir_metadata()?));
+            for entry in dir.entries()? {
+                let metadata = entry?.metadata()?;
+                if metadata.is_file() {
+                    listing.files.insert(identity_of(&metadata));
+                }
+            }
+            Ok(())
+        };
+        list(store, self)?;
+        match store.open_dir("jobs") {
+            Ok(jobs) => list(&jobs, self),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
+
+    fn of(anchor: &Anchor) -> std::io::Result<Self> {
+        let mut listing = Listing::default();
+        match anchor {
+            Anchor::Store(store) => listing.add_store(store)?,
+            Anchor::DataDir(data) => {
+                listing.directories.insert(identity_of(&data.dir_metadata()?));
+                match data.open_dir("effects") {
+                    Ok(store) => listing.add_store(&store)?,
+                    Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(error) => return Err(error),
+                }
+            }
+        }
+        Ok(listing)
+    }
+
+    fn on_device(&self, device: u64) -> bool {
+        self.directories.iter().any(|(d, _)| *d == device)
+    }
 }
 
 impl ControlPlane {
@@ -101,35 +175,42 @@ impl ControlPlane {
     /// dir lies beneath the root, its normalized path relative to the root.
     /// The store's files and its background jobs' files (`jobs/`) are listed.
     pub fn new(store: &Dir, prefix_in_root: Option<String>) -> std::io::Result<Self> {
-        let device = store.dir_metadata()?.dev();
-        let mut inodes = HashSet::new();
-        let mut list = |dir: &Dir| -> std::io::Result<()> {
-            for entry in dir.entries()? {
-                let metadata = entry?.metadata()?;
-                if metadata.is_file() {
-                    inodes.insert(metadata.ino());
-                }
-            }
-            Ok(())
-        };
-        list(store)?;
-        match store.open_dir("jobs") {
-            Ok(jobs) => list(&jobs)?,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-            Err(error) => return Err(error),
-        }
-        Ok(Self { prefix: prefix_in_root, device, inodes })
+        Self::anchored(Anchor::Store(Arc::new(store.try_clone()?)), prefix_in_root)
     }
 
-    /// A guard for a store that has no files yet (nothing to alias), only its
-    /// place beneath the root, if it has one.
+    /// A guard from the data dir, whose `effects/` need not exist yet: what a
+    /// ledger that creates its first log during the run needs, since that
+    /// log is listed when a candidate could alias it.
+    pub fn for_data_dir(data_dir: &Dir, prefix_in_root: Option<String>) -> std::io::Result<Self> {
+        Self::anchored(Anchor::DataDir(Arc::new(data_dir.try_clone()?)), prefix_in_root)
+    }
+
+    fn anchored(anchor: Anchor, prefix: Option<String>) -> std::io::Result<Self> {
+        Ok(Self { prefix, listed: Listing::of(&anchor)?, anchor: Some(anchor) })
+    }
+
+    /// A guard for a store that has no files and no handle to list (nothing to
+    /// alias), only its place beneath the root, if it has one.
     pub fn without_files(prefix_in_root: Option<String>) -> Self {
-        Self { prefix: prefix_in_root, device: u64::MAX, inodes: HashSet::new() }
+        Self { prefix: prefix_in_root, ..Self::default() }
     }
 
-    /// Adds a store file created after the listing (a new lineage's log).
-    pub fn remember(&mut self, inode: u64) {
-        self.inodes.insert(inode);
+    /// Whether this guard can list the store again (made by [`Self::new`] or
+    /// [`Self::for_data_dir`]), or only knows a prefix.
+    pub fn is_anchored(&self) -> bool {
+        self.anchor.is_some()
+    }
+
+    /// The store's directories as they are now (`device:inode`: the data dir,
+    /// `effects/`, `effects/jobs/`, those that exist): a walk never enters
+    /// them and a path never passes through them (ID-4). A store that cannot
+    /// be listed now is known by its listing at start.
+    pub fn store_directories(&self) -> HashSet<(u64, u64)> {
+        let mut directories = self.listed.directories.clone();
+        if let Some(fresh) = self.anchor.as_ref().and_then(|anchor| Listing::of(anchor).ok()) {
+            directories.extend(fresh.directories);
+        }
+        directories
     }
 
     fn check_prefix(&self, path: &str, relative: &str) -> Result<(), IdentityError> {
@@ -144,14 +225,45 @@ impl ControlPlane {
         Ok(())
     }
 
-    fn check_alias(&self, path: &str, device: u64, inode: u64, links: u64) -> Result<(), IdentityError> {
-        if links > 1 && device == self.device && self.inodes.contains(&inode) {
+    fn check_directory(
+        &self,
+        path: &str,
+        at: &str,
+        identity: (u64, u64),
+        store: &HashSet<(u64, u64)>,
+    ) -> Result<(), IdentityError> {
+        if store.contains(&identity) {
             return Err(IdentityError::ControlPlane {
                 path: path.into(),
-                reason: "it is a hard link to a file of the effect store".into(),
+                reason: format!("{at:?} is a directory of the effect store (another name for it)"),
             });
         }
         Ok(())
+    }
+
+    fn check_alias(&self, path: &str, device: u64, inode: u64, links: u64) -> Result<(), IdentityError> {
+        if links <= 1 {
+            return Ok(());
+        }
+        let refused = |reason: &str| IdentityError::ControlPlane { path: path.into(), reason: reason.into() };
+        let alias = "it is a hard link to a file of the effect store";
+        if self.listed.files.contains(&(device, inode)) {
+            return Err(refused(alias));
+        }
+        // Not in the listing made at start: it may be a file created (or a
+        // link made) since. List again, now, if it could be on the store's
+        // device at all.
+        let Some(anchor) = &self.anchor else { return Ok(()) };
+        if !self.listed.on_device(device) {
+            return Ok(());
+        }
+        match Listing::of(anchor) {
+            Ok(fresh) if fresh.files.contains(&(device, inode)) => Err(refused(alias)),
+            Ok(_) => Ok(()),
+            Err(error) => Err(refused(&format!(
+                "it has {links} links and the effect store could not be listed to rule out an alias ({error})"
+            ))),
+        }
     }
 }
 
@@ -228,12 +340,26 @@ impl SealedRoot {
         &self.dir
     }
 
+    /// The guard that keeps tools out of the effect store, for walks (ID-4).
+    pub fn control(&self) -> &ControlPlane {
+        &self.control
+    }
+
+    /// Replaces the guard: a ledger guards its own data dir even when the
+    /// caller sealed the root without one (ID-4).
+    pub(crate) fn guard_with(&mut self, control: ControlPlane) {
+        self.control = control;
+    }
+
     /// Resolves `path` beneath the root for `role` (ID-3, ID-4).
     pub fn resolve(&self, path: &str, role: ResourceRole) -> Result<Resolved, IdentityError> {
         let parts = normalize(path)?;
         let relative = parts.join("/");
         self.control.check_prefix(path, &relative)?;
         let io = |source: std::io::Error| IdentityError::Io { path: path.into(), source };
+        // A directory of the store reached by another name (a bind mount
+        // beneath the root) is refused like its path would be (ID-4).
+        let store = self.control.store_directories();
         // The ancestor chain: device:inode of every directory from the root to
         // the parent, the root included.
         let mut chain = Sha256::new();
@@ -252,7 +378,10 @@ impl SealedRoot {
                 Ok(metadata) if !metadata.is_dir() => {
                     return Err(IdentityError::NotADirectory { path: path.into(), at: prefix });
                 }
-                Ok(metadata) => chain.update(format!("{}:{};", metadata.dev(), metadata.ino())),
+                Ok(metadata) => {
+                    self.control.check_directory(path, &prefix, (metadata.dev(), metadata.ino()), &store)?;
+                    chain.update(format!("{}:{};", metadata.dev(), metadata.ino()));
+                }
                 Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
                     // Missing directories are part of the location, not of the
                     // chain: the chain names what exists.
@@ -271,6 +400,14 @@ impl SealedRoot {
                     return Err(IdentityError::Symlink { path: path.into(), at: relative });
                 }
                 Ok(metadata) => {
+                    if metadata.is_dir() {
+                        self.control.check_directory(
+                            path,
+                            &relative,
+                            (metadata.dev(), metadata.ino()),
+                            &store,
+                        )?;
+                    }
                     self.control.check_alias(path, metadata.dev(), metadata.ino(), metadata.nlink())?;
                     Some((metadata.dev(), metadata.ino()))
                 }

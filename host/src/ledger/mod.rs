@@ -48,7 +48,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use cap_std::fs::Dir;
 use serde_json::Value;
 
-use crate::identity::SealedRoot;
+use crate::identity::{ControlPlane, PlacementError, SealedRoot, check_placement};
 use crate::log::{
     ClaimRecord, DiskLog, LogError, Obligation, ObservationRecord, OpenMode, OpenOptionsLog, OperationRef,
     OperatorKey, OutcomeRecord, Position, ProcessesRecord, open_effects_dir, open_lineage,
@@ -180,6 +180,9 @@ pub struct Ledger {
     /// Gates of started jobs whose RUNNING outcome is not yet durable, by
     /// launch generation (`jobs.rs`).
     gates: HashMap<u64, crate::producers::supervisor::Gate>,
+    /// Why the data dir may not serve this root (ID-4), if it may not: then
+    /// every call is refused.
+    misplaced: Option<String>,
 }
 
 /// The host's own outcome when the settle policy fails: exit status only
@@ -197,10 +200,50 @@ fn conservative_outcome(facts: &ProducerFacts) -> Outcome {
 }
 
 impl Ledger {
-    /// A ledger over `config`. Opens nothing yet: files appear with the first
-    /// claim.
+    /// A ledger over `config`, refused when its data dir is the root, lies
+    /// beneath it or contains it (ID-4): what a surface calls at start, so
+    /// the operator hears it before any step. Opens nothing yet: files appear
+    /// with the first claim.
+    pub fn open(config: LedgerConfig) -> Result<Self, PlacementError> {
+        check_placement(config.root.dir(), &config.root.root().path, &config.data_dir, &config.data_display)?;
+        Ok(Self::unchecked(config, None))
+    }
+
+    /// A ledger over `config` for a surface that does not check at start:
+    /// the placement is checked here too (ID-4), and a data dir that may not
+    /// serve this root refuses every call with why, so no surface can run
+    /// a tool with the store in its reach. Prefer [`Ledger::open`].
     pub fn new(config: LedgerConfig) -> Self {
-        Self { config, logs: HashMap::new(), actions: AtomicU64::new(0), gates: HashMap::new() }
+        let misplaced = check_placement(
+            config.root.dir(),
+            &config.root.root().path,
+            &config.data_dir,
+            &config.data_display,
+        )
+        .err()
+        .map(|error| error.to_string());
+        Self::unchecked(config, misplaced)
+    }
+
+    fn unchecked(mut config: LedgerConfig, mut misplaced: Option<String>) -> Self {
+        // A root sealed without a guard of the store (an embedder's
+        // `ControlPlane::default()`) gets this ledger's own: the hard-link and
+        // walk guards then hold on every surface, not only the CLI's.
+        if !config.root.control().is_anchored() {
+            match ControlPlane::for_data_dir(&config.data_dir, None) {
+                Ok(control) => config.root.guard_with(control),
+                Err(error) => {
+                    misplaced.get_or_insert_with(|| {
+                        format!(
+                            "the effect store in {} could not be listed to guard it (ID-4): {error}; \
+                             check the data dir's permissions",
+                            config.data_display
+                        )
+                    });
+                }
+            }
+        }
+        Self { config, logs: HashMap::new(), actions: AtomicU64::new(0), gates: HashMap::new(), misplaced }
     }
 
     /// The sealed root.
@@ -336,6 +379,9 @@ impl Ledger {
         request_id: &str,
         executor: crate::log::Executor,
     ) -> Dispatch {
+        if let Some(misplaced) = &self.misplaced {
+            return Dispatch::Refused(misplaced.clone());
+        }
         let mut bound = match bind::bind(&self.config.root, tool, input, request_id, self.config.read_cap) {
             Ok(bound) => bound,
             Err(error) => return Dispatch::Refused(error.to_string()),

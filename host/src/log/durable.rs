@@ -62,11 +62,50 @@ pub fn create_new(dir: &Dir, display: &str, name: &str, bytes: &[u8]) -> Result<
     sync_dir(dir, display).map(|()| true)
 }
 
-/// Reads `name` whole; `Ok(None)` when it does not exist.
+/// The largest control-plane file [`read`] accepts: a launch index entry or
+/// a job record is a few hundred bytes; anything near this is not ours.
+pub const READ_BOUND: u64 = 1 << 20;
+
+/// Reads `name` whole; `Ok(None)` when it does not exist. Opened
+/// `O_NOFOLLOW|O_NONBLOCK` and checked on the descriptor like a log (LOG-1,
+/// ID-4): a regular file with exactly one name, at most [`READ_BOUND`]
+/// bytes. A second name would let a tool's write through it (or a planted
+/// link to another run's entry) decide which claim a job settles.
 pub fn read(dir: &Dir, display: &str, name: &str) -> Result<Option<Vec<u8>>, LogError> {
-    match dir.read(name) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(error) => Err(io(format!("{display}/{name}"), "read")(error)),
+    use std::io::Read;
+    let path = format!("{display}/{name}");
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let fd = match rustix::fs::openat(dir, name, flags, Mode::empty()) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT) => return Ok(None),
+        Err(rustix::io::Errno::LOOP) => {
+            return Err(LogError::Refused {
+                path,
+                reason: "it is a symlink; control-plane files are regular files".into(),
+            });
+        }
+        Err(errno) => return Err(io(path, "open")(errno.into())),
+    };
+    let stat = rustix::fs::fstat(&fd).map_err(|e| io(path.clone(), "fstat")(e.into()))?;
+    if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::RegularFile {
+        return Err(LogError::Refused { path, reason: "not a regular file".into() });
     }
+    if stat.st_nlink != 1 {
+        return Err(LogError::Refused {
+            path,
+            reason: format!(
+                "it has {} hard links; a control-plane file must have exactly one name (ID-4)",
+                stat.st_nlink
+            ),
+        });
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::from(fd).take(READ_BOUND + 1).read_to_end(&mut bytes).map_err(io(path.clone(), "read"))?;
+    if bytes.len() as u64 > READ_BOUND {
+        return Err(LogError::Refused {
+            path,
+            reason: format!("larger than {READ_BOUND} bytes; not a control-plane file"),
+        });
+    }
+    Ok(Some(bytes))
 }

@@ -150,6 +150,14 @@ pub fn encode(
     (line, check)
 }
 
+/// Decodes 64 lower-case hex characters, the only spelling `encode` writes.
+/// `hex` also accepts upper case, which would give one record two spellings
+/// that both verify: a line that is not byte for byte what the writer wrote
+/// must not pass as intact.
+fn lower_hex_32(text: &str, out: &mut [u8; 32]) -> bool {
+    text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) && hex::decode_to_slice(text, out).is_ok()
+}
+
 /// Decodes one line (without its `\n`) that must sit at `expected` after a
 /// record whose check was `prev`.
 pub fn decode(
@@ -165,11 +173,17 @@ pub fn decode(
     match (envelope.auth, key) {
         (None, Some(_)) => {
             return Err(FrameError::Auth(
-                "record is not authenticated, but an operator key was given".into(),
+                "record is not authenticated, but an operator key was given: a log is keyed from its first \
+                 record or never; use it without the key, or start a new run with it"
+                    .into(),
             ));
         }
         (Some(Auth::HmacSha256), None) => {
-            return Err(FrameError::Auth("record is authenticated with an operator key; supply it".into()));
+            return Err(FrameError::Auth(
+                "this log is keyed: its records are authenticated with an operator key; give --key-file \
+                 (or $EFFECTS_LOG_KEY_FILE)"
+                    .into(),
+            ));
         }
         _ => {}
     }
@@ -178,7 +192,7 @@ pub fn decode(
     let mut check = [0u8; 32];
     let well_formed = line.len() > CHECK_SUFFIX_LEN
         && line.ends_with(b"\"}")
-        && hex::decode_to_slice(&envelope.check, &mut check).is_ok()
+        && lower_hex_32(&envelope.check, &mut check)
         && line[line.len() - CHECK_SUFFIX_LEN..].starts_with(br#","check":""#);
     if !well_formed {
         return Err(FrameError::Checksum);
@@ -192,7 +206,7 @@ pub fn decode(
         return Err(FrameError::Position { expected, found: envelope.position });
     }
     let mut chained = [0u8; 32];
-    if hex::decode_to_slice(&envelope.prev, &mut chained).is_err() || &chained != prev {
+    if !lower_hex_32(&envelope.prev, &mut chained) || &chained != prev {
         return Err(FrameError::Chain);
     }
     Ok(Framed { position: envelope.position, run_id: envelope.run_id, record: envelope.record, check })
@@ -252,6 +266,24 @@ mod tests {
             decode(&plain[..plain.len() - 1], 0, &GENESIS, Some(&key)),
             Err(FrameError::Auth(_))
         ));
+    }
+
+    #[test]
+    fn upper_case_hex_in_check_or_prev_does_not_verify() {
+        let (first, check0) = encode(0, "run", &sample_record(), &GENESIS, None);
+        let (second, _) = encode(1, "run", &sample_record(), &check0, None);
+        let text = String::from_utf8(second[..second.len() - 1].to_vec()).unwrap();
+        let check = hex::encode(decode(text.as_bytes(), 1, &check0, None).unwrap().check);
+        let upper_check = text.replace(&check, &check.to_uppercase());
+        assert_ne!(upper_check, text, "the check must hold a letter to change case");
+        assert_eq!(decode(upper_check.as_bytes(), 1, &check0, None), Err(FrameError::Checksum));
+        let prev = hex::encode(check0);
+        let upper_prev = text.replacen(&prev, &prev.to_uppercase(), 1);
+        assert_ne!(upper_prev, text);
+        // The prev field is inside the checksummed body: a changed spelling
+        // fails the checksum before the chain is compared.
+        assert!(decode(upper_prev.as_bytes(), 1, &check0, None).is_err());
+        assert!(decode(&first[..first.len() - 1], 0, &GENESIS, None).is_ok());
     }
 
     #[test]

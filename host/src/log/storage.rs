@@ -112,7 +112,15 @@ impl Storage for DiskFile {
             LockKind::Shared => FlockOperation::LockShared,
             LockKind::Exclusive => FlockOperation::LockExclusive,
         };
-        Ok(flock(&self.file, operation)?)
+        // A signal delivered while blocked in flock(2) interrupts it with
+        // EINTR even under SA_RESTART on some kernels' paths; the lock was not
+        // taken, so ask again rather than fail the append.
+        loop {
+            match flock(&self.file, operation) {
+                Err(rustix::io::Errno::INTR) => continue,
+                result => return Ok(result?),
+            }
+        }
     }
 
     fn unlock(&self) -> io::Result<()> {
@@ -120,10 +128,11 @@ impl Storage for DiskFile {
     }
 
     fn preserve_broken(&mut self, bytes: &[u8]) -> io::Result<()> {
-        use cap_std::fs::OpenOptions;
+        use cap_std::fs::{OpenOptions, OpenOptionsExt};
         use std::io::Write;
         let mut options = OpenOptions::new();
-        options.append(true).create(true);
+        // The cut bytes are log records: as private as the log itself (0600).
+        options.append(true).create(true).mode(0o600);
         let mut broken = self.directory.open_with(&self.broken_name, &options)?;
         broken.write_all(bytes)?;
         broken.sync_all()

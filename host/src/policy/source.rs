@@ -47,9 +47,10 @@ impl PolicySource {
         let manifest_error = |message: String| PolicyError::Manifest { path: self.describe(), message };
         let text = match self {
             PolicySource::Shipped => Cow::Borrowed(shipped::MANIFEST),
-            PolicySource::Directory { dir, manifest_file, .. } => {
-                Cow::Owned(dir.read_to_string(manifest_file).map_err(|e| manifest_error(e.to_string()))?)
-            }
+            PolicySource::Directory { dir, manifest_file, .. } => Cow::Owned(
+                crate::bounded::read_to_string(dir, manifest_file)
+                    .map_err(|e| manifest_error(e.to_string()))?,
+            ),
         };
         Manifest::parse(&text).map_err(manifest_error)
     }
@@ -72,7 +73,9 @@ impl PolicySource {
                         "not embedded in this binary",
                     ))
                 }),
-            PolicySource::Directory { dir, .. } => dir.read(&entry.file).map(Cow::Owned).map_err(read_error),
+            PolicySource::Directory { dir, .. } => {
+                crate::bounded::read(dir, &entry.file).map(Cow::Owned).map_err(read_error)
+            }
         }
     }
 }

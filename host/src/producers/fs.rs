@@ -13,12 +13,12 @@
 
 use std::io::{Read as _, Write};
 
-use cap_std::fs::Dir;
+use cap_std::fs::{Dir, MetadataExt};
 use effects_fs_transform::{PatchOp, apply_edit, apply_hunks, parse_patch, unwrap_fence};
 
 use super::Produced;
 use crate::digest::Sha256Digest;
-use crate::identity::{Opener, SealedRoot, Target, normalize, open_found};
+use crate::identity::{ControlPlane, Opener, SealedRoot, Target, normalize, open_found};
 use crate::model::Coverage;
 
 /// What a write did.
@@ -252,10 +252,13 @@ pub fn ls(root: &SealedRoot, target: &Target) -> Produced<Found> {
 }
 
 /// Files beneath `start` (relative paths), depth first, sorted per directory,
-/// never following symlinks and skipping FIFOs, sockets and devices (by the
-/// entry's type: nothing is opened to find out); at most [`SEARCH_LIMIT`]
+/// never following symlinks, skipping FIFOs, sockets and devices (by the
+/// entry's type: nothing is opened to find out), and never entering a
+/// directory of the effect store (`store`, by `device:inode`, ID-4: its logs
+/// and job output are not the agent's to read); at most [`SEARCH_LIMIT`]
 /// entries visited.
-fn walk(root: &Dir, start: &str) -> std::io::Result<(Vec<String>, bool)> {
+fn walk(root: &Dir, store: &ControlPlane, start: &str) -> std::io::Result<(Vec<String>, bool)> {
+    let store = store.store_directories();
     let mut files = Vec::new();
     let mut pending = vec![start.trim_end_matches('/').to_owned()];
     let mut visited = 0usize;
@@ -277,7 +280,11 @@ fn walk(root: &Dir, start: &str) -> std::io::Result<(Vec<String>, bool)> {
             }
             let path =
                 if directory.is_empty() || directory == "." { name } else { format!("{directory}/{name}") };
-            if is_dir { pending.push(path) } else { files.push(path) }
+            if !is_dir {
+                files.push(path);
+            } else if !root.symlink_metadata(&path).is_ok_and(|m| store.contains(&(m.dev(), m.ino()))) {
+                pending.push(path);
+            }
         }
     }
     files.sort();
@@ -301,7 +308,7 @@ pub fn glob(root: &SealedRoot, target: &Target, pattern: &str) -> Produced<Found
         Ok(path) => path,
         Err(message) => return Produced::failure(message, false),
     };
-    match walk(root.dir(), path) {
+    match walk(root.dir(), root.control(), path) {
         Err(error) => Produced::failure(format!("{path}: {error}"), false),
         Ok((files, truncated)) => {
             let base = path.trim_end_matches('/');
@@ -330,7 +337,7 @@ pub fn grep(root: &SealedRoot, target: &Target, pattern: &str) -> Produced<Found
         Ok(path) => path,
         Err(message) => return Produced::failure(message, false),
     };
-    let (files, mut truncated) = match walk(root.dir(), path) {
+    let (files, mut truncated) = match walk(root.dir(), root.control(), path) {
         Ok(found) => found,
         Err(error) => return Produced::failure(format!("{path}: {error}"), false),
     };

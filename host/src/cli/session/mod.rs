@@ -10,7 +10,6 @@
 
 mod script;
 
-use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -29,6 +28,7 @@ use effect_ledger::producers::process::ProcessRequest;
 
 use super::Failure;
 use super::decide::{decision_json, describe_decision};
+use super::input::{read_bounded_text, read_key};
 use super::runtime::{bad, open_ledger};
 
 /// Arguments of `effects session`.
@@ -49,7 +49,10 @@ the embedding runtime, facts given in `reported`): external {server, tool, argum
 and owned_read {collection, record, revision, attachments}, browser {action: session_info, session}; \
 browser page actions are refused. `complete` decides the run so far: \
 COMPLETED, FAILED, BLOCKED or UNVERIFIED, with the disclosures the answer must carry. The whole \
-script is validated first: a bad line exits 2 naming it, and nothing runs.")]
+script is validated first: a bad line exits 2 naming it, and nothing runs (so does a script larger \
+than 16 MiB). Exit 1 when any step was BLOCKED (its claim could not be made durable, so it never ran) \
+or ran but was NOT RECORDED; refused steps and the verdict of `complete` do not change the exit \
+status. The data dir must lie outside the root and not contain it (exit 2 otherwise).")]
 pub struct SessionArgs {
     /// The directory the tools work beneath (a sealed root; created if missing).
     #[arg(long)]
@@ -81,24 +84,14 @@ pub struct SessionArgs {
     /// lies beneath the data dir is refused.
     #[arg(long, value_name = "PATH")]
     allow_write: Vec<PathBuf>,
-    /// The script file, or `-` for standard input.
+    /// Operator key file: the run's records are written HMAC-authenticated
+    /// with it. A keyed log refuses appends without its key, and an unkeyed
+    /// log refuses a key (a log is keyed from its first record or never).
+    #[arg(long, env = "EFFECTS_LOG_KEY_FILE")]
+    key_file: Option<PathBuf>,
+    /// The script file, or `-` for standard input (at most 16 MiB).
     #[arg(default_value = "-")]
     script: PathBuf,
-}
-
-fn read_script(path: &Path) -> Result<String, Failure> {
-    if path == Path::new("-") {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .context("reading the script from standard input")
-            .map_err(bad)?;
-        Ok(text)
-    } else {
-        std::fs::read_to_string(path)
-            .with_context(|| format!("reading the script {}", path.display()))
-            .map_err(bad)
-    }
 }
 
 /// A job's lifecycle for the agent, with the tail of its output.
@@ -436,10 +429,11 @@ fn stale_since(ledger: &mut Ledger, run: &Run, at: Option<u64>) -> Option<String
 
 impl SessionArgs {
     pub fn run(self, data_dir: Option<PathBuf>) -> Result<ExitCode, Failure> {
-        let steps = script::parse(&read_script(&self.script)?).map_err(|(line, message)| {
-            let place = if line == 0 { String::new() } else { format!(" line {line}") };
-            bad(anyhow!("script{place}: {message}; nothing was run"))
-        })?;
+        let steps =
+            script::parse(&read_bounded_text(&self.script, "the script")?).map_err(|(line, message)| {
+                let place = if line == 0 { String::new() } else { format!(" line {line}") };
+                bad(anyhow!("script{place}: {message}; nothing was run"))
+            })?;
         if !self.root.exists() {
             std::fs::create_dir_all(&self.root)
                 .with_context(|| format!("creating root {}", self.root.display()))
@@ -450,8 +444,13 @@ impl SessionArgs {
             let parent = self.root.canonicalize().ok().and_then(|r| r.parent().map(Path::to_path_buf));
             parent.unwrap_or_else(|| PathBuf::from(".")).join(".effects")
         });
-        let (mut ledger, display_data) =
-            open_ledger(&self.root, &data_dir, self.manifest.as_deref(), &self.allow_write)?;
+        let (mut ledger, display_data) = open_ledger(
+            &self.root,
+            &data_dir,
+            self.manifest.as_deref(),
+            read_key(self.key_file.as_deref())?,
+            &self.allow_write,
+        )?;
         let run = match (&self.run, &self.child_of, &self.new_run) {
             (Some(id), _, _) => ledger.continue_run(id),
             (None, Some(parent), name) => ledger.continue_run(parent).and_then(|parent| match name {
@@ -576,12 +575,28 @@ impl SessionArgs {
                 run.id
             );
         }
+        // A session that could not do what it was asked does not exit 0: a
+        // caller that reads only the status must not take BLOCKED steps (their
+        // claims were never durable, so they never ran) or unrecorded ones
+        // for work done.
+        let mut problems = false;
+        if tally.blocked > 0 {
+            eprintln!(
+                "effects: {} step(s) were BLOCKED: their claims could not be made durable, so they never \
+                 ran; fix the data dir (space, permissions, `effects log recover`) and run them again",
+                tally.blocked
+            );
+            problems = true;
+        }
         if tally.not_recorded > 0 {
             eprintln!(
                 "effects: {} step(s) ran but what they did was NOT RECORDED; the log holds their claims \
                  unsettled, and no decision may rely on them",
                 tally.not_recorded
             );
+            problems = true;
+        }
+        if problems {
             return Ok(ExitCode::from(super::exit::PROBLEMS));
         }
         Ok(ExitCode::SUCCESS)
