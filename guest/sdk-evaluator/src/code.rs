@@ -141,7 +141,8 @@ mod tests {
         assert_eq!(ClaimFlags::PROCESSES.bits(), 1 << 3, "processes (2.0.0) follows the older bits");
         assert_eq!(ClaimFlags::from_code(ClaimFlags::all().bits()), Some(ClaimFlags::all()));
         assert_eq!(ClaimFlags::UNBOUND.bits(), 1 << 4, "unbound (2.0.0) follows processes");
-        assert_eq!(ClaimFlags::from_code(1 << 5), None, "claim-flags has five");
+        assert_eq!(ClaimFlags::UNCONFINED.bits(), 1 << 5, "unconfined (2.0.0, ID-6) follows unbound");
+        assert_eq!(ClaimFlags::from_code(1 << 6), None, "claim-flags has six");
         assert_eq!(VerifierFlags::from_code(1 << 1), None, "verifier-flags has one");
         assert_eq!(OutcomeFlags::from_code(OutcomeFlags::all().bits()), Some(OutcomeFlags::all()));
         assert_eq!(ResourceFlags::from_code(1 << 2), None);
