@@ -72,9 +72,16 @@ fn evaluator_entry(s: &Session) -> PathBuf {
     entry_of(s, &shipped("evaluate.wasm"))
 }
 
-/// The evaluator digest the last decision of the run's log was recorded under.
+/// The evaluator digest the last decision was recorded under: the last
+/// record of the log written last (each `decide` is a new run, with a log of
+/// its own; names and directory order say nothing of which came last).
 fn recorded_evaluator(s: &Session) -> String {
-    let last = log_records(&s.logs().pop().unwrap()).pop().unwrap();
+    let newest = s
+        .logs()
+        .into_iter()
+        .max_by_key(|log| std::fs::metadata(log).and_then(|m| m.modified()).unwrap())
+        .expect("a decision was recorded");
+    let last = log_records(&newest).pop().unwrap();
     last["record"]["decision"]["evaluator"]["sha256"].as_str().unwrap().to_owned()
 }
 
