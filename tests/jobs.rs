@@ -280,3 +280,42 @@ fn a_job_record_pointing_at_another_launch_settles_nothing() {
     let kill = dispatched(&mut ledger, &run, "bg_job", json!({ "job": second, "action": "kill" }));
     ledger.job_action(&kill);
 }
+
+#[test]
+fn a_job_output_file_replaced_by_a_fifo_or_a_link_reads_as_no_output_and_never_hangs() {
+    let place = Place::new();
+    let mut ledger = place.ledger();
+    let run = ledger.begin_run(None);
+    let (job, _) = launch(&mut ledger, &run, "echo visible");
+    let read = json!({ "job": job, "action": "status" });
+    wait_until(|| {
+        let d = dispatched(&mut ledger, &run, "bg_job", read.clone());
+        ledger.job_action(&d).facts.job_state == Some(JobLifecycle::Exited)
+    });
+    let d = dispatched(&mut ledger, &run, "bg_job", read.clone());
+    assert_eq!(ledger.job_output(&d, 4096).trim_end(), "visible", "the real output is read");
+
+    // A second name for the output file: refused like every store file (ID-4).
+    let out = job_file(&place, &job, "out");
+    let other = place.base.path().join("elsewhere.out");
+    std::fs::hard_link(&out, &other).unwrap();
+    assert_eq!(ledger.job_output(&d, 4096), "", "a multiply linked output file is not read");
+    std::fs::remove_file(&other).unwrap();
+
+    // A FIFO in its place: an open for reading would block forever without
+    // O_NONBLOCK; the read must come back at once with nothing.
+    std::fs::remove_file(&out).unwrap();
+    let status = std::process::Command::new("mkfifo").arg(&out).status().unwrap();
+    assert!(status.success());
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::scope(|scope| {
+        scope.spawn(|| sender.send(ledger.job_output(&d, 4096)).unwrap());
+        let output = receiver.recv_timeout(Duration::from_secs(10));
+        if output.is_err() {
+            // Unblock the stuck reader (a writer's open completes its open)
+            // so the test fails instead of hanging.
+            drop(std::fs::OpenOptions::new().write(true).open(&out));
+        }
+        assert_eq!(output.expect("reading a FIFO in the output's place hung"), "");
+    });
+}

@@ -372,10 +372,19 @@ fn a_decision_older_than_the_last_effect_is_never_reported_as_current() {
 fn an_outcome_that_is_not_recorded_fails_the_session_loudly() {
     let s = session();
     ok(&s, &[&write("seed.txt", "seed\n")], &["--new-run", "x"]);
-    // The command cuts the log it runs under (the store is within its reach
-    // today: issue 9's concern); its own outcome then cannot be appended.
-    let cut = format!(": > {}", s.data.join("effects/x.log").display());
-    let out = s.run(&script(&[&bash(&cut, 10_000)]), &["--run", "x"]);
+    // Another process of the user cuts the log while the command runs (a
+    // confined command cannot: tests/confine.rs); the command's own outcome
+    // then cannot be appended.
+    let wait = "touch started; while [ ! -e go ]; do sleep 0.02; done";
+    let child = s.spawn(&script(&[&bash(wait, 20_000)]), &["--run", "x"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !s.root.join("started").exists() {
+        assert!(std::time::Instant::now() < deadline, "the command never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::fs::File::create(s.data.join("effects/x.log")).unwrap();
+    std::fs::write(s.root.join("go"), "").unwrap();
+    let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("NOT RECORDED"), "{}", stderr(&out));
     let steps = reports(&out);

@@ -36,7 +36,9 @@ impl DoctorArgs {
             Landlock::Available { .. } => {
                 "confined: writes beneath the root, a private TMPDIR and --allow-write paths only".to_owned()
             }
-            Landlock::Absent { why } => format!("unconfined ({why}); every decision discloses it"),
+            Landlock::Absent { why } => {
+                format!("unconfined ({why}); every decision over a run in which one ran discloses it")
+            }
         };
         if self.json {
             let report = json!({

@@ -307,11 +307,24 @@ impl Jobs {
     }
 
     /// The last `cap` bytes of the job's output so far (read from there: the
-    /// file itself is capped at [`OUTPUT_CAP`]).
+    /// file itself is capped at [`OUTPUT_CAP`]). Opened like every store
+    /// file: never through a symlink, never a FIFO or device (`O_NONBLOCK` to
+    /// look, so nothing planted there can hang the caller), and only with
+    /// exactly one name (ID-4); anything else reads as no output.
     pub fn output(&self, job: &JobRecord, cap: u64) -> String {
+        use rustix::fs::{FileType, Mode, OFlags};
         use std::io::{Read, Seek, SeekFrom};
-        let Ok(mut file) = self.dir.open(format!("{}.out", job.job_id)) else { return String::new() };
-        let length = file.metadata().map_or(0, |m| m.len());
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+        let Ok(fd) = rustix::fs::openat(&self.dir, format!("{}.out", job.job_id), flags, Mode::empty())
+        else {
+            return String::new();
+        };
+        let Ok(stat) = rustix::fs::fstat(&fd) else { return String::new() };
+        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile || stat.st_nlink != 1 {
+            return String::new();
+        }
+        let mut file = std::fs::File::from(fd);
+        let length = stat.st_size as u64;
         let mut tail = Vec::new();
         let read = file
             .seek(SeekFrom::Start(length.saturating_sub(cap)))
