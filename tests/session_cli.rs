@@ -108,8 +108,10 @@ fn the_claim_is_fsynced_before_the_target_is_opened() {
     let fsync = lines.iter().position(|l| l.contains("fdatasync(")).expect("the claim was fdatasynced");
     let open = lines
         .iter()
-        .position(|l| l.contains("\"a.txt\"") && l.contains("O_TRUNC"))
-        .expect("the target was opened");
+        // Opened for writing through its resolution (ID-3): created
+        // `O_CREAT|O_EXCL` when absent, `O_WRONLY` without `O_TRUNC` otherwise.
+        .position(|l| l.contains("\"a.txt\"") && l.contains("O_WRONLY"))
+        .expect("the target was opened for writing");
     assert!(
         fsync < open,
         "the claim's fdatasync (line {fsync}) must precede the target's open (line {open})"
