@@ -8,6 +8,15 @@
 //! `EFFECTS_CONFINE=off` commands run and the decision discloses it; and the
 //! supervisor, told to confine and unable to, runs nothing.
 //!
+//! The review's holes, each done for real: a command running as root makes
+//! a block device and mounts (no capabilities are left to it, and device
+//! nodes are never granted); a command swaps a later command's writable path
+//! for a symlink into the data dir (the supervisor checks the inode and
+//! refuses); the ledger's binaries lie beneath the root (commands count as
+//! unconfined and the decision discloses it); a descriptor the host
+//! inherited is written through (it is closed before the command); a
+//! command signals the host (signals are scoped, ABI 6).
+//!
 //! Where the kernel lacks Landlock every confined case skips with a message
 //! (the unconfined-disclosure case runs everywhere).
 
@@ -55,6 +64,12 @@ fn run(s: &Session, lines: &[String], extra: &[&str], env: &[(&str, &str)]) -> V
     for (key, value) in env {
         command.env(key, value);
     }
+    run_command(command, lines)
+}
+
+/// Runs `lines` through `command` (an `effects session`), which must
+/// succeed; its JSON reports.
+fn run_command(mut command: Command, lines: &[String]) -> Vec<Value> {
     let mut child = command
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -264,7 +279,9 @@ fn a_supervisor_told_to_confine_that_cannot_runs_nothing() {
     // A path that cannot be opened, and an ABI this kernel cannot fully
     // enforce (the greatest the crate knows): the domain would not be the
     // one asked for, so the command must not run.
-    for confine in [vec!["--confine", "7", "--write", "/nonexistent/effects-test"], vec!["--confine", "99"]] {
+    for confine in
+        [vec!["--confine", "7", "--write", "/nonexistent/effects-test", "0:0"], vec!["--confine", "99"]]
+    {
         let (mine, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
         let out = Command::new(&supervisor)
             .args(&confine)
@@ -285,4 +302,184 @@ fn a_supervisor_told_to_confine_that_cannot_runs_nothing() {
         assert!(said.starts_with("not confined:"), "{confine:?}: {said:?}");
         assert!(!marker.exists(), "{confine:?}: the command ran unconfined");
     }
+}
+
+/// Whether this process is root (the capability attacks need it to mean
+/// anything); prints why a test skips when it is not.
+fn root_here(test: &str) -> bool {
+    let root = rustix::process::geteuid().is_root();
+    if !root {
+        eprintln!("skipping {test}: not root, so the command has no capabilities to misuse");
+    }
+    root
+}
+
+#[test]
+fn a_root_command_cannot_make_a_device_node_or_mount_and_has_no_capabilities() {
+    if !confined_here("the capability attacks") || !root_here("the capability attacks") {
+        return;
+    }
+    let s = session();
+    // Loop device 0 (block 7:0) and /dev/zero's numbers (char 1:5): a node
+    // beneath the root would reach any disk, the store's included.
+    let attack = "mknod blk b 7 0 2> blk.err; echo $? > blk.rc; \
+                  mknod chr c 1 5 2> chr.err; echo $? > chr.rc; \
+                  mkdir sub; mount -t tmpfs none sub 2> mount.err; echo $? > mount.rc; \
+                  grep CapEff /proc/self/status > capeff.txt; grep CapBnd /proc/self/status > capbnd.txt; \
+                  grep CapAmb /proc/self/status > capamb.txt";
+    run(&s, &[write("a.txt", "hi\n"), bash(attack)], &[], &[]);
+    for rc in ["blk.rc", "chr.rc", "mount.rc"] {
+        assert_ne!(read(&s.root, rc), "0", "{rc}: a root command did it");
+    }
+    assert!(!s.root.join("blk").exists() && !s.root.join("chr").exists(), "a device node was made");
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    assert!(!mounts.contains(s.root.join("sub").to_str().unwrap()), "a tmpfs was mounted");
+    for (file, field) in [("capeff.txt", "CapEff"), ("capbnd.txt", "CapBnd"), ("capamb.txt", "CapAmb")] {
+        assert_eq!(read(&s.root, file), format!("{field}:\t0000000000000000"), "{file}");
+    }
+    verify(&s.logs()[0]);
+}
+
+#[test]
+fn a_command_that_swaps_a_later_commands_writable_path_for_a_symlink_to_the_store_stops_that_command() {
+    if !confined_here("the swapped path attack") {
+        return;
+    }
+    let s = session();
+    let allowed = tempfile::tempdir().unwrap();
+    let nested = allowed.path().join("nested");
+    std::fs::create_dir(&nested).unwrap();
+    let extra =
+        ["--allow-write", allowed.path().to_str().unwrap(), "--allow-write", nested.to_str().unwrap()];
+    // The first command may write the outer path, so it can replace the
+    // nested one with a symlink to the data dir; the second then writes
+    // "through" it.
+    let swap = format!(
+        "rm -rf '{0}' && ln -s '{1}' '{0}' && echo swapped > swapped.txt",
+        nested.display(),
+        s.data.display()
+    );
+    let through = format!("echo forged > '{}/forged' ; touch ran.txt", nested.display());
+    let steps = run(&s, &[write("a.txt", "hi\n"), bash(&swap), bash(&through)], &extra, &[]);
+    assert!(s.root.join("swapped.txt").exists(), "the swap itself was allowed: {steps:#?}");
+    assert!(!s.data.join("forged").exists(), "a command wrote the data dir through the swapped path");
+    assert!(!s.root.join("ran.txt").exists(), "the command after the swap ran: {steps:#?}");
+    let refused = steps[2].to_string();
+    assert!(refused.contains("replaced"), "the report says why it did not run: {refused}");
+    verify(&s.logs()[0]);
+}
+
+#[test]
+fn a_supervisor_refuses_a_writable_path_that_is_no_longer_the_inode_it_was() {
+    if !confined_here("the supervisor's inode check") {
+        return;
+    }
+    // The private TMPDIR case, directly: the host made the directory and
+    // passed its inode; a symlink now stands at its path, pointing at a
+    // directory the command must not write.
+    let dir = tempfile::tempdir().unwrap();
+    let made = dir.path().join("effects-cmd-made");
+    std::fs::create_dir(&made).unwrap();
+    let stat = rustix::fs::stat(&made).unwrap();
+    let expected = format!("{}:{}", stat.st_dev, stat.st_ino);
+    let store = dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    std::fs::rename(&made, dir.path().join("moved")).unwrap();
+    std::os::unix::fs::symlink(&store, &made).unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let command = format!("echo forged > '{}/forged'", made.display());
+    let supervisor = Path::new(env!("CARGO_BIN_EXE_effects")).with_file_name("effects-supervisor");
+    let (mine, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+    let out = Command::new(&supervisor)
+        .args(["--confine", "3", "--write", made.to_str().unwrap(), &expected, "--", "sh", "-c", &command])
+        .current_dir(work.path())
+        .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(theirs)))
+        .output()
+        .unwrap();
+    let mut said = String::new();
+    use std::io::Read;
+    (&mine).read_to_string(&mut said).unwrap();
+    assert_eq!(out.status.code(), Some(126), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(said.starts_with("not confined:") && said.contains("replaced"), "{said:?}");
+    assert!(!store.join("forged").exists(), "the command ran with write access through the symlink");
+}
+
+#[test]
+fn binaries_beneath_the_root_make_commands_unconfined_and_the_decision_discloses_it() {
+    if !confined_here("the replaceable binaries") {
+        return;
+    }
+    let s = session();
+    let bin = s.root.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let effects = Path::new(env!("CARGO_BIN_EXE_effects"));
+    for name in ["effects", "effects-supervisor"] {
+        std::fs::copy(effects.with_file_name(name), bin.join(name)).unwrap();
+    }
+    let mut command = s.command(&[]);
+    let mut copied = Command::new(bin.join("effects"));
+    copied.args(command.get_args());
+    command = copied;
+    let steps =
+        run_command(command, &[write("a.txt", "hi\n"), bash("echo ran > ran.txt"), complete(&["a.txt"])]);
+    assert_eq!(read(&s.root, "ran.txt"), "ran", "the command ran (unconfined)");
+    let records = log_records(&s.logs()[0]);
+    assert!(!records.iter().any(|r| r.to_string().contains("\"confined\":true")), "{records:#?}");
+    let decided = decision(&steps);
+    assert!(decided["disclosures"].as_array().unwrap().iter().any(|d| d == DISCLOSURE), "{decided:#}");
+    // The same binaries outside the root confine (the contrast).
+    let other = session();
+    let steps = run(&other, &[write("a.txt", "hi\n"), bash("true"), complete(&["a.txt"])], &[], &[]);
+    assert!(!decision(&steps).to_string().contains(DISCLOSURE), "{:#}", decision(&steps));
+}
+
+#[test]
+fn a_descriptor_the_host_inherited_does_not_reach_a_command() {
+    let s = session();
+    let outside = tempfile::tempdir().unwrap();
+    let file = outside.path().join("inherited.txt");
+    std::fs::write(&file, "before\n").unwrap();
+    let command = s.command(&[]);
+    // `7>>FILE` opens the file without close-on-exec for `effects`, as a
+    // careless parent would.
+    let mut wrapped = Command::new("sh");
+    wrapped
+        .arg("-c")
+        .arg(format!("exec \"$0\" \"$@\" 7>>'{}'", file.display()))
+        .arg(command.get_program())
+        .args(command.get_args());
+    let attack = "{ echo leaked >&7; } 2> fd.err; echo $? > fd.rc; \
+                  { echo leaked > /proc/self/fd/7; } 2> proc.err; echo $? > proc.rc";
+    run_command(wrapped, &[write("a.txt", "hi\n"), bash(attack)]);
+    assert_ne!(read(&s.root, "fd.rc"), "0", "fd 7 reached the command");
+    assert_ne!(read(&s.root, "proc.rc"), "0", "fd 7 reached the command");
+    assert!(read(&s.root, "fd.err").contains("Bad file descriptor"), "{}", read(&s.root, "fd.err"));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "before\n", "the file was written");
+}
+
+#[test]
+fn a_confined_command_cannot_signal_the_host_but_can_signal_its_own_tree() {
+    if !confined_here("the signal scoping") {
+        return;
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_effects")).args(["doctor", "--json"]).output().unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    if report["landlock"]["abi"].as_i64().unwrap_or(0) < 6 {
+        eprintln!("skipping the signal scoping: Landlock ABI below 6 does not scope signals");
+        return;
+    }
+    let s = session();
+    // The command's parent is its supervisor (in its domain); the
+    // supervisor's parent is `effects` (outside it).
+    let attack = "host=$(awk '/^PPid/ {print $2}' /proc/$PPID/status); echo $host > host.pid; \
+                  kill -0 $host 2> host.err; echo $? > host.rc; \
+                  kill -0 $PPID; echo $? > supervisor.rc; \
+                  sleep 30 & kill $!; echo $? > own.rc";
+    run(&s, &[write("a.txt", "hi\n"), bash(attack)], &[], &[]);
+    assert_ne!(read(&s.root, "host.pid"), "", "found the host");
+    assert_ne!(read(&s.root, "host.rc"), "0", "the command signalled the host");
+    assert!(read(&s.root, "host.err").contains("Operation not permitted"), "{}", read(&s.root, "host.err"));
+    assert_eq!(read(&s.root, "supervisor.rc"), "0", "its own supervisor is in its domain");
+    assert_eq!(read(&s.root, "own.rc"), "0", "its own child is in its domain");
+    verify(&s.logs()[0]);
 }

@@ -136,7 +136,7 @@ pub(super) fn open_ledger(
     let policies =
         PolicySet::load(&manifest_source(manifest)?, &options).map_err(|e| Failure::new(exit::REFUSED, e))?;
     let display_data = data_dir.display().to_string();
-    let confine = Confinement::detect().allow_write(allow_write, &data).map_err(bad)?;
+    let confine = Confinement::detect().allow_write(allow_write, &data, sealed.dir()).map_err(bad)?;
     let config = LedgerConfig { confine, key, ..LedgerConfig::new(data, &display_data, sealed, policies) };
     let ledger = Ledger::open(config).map_err(|e| bad(anyhow::anyhow!("{e} (give --data-dir elsewhere)")))?;
     Ok((ledger, display_data))

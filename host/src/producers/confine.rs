@@ -11,9 +11,21 @@
 //! directory made for that command, the paths the operator allows
 //! (`--allow-write`) and a few device files; nothing else, and the data dir
 //! never (an allowed path that is, contains or lies beneath it is refused
-//! here; a root that holds the store is refused by ID-4). Reads and execution
-//! stay unrestricted: confinement keeps commands from changing what the
-//! ledger trusts, not from seeing it.
+//! here; a root that holds the store is refused by ID-4). Device nodes are
+//! never made, device ioctls only on terminals, and the command runs with no
+//! capabilities (root's would bypass Landlock), no descriptor but 0, 1 and 2
+//! from the host, and (ABI 6) signals scoped to its own tree. Each writable
+//! path is passed with the device and inode it must still be, so a command
+//! that swaps a later command's path for a symlink stops that command rather
+//! than opening the store to it. Reads and execution stay unrestricted:
+//! confinement keeps commands from changing what the ledger trusts, not from
+//! seeing it.
+//!
+//! Confinement is only as good as the binaries that do it: when `effects`
+//! or `effects-supervisor` lies beneath the root or an allowed path (by
+//! device and inode, walking `..` up from the binary), a command could
+//! replace the helper with one that confines nothing and says `confined`;
+//! commands then count as unconfined and decisions disclose it.
 //!
 //! Where Landlock is absent (or below ABI 3, which first handles truncation:
 //! without it `truncate -s` of a log is still allowed), or forced off with
@@ -25,7 +37,7 @@
 //! that says "confined" is never run unconfined.
 
 use std::ffi::OsString;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -47,8 +59,57 @@ pub const OVERRIDE: &str = "EFFECTS_CONFINE";
 /// directories, ABI 1 the rest).
 pub const LEAST_ABI: i32 = 3;
 
-/// Device files every command may write (output discarded, terminals).
-const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/pts"];
+/// Device files every command may write (output discarded).
+const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
+
+/// Terminals every command may write and take ioctls on (the only device
+/// ioctls granted).
+const TERMINALS: &[&str] = &["/dev/tty", "/dev/pts"];
+
+/// A file's device and inode: what a writable path must still be when a
+/// supervisor opens it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Inode {
+    dev: u64,
+    ino: u64,
+}
+
+impl Inode {
+    fn of(fd: impl AsFd) -> std::io::Result<Self> {
+        let stat = rustix::fs::fstat(fd)?;
+        Ok(Self { dev: stat.st_dev, ino: stat.st_ino })
+    }
+
+    /// The inode `path` names now (following symlinks, as the operator
+    /// meant it).
+    fn at(path: &Path) -> std::io::Result<Self> {
+        let stat = rustix::fs::stat(path)?;
+        Ok(Self { dev: stat.st_dev, ino: stat.st_ino })
+    }
+
+    fn arg(self) -> OsString {
+        format!("{}:{}", self.dev, self.ino).into()
+    }
+}
+
+/// The inodes of `dir` and every directory above it, by `..` (no path is
+/// resolved again; mount points are crossed as the kernel does).
+fn ancestry(dir: &Path) -> std::io::Result<Vec<Inode>> {
+    use rustix::fs::{CWD, Mode, OFlags, openat};
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let mut fd = openat(CWD, dir, flags, Mode::empty())?;
+    let mut seen = vec![Inode::of(&fd)?];
+    // A bound on the walk: no real tree is this deep.
+    for _ in 0..4096 {
+        fd = openat(&fd, "..", flags, Mode::empty())?;
+        let here = Inode::of(&fd)?;
+        if seen.last() == Some(&here) {
+            return Ok(seen);
+        }
+        seen.push(here);
+    }
+    Err(std::io::Error::other(format!("{} is nested too deep", dir.display())))
+}
 
 /// What the kernel offers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -141,7 +202,7 @@ pub enum ConfineError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Confinement {
     landlock: Landlock,
-    allowed: Vec<PathBuf>,
+    allowed: Vec<(PathBuf, Inode)>,
     data: Option<PathBuf>,
 }
 
@@ -181,12 +242,20 @@ impl Confinement {
         Self { landlock: Landlock::Absent { why: why.to_owned() }, allowed: Vec::new(), data: None }
     }
 
-    /// Adds the operator's writable `paths` (each must exist) and remembers
-    /// the store (`data_dir`) so that no path, the private temporary ones
-    /// included, ever opens it: a path that is, contains or lies beneath it is
-    /// refused. Checked whether or not Landlock is present: the operator's
-    /// mistake is one either way.
-    pub fn allow_write(mut self, paths: &[PathBuf], data_dir: &Dir) -> Result<Self, ConfineError> {
+    /// Adds the operator's writable `paths` (each must exist; each is
+    /// remembered with its inode, which every command's supervisor checks
+    /// again) and remembers the store (`data_dir`) so that no path, the
+    /// private temporary ones included, ever opens it: a path that is,
+    /// contains or lies beneath it is refused. Checked whether or not
+    /// Landlock is present: the operator's mistake is one either way. Then,
+    /// when the ledger's own binaries lie beneath `root` or an allowed path,
+    /// commands count as unconfined ([`Confinement::guard_binaries`]).
+    pub fn allow_write(
+        mut self,
+        paths: &[PathBuf],
+        data_dir: &Dir,
+        root: &Dir,
+    ) -> Result<Self, ConfineError> {
         let data = path_of(data_dir)
             .map_err(|source| ConfineError::Path { path: "(the data dir)".into(), source })?;
         for path in paths {
@@ -199,10 +268,49 @@ impl Confinement {
                     data: data.display().to_string(),
                 });
             }
-            self.allowed.push(resolved);
+            let inode = Inode::at(&resolved)
+                .map_err(|source| ConfineError::Path { path: path.display().to_string(), source })?;
+            self.allowed.push((resolved, inode));
         }
         self.data = Some(data);
-        Ok(self)
+        let root = Inode::of(root.as_fd())
+            .map_err(|source| ConfineError::Path { path: "(the root)".into(), source })?;
+        Ok(self.guard_binaries(root))
+    }
+
+    /// Commands count as unconfined when a command could replace what
+    /// confines it: `effects` itself or its `effects-supervisor` lies
+    /// beneath the root (`root`) or an allowed path, or is an allowed file.
+    /// A replaced helper would say `confined` and confine nothing; a claim
+    /// must not say so on its word.
+    fn guard_binaries(mut self, root: Inode) -> Self {
+        if !self.confined() {
+            return self;
+        }
+        let writable: Vec<Inode> =
+            std::iter::once(root).chain(self.allowed.iter().map(|(_, inode)| *inode)).collect();
+        let binaries = std::env::current_exe().ok().into_iter().chain(super::supervisor::helper_path());
+        for binary in binaries {
+            let exposed = binary
+                .canonicalize()
+                .and_then(|path| {
+                    let mut inodes = ancestry(path.parent().unwrap_or(Path::new("/")))?;
+                    inodes.push(Inode::at(&path)?);
+                    Ok(inodes.iter().any(|inode| writable.contains(inode)))
+                })
+                // A binary whose place cannot be walked cannot be vouched for.
+                .unwrap_or(true);
+            if exposed {
+                self.landlock = Landlock::Absent {
+                    why: format!(
+                        "the ledger's binary {} lies beneath the root or an --allow-write path, where commands could replace it; install it elsewhere",
+                        binary.display()
+                    ),
+                };
+                break;
+            }
+        }
+        self
     }
 
     /// Commands run confined.
@@ -216,8 +324,8 @@ impl Confinement {
     }
 
     /// The operator's writable paths (resolved).
-    pub fn allowed(&self) -> &[PathBuf] {
-        &self.allowed
+    pub fn allowed(&self) -> impl Iterator<Item = &Path> {
+        self.allowed.iter().map(|(path, _)| path.as_path())
     }
 
     /// The jail of one command: `None` when commands run unconfined; else a
@@ -228,8 +336,8 @@ impl Confinement {
         let Landlock::Available { abi } = self.landlock else {
             return Ok(None);
         };
-        let tmp = private_temp_dir()?;
-        let jail = Jail { abi, tmp, allowed: self.allowed.clone(), keep: false };
+        let (tmp, inode) = private_temp_dir()?;
+        let jail = Jail { abi, tmp, inode, allowed: self.allowed.clone(), keep: false };
         let resolved = jail.tmp.canonicalize()?;
         if let Some(data) = &self.data
             && reaches(&resolved, data)
@@ -244,8 +352,10 @@ impl Confinement {
     }
 }
 
-/// A fresh directory beneath the system's temporary directory, mode 0700.
-fn private_temp_dir() -> std::io::Result<PathBuf> {
+/// A fresh directory beneath the system's temporary directory, mode 0700,
+/// and its inode (of the directory made: opened without following a
+/// symlink, so one swapped in since is refused, not trusted).
+fn private_temp_dir() -> std::io::Result<(PathBuf, Inode)> {
     static MADE: AtomicU64 = AtomicU64::new(0);
     let base = std::env::temp_dir();
     loop {
@@ -259,7 +369,12 @@ fn private_temp_dir() -> std::io::Result<PathBuf> {
         );
         let path = base.join(name);
         match std::fs::DirBuilder::new().mode(0o700).create(&path) {
-            Ok(()) => return Ok(path),
+            Ok(()) => {
+                use rustix::fs::{CWD, Mode, OFlags, openat};
+                let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+                let inode = openat(CWD, &path, flags, Mode::empty()).map_err(std::io::Error::from)?;
+                return Ok((path, Inode::of(&inode)?));
+            }
             Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(error) => return Err(error),
         }
@@ -273,7 +388,8 @@ fn private_temp_dir() -> std::io::Result<PathBuf> {
 pub struct Jail {
     abi: i32,
     tmp: PathBuf,
-    allowed: Vec<PathBuf>,
+    inode: Inode,
+    allowed: Vec<(PathBuf, Inode)>,
     keep: bool,
 }
 
@@ -284,18 +400,22 @@ impl Jail {
     }
 
     /// The supervisor's confinement arguments: `--confine ABI`, then
-    /// `--write PATH` for every writable path but the root (the supervisor's
-    /// working directory, which it restricts to through its own descriptor),
-    /// then `--`.
+    /// `--write PATH DEV:INO` for every writable path but the root (the
+    /// supervisor's working directory, which it restricts to through its own
+    /// descriptor) and `--tty PATH DEV:INO` for each terminal, then `--`.
     pub fn args(&self) -> Vec<OsString> {
         let mut args = vec![OsString::from("--confine"), OsString::from(self.abi.to_string())];
-        let devices = DEVICES.iter().map(Path::new).filter(|p| p.exists());
-        for path in std::iter::once(self.tmp.as_path())
-            .chain(self.allowed.iter().map(PathBuf::as_path))
+        let device = |flag: &'static str| {
+            move |path: &&str| Some((flag, PathBuf::from(path), Inode::at(Path::new(path)).ok()?))
+        };
+        let devices = DEVICES.iter().filter_map(device("--write"));
+        let terminals = TERMINALS.iter().filter_map(device("--tty"));
+        for (flag, path, inode) in std::iter::once(("--write", self.tmp.clone(), self.inode))
+            .chain(self.allowed.iter().map(|(path, inode)| ("--write", path.clone(), *inode)))
             .chain(devices)
+            .chain(terminals)
         {
-            args.push("--write".into());
-            args.push(path.into());
+            args.extend([flag.into(), path.into(), inode.arg()]);
         }
         args.push("--".into());
         args
@@ -332,10 +452,21 @@ mod tests {
 
     #[test]
     fn the_supervisor_is_told_every_writable_path_but_the_root() {
-        let jail = Jail { abi: 7, tmp: "/tmp/x".into(), allowed: vec!["/srv/out".into()], keep: true };
+        let inode = |ino| Inode { dev: 1, ino };
+        let jail = Jail {
+            abi: 7,
+            tmp: "/tmp/x".into(),
+            inode: inode(2),
+            allowed: vec![("/srv/out".into(), inode(3))],
+            keep: true,
+        };
         let args: Vec<String> = jail.args().into_iter().map(|a| a.into_string().unwrap()).collect();
-        assert_eq!(&args[..6], ["--confine", "7", "--write", "/tmp/x", "--write", "/srv/out"]);
+        assert_eq!(&args[..8], ["--confine", "7", "--write", "/tmp/x", "1:2", "--write", "/srv/out", "1:3"]);
         assert_eq!(args.last().map(String::as_str), Some("--"));
-        assert!(args.iter().any(|a| a == "/dev/null"));
+        let null = args.iter().position(|a| a == "/dev/null").expect("/dev/null is writable");
+        assert_eq!(args[null - 1], "--write", "not a terminal: no ioctls");
+        if let Some(tty) = args.iter().position(|a| a == "/dev/pts") {
+            assert_eq!(args[tty - 1], "--tty");
+        }
     }
 }

@@ -136,6 +136,12 @@ pub(crate) fn has_helper() -> bool {
     helper().is_some()
 }
 
+/// Where the `effects-supervisor` helper is, for the check that commands
+/// cannot replace it (ID-6, `confine.rs`).
+pub(crate) fn helper_path() -> Option<std::path::PathBuf> {
+    helper().map(std::path::Path::to_path_buf)
+}
+
 /// The interpreter and flag of a process tool.
 pub fn interpreter(tool: &str) -> Option<(&'static str, &'static str)> {
     match tool {
