@@ -1,11 +1,12 @@
 //! The effect store defended as issue 16 attacked it (ID-4, LOG-3, LOG-1 and
 //! the hardening items), mostly through the `effects` binary: a data dir that
-//! is the root or overlaps it, a bind mount of the store beneath the root,
-//! a hard link to a log (or a cache file) made during the run, walks into the
-//! store or through hard links to it, a key file beneath the root, a fresh data dir never fsynced into its parent, logs
-//! written without the operator key and forged, upper-case hex, unbounded
-//! scripts, a BLOCKED session exiting 0, `.broken` readable by all or a symlink, and
-//! multiply linked launch index and job files.
+//! is the root or overlaps it, a bind mount of the store beneath the root, a
+//! hard link to a log (or a cache file) made during the run, walks into the
+//! store or through hard links to it, a key file beneath the root, a fresh
+//! data dir never fsynced into its parent, logs written without the operator
+//! key and forged, upper-case hex, unbounded scripts, a BLOCKED session
+//! exiting 0, `.broken` readable by all or a symlink, and multiply linked
+//! launch index and job files.
 
 #![allow(clippy::disallowed_methods)] // tests drive the binary with real paths
 
