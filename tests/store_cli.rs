@@ -1,10 +1,12 @@
 //! The effect store defended as issue 16 attacked it (ID-4, LOG-3, LOG-1 and
 //! the hardening items), mostly through the `effects` binary: a data dir that
-//! is the root or overlaps it, a hard link to a log made during the run,
-//! walks into the store, a fresh data dir never fsynced into its parent, logs
-//! written without the operator key and forged, upper-case hex, unbounded
-//! scripts, a BLOCKED session exiting 0, `.broken` readable by all, and
-//! multiply linked launch index and job files.
+//! is the root or overlaps it, a bind mount of the store beneath the root, a
+//! hard link to a log (or a cache file) made during the run, walks into the
+//! store or through hard links to it, a key file beneath the root, a fresh
+//! data dir never fsynced into its parent, logs written without the operator
+//! key and forged, upper-case hex, unbounded scripts, a BLOCKED session
+//! exiting 0, `.broken` readable by all or a symlink, and multiply linked
+//! launch index and job files.
 
 #![allow(clippy::disallowed_methods)] // tests drive the binary with real paths
 
@@ -505,9 +507,8 @@ fn a_session_whose_steps_were_blocked_does_not_exit_0() {
 
 // ---- .broken is private ---------------------------------------------------
 
-#[test]
-fn recover_keeps_a_torn_tail_in_a_private_broken_file() {
-    let s = session();
+/// A log of one session with a torn final line appended.
+fn torn_log(s: &support::session::Session) -> PathBuf {
     let out = s.run(&format!("{WRITE}\n"), &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     let log = s.logs().into_iter().next().unwrap();
@@ -518,11 +519,40 @@ fn recover_keeps_a_torn_tail_in_a_private_broken_file() {
         .unwrap()
         .write_all(b"{\"position\":9,\"torn")
         .unwrap();
+    log
+}
+
+#[test]
+fn recover_keeps_a_torn_tail_in_a_private_broken_file() {
+    let s = session();
+    let log = torn_log(&s);
+    // A `.broken` already there, readable by all: appended to, made 0600.
+    let broken = PathBuf::from(format!("{}.broken", log.display()));
+    std::fs::write(&broken, b"earlier\n").unwrap();
+    std::fs::set_permissions(&broken, std::fs::Permissions::from_mode(0o644)).unwrap();
     let recovered = effects(&["log", "recover", log.to_str().unwrap()]).output().unwrap();
     assert!(recovered.status.success(), "{}", stderr(&recovered));
-    let broken = PathBuf::from(format!("{}.broken", log.display()));
-    assert_eq!(std::fs::read(&broken).unwrap(), b"{\"position\":9,\"torn");
+    assert_eq!(std::fs::read(&broken).unwrap(), b"earlier\n{\"position\":9,\"torn");
     assert_eq!(std::fs::metadata(&broken).unwrap().permissions().mode() & 0o7777, 0o600);
+}
+
+#[test]
+fn recover_does_not_follow_a_symlink_planted_at_the_broken_name() {
+    let s = session();
+    let log = torn_log(&s);
+    // Beside the log, named relatively: a symlink that stays in the
+    // directory is one cap-std would follow; only O_NOFOLLOW refuses it.
+    let victim = log.parent().unwrap().join("victim");
+    std::fs::write(&victim, b"victim\n").unwrap();
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let broken = PathBuf::from(format!("{}.broken", log.display()));
+    std::os::unix::fs::symlink("victim", &broken).unwrap();
+    let before = std::fs::read(&log).unwrap();
+    let recovered = effects(&["log", "recover", log.to_str().unwrap()]).output().unwrap();
+    assert_ne!(recovered.status.code(), Some(0), "{}", String::from_utf8_lossy(&recovered.stdout));
+    assert_eq!(std::fs::read(&victim).unwrap(), b"victim\n", "nothing written through the link");
+    assert_eq!(std::fs::metadata(&victim).unwrap().permissions().mode() & 0o7777, 0o644);
+    assert_eq!(std::fs::read(&log).unwrap(), before, "the torn tail is not cut without being kept");
 }
 
 // ---- Launch index and job files have one name ----------------------------
@@ -555,4 +585,209 @@ fn a_multiply_linked_job_record_or_launch_index_is_refused() {
         Err(error) => assert!(error.to_string().contains("hard links"), "{error}"),
         Ok(entry) => panic!("a multiply linked launch index was read: {entry:?}"),
     }
+}
+
+// ---- ID-4: mounts beneath the root that show the store -------------------
+
+/// A bind mount made by the test, unmounted when dropped (also on a panic).
+struct BindMount(PathBuf);
+
+impl BindMount {
+    /// `mount --bind from at`, or `None` (and why, printed) where the test
+    /// may not mount.
+    fn new(from: &Path, at: &Path) -> Option<Self> {
+        let out = Command::new("mount").arg("--bind").arg(from).arg(at).output();
+        match out {
+            Ok(out) if out.status.success() => Some(Self(at.to_path_buf())),
+            Ok(out) => {
+                eprintln!("cannot bind-mount here ({}): skipping", stderr(&out).trim());
+                None
+            }
+            Err(error) => {
+                eprintln!("no mount command ({error}): skipping");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for BindMount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+fn is_root() -> bool {
+    rustix::process::geteuid().is_root()
+}
+
+#[test]
+fn a_mount_beneath_the_root_that_shows_the_store_is_refused_at_start() {
+    if !is_root() {
+        eprintln!("not root: skipping the bind-mount test (CI runs it as root)");
+        return;
+    }
+    let s = session();
+    let first = s.run(&format!("{WRITE}\n"), &[]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let log = s.logs().into_iter().next().unwrap();
+    assert!(s.data.join("cache/components").is_dir(), "the session made its cache");
+    let base = s.root.parent().unwrap().to_path_buf();
+    let write_b = r#"{"tool": "write_file", "input": {"path": "b.txt", "content": "b\n"}}"#;
+    // (what is mounted, a directory or a file mount point, what the refusal says)
+    let cases: [(PathBuf, bool, &str); 5] = [
+        (s.data.clone(), true, "the data dir or a directory that contains it"),
+        (base.clone(), true, "the data dir or a directory that contains it"),
+        (s.data.join("effects"), true, "a directory of the effect store"),
+        (s.data.join("cache/components"), true, "a directory of the effect store"),
+        (log.clone(), false, "a file of the effect store"),
+    ];
+    for (from, directory, what) in cases {
+        let at = s.root.join("x");
+        if directory {
+            std::fs::create_dir(&at).unwrap();
+        } else {
+            std::fs::write(&at, "").unwrap();
+        }
+        let Some(mounted) = BindMount::new(&from, &at) else { return };
+        let before = std::fs::read(&log).unwrap();
+        let out = s.run(&format!("{write_b}\n"), &[]);
+        assert_eq!(out.status.code(), Some(2), "{}: {}", from.display(), stderr(&out));
+        let message = stderr(&out);
+        assert!(message.contains("mount beneath the root") && message.contains(what), "{message}");
+        assert!(message.contains(&at.canonicalize().unwrap().display().to_string()), "{message}");
+        assert!(!s.root.join("b.txt").exists(), "no step ran");
+        assert_eq!(std::fs::read(&log).unwrap(), before, "nothing was appended");
+        // `decide` opens the same way and refuses too.
+        let run = summary(&first)["run_id"].as_str().unwrap().to_owned();
+        let decided =
+            effects(&["--data-dir", s.data.to_str().unwrap(), "decide", "--run", &run, "--require", "a.txt"])
+                .output()
+                .unwrap();
+        assert_eq!(decided.status.code(), Some(2), "{}", stderr(&decided));
+        drop(mounted);
+        if directory {
+            std::fs::remove_dir(&at).unwrap();
+        } else {
+            std::fs::remove_file(&at).unwrap();
+        }
+    }
+    // A mount beneath the root that shows something else is the agent's.
+    let elsewhere = base.join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::create_dir(s.root.join("x")).unwrap();
+    let Some(_mounted) = BindMount::new(&elsewhere, &s.root.join("x")) else { return };
+    let out = s.run(&format!("{write_b}\n"), &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(s.root.join("b.txt").exists());
+}
+
+// ---- ID-4: walks skip hard links to store files ---------------------------
+
+#[test]
+fn grep_glob_and_ls_skip_a_hard_link_to_a_store_file_but_not_the_agents_own() {
+    use effect_ledger::producers::fs::{glob, grep, ls};
+    let base = tempfile::tempdir().unwrap();
+    let (root, data) = (base.path().join("root"), base.path().join("data"));
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(data.join("effects/jobs")).unwrap();
+    std::fs::create_dir_all(data.join("cache/components/0123abcd")).unwrap();
+    std::fs::write(data.join("effects/run-1.log"), "secret record\n").unwrap();
+    std::fs::write(data.join("effects/jobs/job-1.out"), "secret output\n").unwrap();
+    std::fs::write(data.join("cache/components/secret"), "secret key\n").unwrap();
+    std::fs::write(data.join("cache/components/0123abcd/e.cwasm"), "secret entry\n").unwrap();
+    std::fs::write(root.join("mine.txt"), "secret mine\n").unwrap();
+    std::fs::hard_link(root.join("mine.txt"), root.join("mine2.txt")).unwrap();
+    let links = [
+        ("effects/run-1.log", "log"),
+        ("effects/jobs/job-1.out", "out"),
+        ("cache/components/secret", "s"),
+        ("cache/components/0123abcd/e.cwasm", "entry"),
+    ];
+    for (store_file, name) in links {
+        std::fs::hard_link(data.join(store_file), root.join(name)).unwrap();
+    }
+    let data_dir = Dir::open_ambient_dir(&data, ambient_authority()).unwrap();
+    let seal = |control: ControlPlane| {
+        let dir = Dir::open_ambient_dir(&root, ambient_authority()).unwrap();
+        let sealed = SealedRoot::new(dir, "root", "s", "o", control).unwrap();
+        let top = Target::of(&sealed.resolve(".", ResourceRole::Target).unwrap());
+        (sealed, top)
+    };
+    let (guarded, top) = seal(ControlPlane::for_data_dir(&data_dir, None).unwrap());
+    let found = grep(&guarded, &top, "secret").result.unwrap();
+    assert_eq!(found.lines, vec!["mine.txt:1:secret mine", "mine2.txt:1:secret mine"]);
+    assert_eq!(glob(&guarded, &top, "**/*").result.unwrap().lines, vec!["mine.txt", "mine2.txt"]);
+    assert_eq!(ls(&guarded, &top).result.unwrap().lines, vec!["mine.txt", "mine2.txt"]);
+    // read_file's resolution refuses the same names, the cache's included.
+    for (_, name) in links {
+        match guarded.resolve(name, ResourceRole::Target) {
+            Err(IdentityError::ControlPlane { reason, .. }) => {
+                assert!(reason.contains("hard link"), "{reason}")
+            }
+            other => panic!("{name}: expected a refusal, got {other:?}"),
+        }
+    }
+    // Without the guard the same walk reads every linked store file.
+    let (unguarded, top) = seal(ControlPlane::default());
+    assert_eq!(grep(&unguarded, &top, "secret").result.unwrap().lines.len(), 6);
+}
+
+#[test]
+fn a_hard_link_to_the_cache_secret_is_refused_to_read_file_and_unlisted_by_glob() {
+    let s = session();
+    let first = s.run(&format!("{WRITE}\n"), &[]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let secret = s.data.join("cache/components/secret");
+    assert!(secret.is_file(), "the session made the cache's secret");
+    std::fs::hard_link(&secret, s.root.join("s")).unwrap();
+    let script = [
+        r#"{"tool": "read_file", "input": {"path": "s"}}"#,
+        r#"{"tool": "glob", "input": {"pattern": "**"}}"#,
+        r#"{"tool": "grep", "input": {"pattern": "."}}"#,
+    ]
+    .join("\n");
+    let out = s.run(&format!("{script}\n"), &[]);
+    let reports = reports(&out);
+    assert_eq!(reports[0]["status"], "refused", "{:#}", reports[0]);
+    let reason = reports[0]["reason"].as_str().unwrap();
+    assert!(reason.contains("hard link") && reason.contains("effect store"), "{reason}");
+    let listed = reports[1].to_string();
+    assert!(
+        listed.contains("a.txt") && !listed.contains("\\\"s\\\"") && !listed.contains("\"s\""),
+        "{listed}"
+    );
+    let grepped = reports[2].to_string();
+    assert!(grepped.contains("a.txt:1:hi") && !grepped.contains("s:1:"), "{grepped}");
+}
+
+// ---- ID-4: the operator key out of the tools' reach -----------------------
+
+#[test]
+fn a_key_file_beneath_the_root_is_refused_and_a_loose_one_is_warned_about() {
+    let s = session();
+    std::fs::create_dir_all(s.root.join("keys")).unwrap();
+    let inside = s.root.join("keys/key");
+    std::fs::write(&inside, [7u8; 32]).unwrap();
+    std::fs::set_permissions(&inside, std::fs::Permissions::from_mode(0o600)).unwrap();
+    // Named directly, and through a symlink from outside the root.
+    let link = s.root.parent().unwrap().join("key-link");
+    std::os::unix::fs::symlink(&inside, &link).unwrap();
+    for key in [&inside, &link] {
+        let out = s.run(&format!("{WRITE}\n"), &["--key-file", key.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(stderr(&out).contains("lies beneath the root"), "{}", stderr(&out));
+        assert!(!s.root.join("a.txt").exists(), "no step ran");
+    }
+    // Outside the root: used; a private one silently, a 0644 one with a warning.
+    let outside = s.root.parent().unwrap().join("key");
+    std::fs::write(&outside, [7u8; 32]).unwrap();
+    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = s.run(&format!("{WRITE}\n"), &["--key-file", outside.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("warning: key file"), "{}", stderr(&out));
+    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let out = s.run(&format!("{WRITE}\n"), &["--key-file", outside.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("warning: key file") && stderr(&out).contains("0644"), "{}", stderr(&out));
 }

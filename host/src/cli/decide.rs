@@ -175,7 +175,8 @@ impl DecideArgs {
                 return Err(bad(anyhow!("the run touched no files, so its root is unknown: pass --root")));
             }
         };
-        let (mut ledger, _) = open_ledger(&root, &data_dir, self.manifest.as_deref(), key, &[])?;
+        let (mut ledger, _) =
+            open_ledger(&root, &data_dir, self.manifest.as_deref(), self.key_file.as_deref(), &[])?;
         let run = ledger.continue_run(&self.run).map_err(|e| bad(anyhow!(e)))?;
         let completion = ledger.complete(&run, &self.required, &self.answer).map_err(|error| {
             let code = match error {

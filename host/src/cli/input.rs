@@ -39,8 +39,35 @@ pub fn read_bounded_text(path: &Path, what: &str) -> Result<String, Failure> {
 
 /// The operator key in `key_file`, if one is given (`--key-file` or
 /// `$EFFECTS_LOG_KEY_FILE`, on every command that reads or writes a log).
+/// A key file that someone else owns, that group or others may read, or
+/// that has another name is warned about on stderr: whoever can read it can
+/// forge records (not refused: the operator may have reasons, e.g. a group
+/// of operators).
 pub fn read_key(key_file: Option<&Path>) -> Result<Option<OperatorKey>, Failure> {
     let Some(path) = key_file else { return Ok(None) };
+    if path != Path::new("-")
+        && let Ok(metadata) = std::fs::metadata(path)
+    {
+        use std::os::unix::fs::MetadataExt;
+        let mut problems = Vec::new();
+        if metadata.uid() != rustix::process::geteuid().as_raw() {
+            problems.push(format!("is owned by uid {}, not by us", metadata.uid()));
+        }
+        if metadata.mode() & 0o077 != 0 {
+            problems.push(format!("has mode {:04o} (group or other bits set)", metadata.mode() & 0o7777));
+        }
+        if metadata.nlink() > 1 {
+            problems.push(format!("has {} names (hard links)", metadata.nlink()));
+        }
+        if !problems.is_empty() {
+            eprintln!(
+                "warning: key file {} {}: whoever can read it can forge records; `chmod 600` it, keep it \
+                 ours and with one name",
+                path.display(),
+                problems.join(" and ")
+            );
+        }
+    }
     OperatorKey::new(read_bounded(path, "key file")?)
         .map(Some)
         .map_err(|e| Failure::new(exit::BAD_INPUT, anyhow!("key file {}: {e}", path.display())))

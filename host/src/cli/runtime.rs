@@ -11,12 +11,12 @@ use anyhow::Context;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 
-use effect_ledger::identity::{ControlPlane, SealedRoot};
+use effect_ledger::identity::{ControlPlane, SealedRoot, check_mounts, lies_beneath};
 use effect_ledger::ledger::{Ledger, LedgerConfig};
-use effect_ledger::log::OperatorKey;
 use effect_ledger::policy::{PolicyOptions, PolicySet};
 use effect_ledger::producers::confine::Confinement;
 
+use super::input::read_key;
 use super::policy::{manifest_source, open_cache};
 use super::{Failure, exit};
 
@@ -61,8 +61,10 @@ pub(super) fn private_dir(path: &Path) -> Result<(), Failure> {
 
 /// ID-4 by path, before anything is created: the canonical data dir is not
 /// the canonical root, beneath it, or above it. (The library checks again by
-/// `device:inode`, which also sees bind mounts; this one can speak before
-/// the data dir exists, so a refused data dir is never created.)
+/// `device:inode`, which also sees a symlinked second name; this one can
+/// speak before the data dir exists, so a refused data dir is never created.
+/// Neither sees a bind mount of the data dir beneath the root:
+/// `check_mounts` in [`open_ledger`] reads the mount table for that.)
 fn check_paths(root: &Path, data_dir: &Path) -> Result<(), Failure> {
     let root =
         root.canonicalize().with_context(|| format!("resolving the root {}", root.display())).map_err(bad)?;
@@ -97,23 +99,42 @@ fn check_paths(root: &Path, data_dir: &Path) -> Result<(), Failure> {
     Ok(())
 }
 
-/// The effect store's place beneath the root, if the data dir lies there.
-fn store_prefix(root: &Path, data_dir: &Path) -> Option<String> {
-    let root = root.canonicalize().ok()?;
-    let data = data_dir.canonicalize().ok()?;
-    data.strip_prefix(&root).ok().map(|relative| relative.to_string_lossy().into_owned())
+/// ID-4 for the operator key: a key file beneath the root is readable by
+/// `read_file` and `grep` and writable by tools and confined commands, so
+/// it would authenticate nothing. Compared by `device:inode` of the key's
+/// directory and its parents (its canonical path first, so a symlink to it
+/// from outside is judged where the key really is).
+fn check_key_place(root: &Dir, root_display: &str, key_file: &Path) -> Result<(), Failure> {
+    if key_file == Path::new("-") {
+        return Ok(());
+    }
+    let real =
+        key_file.canonicalize().with_context(|| format!("key file {}", key_file.display())).map_err(bad)?;
+    let directory = real.parent().unwrap_or(Path::new("/"));
+    let opened = Dir::open_ambient_dir(directory, ambient_authority())
+        .with_context(|| format!("opening the key file's directory {}", directory.display()))
+        .map_err(bad)?;
+    if lies_beneath(root, &opened).map_err(bad)? {
+        return Err(bad(anyhow::anyhow!(
+            "the key file {} lies beneath the root {root_display}, where tools and commands could read and \
+             overwrite it (ID-4); keep the operator key outside the root",
+            key_file.display()
+        )));
+    }
+    Ok(())
 }
 
 /// A ledger over `root` (which must exist) with its store in `data_dir`,
 /// its commands confined where Landlock is available to the root, their
 /// private temporary directories and `allow_write` (ID-6; a path that
-/// reaches the store is refused), writing with the operator `key` if one
-/// is given. Returns it with the data dir's display name.
+/// reaches the store is refused), writing with the operator key in
+/// `key_file` if one is given (refused beneath the root). No mount beneath
+/// the root may show the store. Returns it with the data dir's display name.
 pub(super) fn open_ledger(
     root: &Path,
     data_dir: &Path,
     manifest: Option<&Path>,
-    key: Option<OperatorKey>,
+    key_file: Option<&Path>,
     allow_write: &[PathBuf],
 ) -> Result<(Ledger, String), Failure> {
     check_paths(root, data_dir)?;
@@ -121,8 +142,10 @@ pub(super) fn open_ledger(
     let data = Dir::open_ambient_dir(data_dir, ambient_authority())
         .with_context(|| format!("opening the data dir {}", data_dir.display()))
         .map_err(bad)?;
-    let prefix = store_prefix(root, data_dir).map(|p| format!("{p}/effects"));
-    let control = ControlPlane::for_data_dir(&data, prefix)
+    // No prefix: placement refuses a data dir beneath the root, so the store
+    // has no place there; what can still show it there (a mount, a hard
+    // link) is checked by `device:inode`.
+    let control = ControlPlane::for_data_dir(&data, None)
         .with_context(|| format!("listing the effect store in {}", data_dir.display()))
         .map_err(bad)?;
     let root_dir = Dir::open_ambient_dir(root, ambient_authority())
@@ -130,7 +153,13 @@ pub(super) fn open_ledger(
         .map_err(bad)?;
     // The root's absolute path is recorded with every filesystem resource, so
     // `effects decide` can find it again (and checks its device and inode).
-    let display_root = root.canonicalize().unwrap_or_else(|_| PathBuf::from(root)).display().to_string();
+    let canonical_root = root.canonicalize().unwrap_or_else(|_| PathBuf::from(root));
+    let display_root = canonical_root.display().to_string();
+    check_mounts(&canonical_root, &data, &control).map_err(bad)?;
+    if let Some(key_file) = key_file {
+        check_key_place(&root_dir, &display_root, key_file)?;
+    }
+    let key = read_key(key_file)?;
     let sealed = SealedRoot::new(root_dir, &display_root, "session", "cli", control).map_err(bad)?;
     let options = PolicyOptions { cache: open_cache(data_dir), ..PolicyOptions::default() };
     let policies =

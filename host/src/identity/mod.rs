@@ -31,7 +31,10 @@ use sha2::{Digest, Sha256};
 
 mod placement;
 
-pub use placement::{PlacementError, check_placement};
+mod mounts;
+
+pub use mounts::{MountError, check_mounts};
+pub use placement::{PlacementError, check_placement, lies_beneath};
 
 use crate::model::{FilesystemLocation, FilesystemRoot, Location, ResourceRef, ResourceRole};
 
@@ -129,24 +132,54 @@ fn identity_of(metadata: &cap_std::fs::Metadata) -> (u64, u64) {
 }
 
 impl Listing {
-    /// The store's directory and its `jobs/`, flat: every regular file.
-    fn add_store(&mut self, store: &Dir) -> std::io::Result<()> {
-        let list = |dir: &Dir, listing: &mut Listing| -> std::io::Result<()> {
-            listing.directories.insert(identity_of(&dir.dir_metadata()?));
-            for entry in dir.entries()? {
-                let metadata = entry?.metadata()?;
-                if metadata.is_file() {
-                    listing.files.insert(identity_of(&metadata));
-                }
+    /// One directory, flat: the directory and every regular file in it; the
+    /// names of its subdirectories are returned for a caller that lists some
+    /// of them too (the cache's buckets).
+    fn add_flat(&mut self, dir: &Dir) -> std::io::Result<Vec<String>> {
+        self.directories.insert(identity_of(&dir.dir_metadata()?));
+        let mut subdirectories = Vec::new();
+        for entry in dir.entries()? {
+            let entry = entry?;
+            let metadata = entry.metadata()?;
+            if metadata.is_file() {
+                self.files.insert(identity_of(&metadata));
+            } else if metadata.is_dir() {
+                subdirectories.push(entry.file_name().to_string_lossy().into_owned());
             }
-            Ok(())
-        };
-        list(store, self)?;
-        match store.open_dir("jobs") {
-            Ok(jobs) => list(&jobs, self),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        }
+        Ok(subdirectories)
+    }
+
+    /// `dir/name` listed flat, if it exists; its subdirectories' names.
+    fn add_named(&mut self, dir: &Dir, name: &str) -> std::io::Result<Option<(Dir, Vec<String>)>> {
+        match dir.open_dir(name) {
+            Ok(opened) => {
+                let subdirectories = self.add_flat(&opened)?;
+                Ok(Some((opened, subdirectories)))
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
             Err(error) => Err(error),
         }
+    }
+
+    /// The store's directory and its `jobs/`, flat: every regular file.
+    fn add_store(&mut self, store: &Dir) -> std::io::Result<()> {
+        self.add_flat(store)?;
+        self.add_named(store, "jobs").map(drop)
+    }
+
+    /// The compiled-policy cache (`DATA_DIR/cache`, `cache/components`, and
+    /// each engine's bucket in it): part of the store (ID-4), so its secret
+    /// and entries are as out of reach as the logs. One flat listing per
+    /// directory, as for the logs; the buckets are one per engine
+    /// configuration, so few.
+    fn add_cache(&mut self, data: &Dir) -> std::io::Result<()> {
+        let Some((cache, _)) = self.add_named(data, "cache")? else { return Ok(()) };
+        let Some((components, buckets)) = self.add_named(&cache, "components")? else { return Ok(()) };
+        for bucket in buckets {
+            self.add_named(&components, &bucket)?;
+        }
+        Ok(())
     }
 
     fn of(anchor: &Anchor) -> std::io::Result<Self> {
@@ -155,11 +188,10 @@ impl Listing {
             Anchor::Store(store) => listing.add_store(store)?,
             Anchor::DataDir(data) => {
                 listing.directories.insert(identity_of(&data.dir_metadata()?));
-                match data.open_dir("effects") {
-                    Ok(store) => listing.add_store(&store)?,
-                    Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(error) => return Err(error),
+                if let Some((store, _)) = listing.add_named(data, "effects")? {
+                    listing.add_named(&store, "jobs")?;
                 }
+                listing.add_cache(data)?;
             }
         }
         Ok(listing)
@@ -202,7 +234,8 @@ impl ControlPlane {
     }
 
     /// The store's directories as they are now (`device:inode`: the data dir,
-    /// `effects/`, `effects/jobs/`, those that exist): a walk never enters
+    /// `effects/`, `effects/jobs/`, `cache/`, `cache/components/` and its
+    /// buckets, those that exist): a walk never enters
     /// them and a path never passes through them (ID-4). A store that cannot
     /// be listed now is known by its listing at start.
     pub fn store_directories(&self) -> HashSet<(u64, u64)> {
@@ -211,6 +244,29 @@ impl ControlPlane {
             directories.extend(fresh.directories);
         }
         directories
+    }
+
+    /// Every directory and file of the store as it is now (`device:inode`),
+    /// for the check at start that no mount beneath the root shows one of
+    /// them (`identity::mounts`). A store that cannot be listed now is an
+    /// error: the check must not pass on what it could not see.
+    pub fn store_objects(&self) -> std::io::Result<HashSet<(u64, u64)>> {
+        let mut objects: HashSet<(u64, u64)> =
+            self.listed.directories.union(&self.listed.files).copied().collect();
+        if let Some(anchor) = &self.anchor {
+            let fresh = Listing::of(anchor)?;
+            objects.extend(fresh.directories);
+            objects.extend(fresh.files);
+        }
+        Ok(objects)
+    }
+
+    /// Whether a regular file found by a walk (`device`, `inode`, `links`
+    /// from its metadata) is another name for a file of the store: the same
+    /// check, with the same fresh listing, as [`SealedRoot::resolve`] makes,
+    /// so `grep` cannot read through a hard link what `read_file` refuses.
+    pub fn aliases_store(&self, device: u64, inode: u64, links: u64) -> bool {
+        self.check_alias("", device, inode, links).is_err()
     }
 
     fn check_prefix(&self, path: &str, relative: &str) -> Result<(), IdentityError> {

@@ -4,8 +4,11 @@
 //! the store could hand the store's files to every tool.
 //!
 //! Compared by `device:inode`, walking `..` from each directory to the
-//! filesystem's top: a path comparison alone misses a bind mount or a second
-//! name for the same directory. This module only reads metadata.
+//! filesystem's top: a path comparison alone misses a second name for the
+//! same directory (a symlink to it). A bind mount of the data dir beneath the
+//! root is NOT seen here: `..` from the data dir walks its real parents, never
+//! the mount point. `super::mounts` checks the mount table for that. This
+//! module only reads metadata.
 
 use std::os::fd::{AsFd, OwnedFd};
 
@@ -56,7 +59,7 @@ fn identity(fd: impl AsFd) -> std::io::Result<(u64, u64)> {
 }
 
 /// `device:inode` of `dir` and of every directory above it, `dir` first.
-fn with_ancestors(dir: impl AsFd) -> std::io::Result<Vec<(u64, u64)>> {
+pub(super) fn with_ancestors(dir: impl AsFd) -> std::io::Result<Vec<(u64, u64)>> {
     let mut chain = vec![identity(&dir)?];
     let mut current: OwnedFd =
         rustix::fs::openat(&dir, ".", OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())?;
@@ -75,6 +78,14 @@ fn with_ancestors(dir: impl AsFd) -> std::io::Result<Vec<(u64, u64)>> {
         current = parent;
     }
     Err(std::io::Error::other("more than 4096 directories above; not a usable place"))
+}
+
+/// Whether `dir` is `root` or lies beneath it, by `device:inode` of `dir`
+/// and its parents. For a file, pass its directory: what keeps an operator
+/// key file out of the tools' reach.
+pub fn lies_beneath(root: impl AsFd, dir: impl AsFd) -> std::io::Result<bool> {
+    let root = identity(root)?;
+    Ok(with_ancestors(dir)?.contains(&root))
 }
 
 /// Refuses a data dir that is the root, lies beneath it or contains it.

@@ -128,12 +128,36 @@ impl Storage for DiskFile {
     }
 
     fn preserve_broken(&mut self, bytes: &[u8]) -> io::Result<()> {
-        use cap_std::fs::{OpenOptions, OpenOptionsExt};
+        use rustix::fs::{FileType, Mode, OFlags};
         use std::io::Write;
-        let mut options = OpenOptions::new();
-        // The cut bytes are log records: as private as the log itself (0600).
-        options.append(true).create(true).mode(0o600);
-        let mut broken = self.directory.open_with(&self.broken_name, &options)?;
+        // The cut bytes are log records: as private as the log itself. A
+        // symlink planted at the name is not followed (O_NOFOLLOW), a FIFO
+        // does not block the open (O_NONBLOCK) and is refused, and an
+        // existing file gets 0600 by fchmod: the create mode applies only
+        // to a file this open makes.
+        let flags = OFlags::WRONLY
+            | OFlags::APPEND
+            | OFlags::CREATE
+            | OFlags::NOFOLLOW
+            | OFlags::NONBLOCK
+            | OFlags::NOCTTY
+            | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(
+            &self.directory,
+            self.broken_name.as_str(),
+            flags,
+            Mode::from_raw_mode(0o600),
+        )?;
+        let stat = rustix::fs::fstat(&fd)?;
+        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile || stat.st_nlink != 1 {
+            return Err(io::Error::other(format!(
+                "{} is not a regular file with one name; move it away to keep the cut bytes",
+                self.broken_name
+            )));
+        }
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o600))?;
+        rustix::fs::fcntl_setfl(&fd, OFlags::APPEND)?;
+        let mut broken = File::from(fd);
         broken.write_all(bytes)?;
         broken.sync_all()
     }

@@ -228,8 +228,17 @@ pub struct Found {
     pub truncated: bool,
 }
 
+/// Whether a regular file found by a walk or listing is a hard link to a file
+/// of the effect store (ID-4): the alias check `resolve` makes, so a walk
+/// shows nothing `read_file` would refuse. Only a file with more than one
+/// name costs more than its `stat`; one whose metadata cannot be read is
+/// skipped.
+fn aliases_store(control: &ControlPlane, entry: &cap_std::fs::DirEntry) -> bool {
+    entry.metadata().map_or(true, |m| control.aliases_store(m.dev(), m.ino(), m.nlink()))
+}
+
 /// `ls`: the entries of the resolved directory `target`, sorted, directories
-/// with a trailing `/`. Entries are named, never opened.
+/// with a trailing `/`, the store's omitted. Entries are named, never opened.
 pub fn ls(root: &SealedRoot, target: &Target) -> Produced<Found> {
     let path = target.display();
     let entries = match Opener::new(root).directory(target) {
@@ -240,9 +249,21 @@ pub fn ls(root: &SealedRoot, target: &Target) -> Produced<Found> {
         },
     };
     let mut lines = Vec::new();
+    let store = root.control().store_directories();
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
+        let kind = entry.file_type().ok();
+        let is_dir = kind.is_some_and(|t| t.is_dir());
+        // The store is not named either (ID-4): a directory of it (a bind
+        // mount) or a hard link to one of its files.
+        let hidden = match kind {
+            Some(t) if t.is_file() => aliases_store(root.control(), &entry),
+            Some(t) if t.is_dir() => entry.metadata().is_ok_and(|m| store.contains(&(m.dev(), m.ino()))),
+            _ => false,
+        };
+        if hidden {
+            continue;
+        }
         lines.push(if is_dir { format!("{name}/") } else { name });
     }
     lines.sort();
@@ -255,10 +276,11 @@ pub fn ls(root: &SealedRoot, target: &Target) -> Produced<Found> {
 /// never following symlinks, skipping FIFOs, sockets and devices (by the
 /// entry's type: nothing is opened to find out), and never entering a
 /// directory of the effect store (`store`, by `device:inode`, ID-4: its logs
-/// and job output are not the agent's to read); at most [`SEARCH_LIMIT`]
-/// entries visited.
-fn walk(root: &Dir, store: &ControlPlane, start: &str) -> std::io::Result<(Vec<String>, bool)> {
-    let store = store.store_directories();
+/// and job output are not the agent's to read), nor listing a regular file
+/// that is another name for a store file (a hard link, [`aliases_store`]);
+/// at most [`SEARCH_LIMIT`] entries visited.
+fn walk(root: &Dir, control: &ControlPlane, start: &str) -> std::io::Result<(Vec<String>, bool)> {
+    let store = control.store_directories();
     let mut files = Vec::new();
     let mut pending = vec![start.trim_end_matches('/').to_owned()];
     let mut visited = 0usize;
@@ -268,6 +290,9 @@ fn walk(root: &Dir, store: &ControlPlane, start: &str) -> std::io::Result<(Vec<S
             .flatten()
             .filter_map(|entry| {
                 let kind = entry.file_type().ok()?;
+                if kind.is_file() && aliases_store(control, &entry) {
+                    return None;
+                }
                 (kind.is_dir() || kind.is_file())
                     .then(|| (entry.file_name().to_string_lossy().into_owned(), kind.is_dir()))
             })
@@ -344,6 +369,14 @@ pub fn grep(root: &SealedRoot, target: &Target, pattern: &str) -> Produced<Found
     let mut lines = Vec::new();
     for file in files {
         let Some(mut opened) = open_found(root, &file) else { continue };
+        // Checked again on what was opened: a link made after the walk.
+        let aliased = opened.metadata().map_or(true, |m| {
+            use std::os::unix::fs::MetadataExt as _;
+            root.control().aliases_store(m.dev(), m.ino(), m.nlink())
+        });
+        if aliased {
+            continue;
+        }
         let mut bytes = Vec::new();
         if opened.read_to_end(&mut bytes).is_err() {
             continue;

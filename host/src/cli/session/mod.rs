@@ -28,7 +28,7 @@ use effect_ledger::producers::process::ProcessRequest;
 
 use super::Failure;
 use super::decide::{decision_json, describe_decision};
-use super::input::{read_bounded_text, read_key};
+use super::input::read_bounded_text;
 use super::runtime::{bad, open_ledger};
 
 /// Arguments of `effects session`.
@@ -448,7 +448,7 @@ impl SessionArgs {
             &self.root,
             &data_dir,
             self.manifest.as_deref(),
-            read_key(self.key_file.as_deref())?,
+            self.key_file.as_deref(),
             &self.allow_write,
         )?;
         let run = match (&self.run, &self.child_of, &self.new_run) {
