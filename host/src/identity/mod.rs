@@ -150,8 +150,16 @@ impl Listing {
         Ok(subdirectories)
     }
 
-    /// `dir/name` listed flat, if it exists; its subdirectories' names.
+    /// `dir/name` listed flat, if it exists as a directory; its
+    /// subdirectories' names. A symbolic link or anything else in its place
+    /// is not the store and is not followed: whoever uses that name refuses
+    /// it on its own terms (the cache is then not used; a log is not opened).
     fn add_named(&mut self, dir: &Dir, name: &str) -> std::io::Result<Option<(Dir, Vec<String>)>> {
+        match dir.symlink_metadata(name) {
+            Ok(metadata) if !metadata.is_dir() => return Ok(None),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            _ => {}
+        }
         match dir.open_dir(name) {
             Ok(opened) => {
                 let subdirectories = self.add_flat(&opened)?;
