@@ -251,25 +251,10 @@ fn four_sessions_on_one_run_all_record_their_outcomes() {
     assert!(codes.iter().all(|c| *c == "UNVERIFIED_ARTIFACT"), "{codes:?}");
 }
 
-/// `effects --data-dir DATA session --root ROOT ARGS -` with `script` on
+/// `effects --data-dir DATA session --root ROOT ARGS` with `script` on
 /// standard input.
 fn session_in(data: &Path, root: &Path, args: &[&str], script: &str) -> Output {
-    use std::io::Write;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_effects"))
-        .arg("--data-dir")
-        .arg(data)
-        .arg("session")
-        .arg("--root")
-        .arg(root)
-        .args(args)
-        .arg("-")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
-    child.wait_with_output().unwrap()
+    support::session::run_at(data, root, args, script)
 }
 
 #[test]

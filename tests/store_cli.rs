@@ -24,7 +24,7 @@ use effect_ledger::model::ResourceRole;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use support::session::{reports, session};
+use support::session::{reports, run_at, session};
 
 const WRITE: &str = r#"{"tool": "write_file", "input": {"path": "a.txt", "content": "hi\n"}}"#;
 
@@ -40,22 +40,7 @@ fn stderr(out: &Output) -> String {
 
 /// `effects --data-dir DATA session --root ROOT --json` over `script`.
 fn session_at(data: &Path, root: &Path, script: &str, extra: &[&str]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_effects"))
-        .arg("--data-dir")
-        .arg(data)
-        .arg("session")
-        .arg("--root")
-        .arg(root)
-        .arg("--json")
-        .args(extra)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
-    child.wait_with_output().unwrap()
+    run_at(data, root, &[&["--json"], extra].concat(), script)
 }
 
 fn summary(out: &Output) -> Value {

@@ -21,18 +21,33 @@ pub fn session() -> Session {
     Session { _base: base, root, data }
 }
 
+/// `effects --data-dir DATA session --root ROOT ARGS...`, for a data dir and
+/// root of the caller's choosing.
+pub fn command_at(data: &Path, root: &Path, args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_effects"));
+    command.arg("--data-dir").arg(data).arg("session").arg("--root").arg(root).args(args);
+    command
+}
+
+/// Starts `command` with `script` on its standard input.
+fn spawn_with(mut command: Command, script: &str) -> Child {
+    let mut child =
+        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+    child
+}
+
+/// Runs [`command_at`] with `script` on standard input.
+pub fn run_at(data: &Path, root: &Path, args: &[&str], script: &str) -> Output {
+    spawn_with(command_at(data, root, args), script).wait_with_output().unwrap()
+}
+
 impl Session {
     /// `effects --data-dir D session --root R --json EXTRA...`.
     pub fn command(&self, extra: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_effects"));
-        command
-            .arg("--data-dir")
-            .arg(&self.data)
-            .arg("session")
-            .arg("--root")
-            .arg(&self.root)
-            .arg("--json")
-            .args(extra);
+        let mut command = command_at(&self.data, &self.root, &["--json"]);
+        command.args(extra);
         command
     }
 
@@ -43,16 +58,7 @@ impl Session {
 
     /// Starts `script` as a session without waiting for it.
     pub fn spawn(&self, script: &str, extra: &[&str]) -> Child {
-        let mut child = self
-            .command(extra)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
-        child
+        spawn_with(self.command(extra), script)
     }
 
     /// Runs `script`, waits until its long step has written its process
