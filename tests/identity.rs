@@ -3,6 +3,8 @@
 
 #![allow(clippy::disallowed_methods)] // tests build their trees with ambient authority
 
+mod support;
+
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::Path;
 
@@ -172,24 +174,7 @@ fn a_resource_ref_cannot_be_read_from_json_outside_the_crate() {
     let data = Dir::open_ambient_dir(tree.root.join(".effects"), ambient_authority()).unwrap();
     let effects = open_effects_dir(&data, "data", OpenMode::ReadWrite).unwrap().unwrap();
     let mut log = open_lineage(&effects, "effects", "run-2", &OpenOptionsLog::default()).unwrap().unwrap();
-    let record = ClaimRecord {
-        action_id: "a".into(),
-        operation: effect_ledger::log::OperationRef {
-            tool: "t".into(),
-            action: String::new(),
-            input_sha256: String::new(),
-            request_id: String::new(),
-        },
-        impact_scope: vec![made.clone()],
-        dependencies: Vec::new(),
-        obligations: Vec::new(),
-        parent_run_id: None,
-        external: false,
-        policy_failure: None,
-        executor: None,
-        root: None,
-        confined: false,
-    };
+    let record = ClaimRecord { impact_scope: vec![made.clone()], ..support::claim("a") };
     log.claim("run-2", record.clone()).unwrap();
     let options = OpenOptionsLog { mode: OpenMode::ReadOnly, key: None, recover: false };
     let reread = open_lineage(&effects, "effects", "run-2", &options).unwrap().unwrap();
