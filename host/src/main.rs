@@ -7,6 +7,7 @@
 
 mod cli;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -19,17 +20,23 @@ use clap::Parser;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    // Diagnostics: `$EFFECTS_LOG`, else `$RUST_LOG` (tracing's filter
+    // syntax), default `warn`; escape codes only when stderr is a terminal.
+    let filter = tracing_subscriber::EnvFilter::try_from_env("EFFECTS_LOG")
+        .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| "warn".into());
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("EFFECTS_LOG").unwrap_or_else(|_| "warn".into()),
-        )
+        .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
     let cli = cli::Cli::parse();
     match cli.run() {
         Ok(code) => code,
         Err(failure) => {
-            eprintln!("effects: {:#}", failure.error);
+            if !failure.quiet {
+                eprintln!("effects: {:#}", failure.error);
+            }
             ExitCode::from(failure.code)
         }
     }

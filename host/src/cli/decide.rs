@@ -32,6 +32,7 @@ use effect_ledger::model::{FilesystemRoot, Location, ResourceRef};
 use effect_ledger::policy::{self, EvaluatorComponent, LoadedComponent, PolicyOptions, PolicySet, World};
 
 use super::input::{read_bounded, read_key};
+use super::output::out;
 use super::policy::{manifest_source, open_cache};
 use super::runtime::{bad, open_ledger};
 use super::{Failure, exit};
@@ -187,9 +188,9 @@ impl DecideArgs {
         })?;
         let report = decision_json(&completion);
         if self.json {
-            println!("{report}");
+            out!("{report}");
         } else {
-            println!("{}", describe_decision(&report));
+            out!("{}", describe_decision(&report));
         }
         Ok(ExitCode::SUCCESS)
     }
@@ -239,9 +240,9 @@ impl DecideArgs {
         let replay = recorded.replay(evaluator).map_err(refused)?;
         let report = replay_json(&self.run, &recorded, &replay);
         if self.json {
-            println!("{report}");
+            out!("{report}");
         } else {
-            println!("{}", describe_replay(&report));
+            out!("{}", describe_replay(&report));
         }
         Ok(if replay.identical() { ExitCode::SUCCESS } else { ExitCode::from(exit::PROBLEMS) })
     }

@@ -13,6 +13,7 @@ use serde_json::json;
 use effect_ledger::producers::confine::{self, Confinement, Landlock};
 
 use super::Failure;
+use super::output::out;
 
 /// Report the machine's confinement of commands (ID-6).
 #[derive(Args)]
@@ -45,10 +46,10 @@ impl DoctorArgs {
                 "landlock": { "available": abi.is_some(), "abi": abi, "detail": landlock },
                 "commands": { "confined": confinement.confined(), "detail": commands },
             });
-            println!("{report}");
+            out!("{report}");
         } else {
-            println!("landlock: {landlock}");
-            println!("commands: {commands}");
+            out!("landlock: {landlock}");
+            out!("commands: {commands}");
         }
         Ok(ExitCode::SUCCESS)
     }

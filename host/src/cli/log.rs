@@ -15,6 +15,7 @@ use effect_ledger::log::{
 };
 
 use super::input::read_key;
+use super::output::out;
 use super::{Failure, exit, open_parent};
 
 #[derive(Subcommand)]
@@ -84,7 +85,7 @@ fn verify(path: &Path, key_file: Option<&Path>) -> Result<ExitCode, Failure> {
     let log = open(path, OpenMode::ReadOnly, key_file)?;
     let records = log.records();
     let count = |kind: &str| records.iter().filter(|r| r.record.kind() == kind).count();
-    println!(
+    out!(
         "ok: {} records ({} claims, {} outcomes, {} observations); checksums, hash chain and history rules hold",
         records.len(),
         count("claim"),
@@ -94,7 +95,7 @@ fn verify(path: &Path, key_file: Option<&Path>) -> Result<ExitCode, Failure> {
     let length = log.storage().length().map_err(|e| Failure::new(exit::BAD_INPUT, e))?;
     let read = log.read_offset();
     if length > read {
-        println!(
+        out!(
             "torn final line: {} bytes at byte {read} were never acknowledged; repairable: run `effects log recover {}`",
             length - read,
             path.display()
@@ -117,9 +118,9 @@ fn show(path: &Path, as_json: bool, key_file: Option<&Path>) -> Result<ExitCode,
                 object["execution"] = json!(outcome.outcome.execution);
                 object["claim"] = json!(outcome.claim);
             }
-            println!("{object}");
+            out!("{object}");
         } else {
-            println!("{}", describe(framed.position, &framed.run_id, &framed.record));
+            out!("{}", describe(framed.position, &framed.run_id, &framed.record));
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -200,15 +201,15 @@ fn recover(path: &Path, key_file: Option<&Path>) -> Result<ExitCode, Failure> {
     let cut = log.repair().map_err(problem)?;
     let recovered = log.recover_interrupted(effect_ledger::executor::judge).map_err(problem)?;
     if cut == 0 && recovered.is_empty() {
-        println!("nothing to recover: no torn tail, no unsettled claims of dead executors");
+        out!("nothing to recover: no torn tail, no unsettled claims of dead executors");
         return Ok(ExitCode::SUCCESS);
     }
     if cut > 0 {
-        println!("cut a torn final line of {cut} bytes (kept in {}.broken)", path.display());
+        out!("cut a torn final line of {cut} bytes (kept in {}.broken)", path.display());
     }
     if !recovered.is_empty() {
         let list: Vec<String> = recovered.iter().map(|p| format!("#{p}")).collect();
-        println!(
+        out!(
             "recorded {} unsettled claim(s) of dead executors as INTERRUPTED: {}",
             recovered.len(),
             list.join(", ")

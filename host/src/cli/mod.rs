@@ -5,6 +5,7 @@ mod decide;
 mod doctor;
 mod input;
 mod log;
+pub(crate) mod output;
 mod policy;
 mod runtime;
 mod session;
@@ -25,6 +26,9 @@ pub mod exit {
     pub const REFUSED: u8 = 3;
     /// A call failed in the sandbox (trap, fuel, memory, stack, bad answer).
     pub const CALL_FAILED: u8 = 4;
+    /// Standard output was closed before the command finished (a reader
+    /// like `head` that went away): quiet, as if killed by SIGPIPE.
+    pub const OUTPUT_CLOSED: u8 = 141;
 }
 
 /// Opens the directory that holds `path` (the current directory for a bare
@@ -41,11 +45,19 @@ pub fn open_parent(path: &std::path::Path) -> std::io::Result<(cap_std::fs::Dir,
 pub struct Failure {
     pub error: anyhow::Error,
     pub code: u8,
+    /// Nothing to say: standard output is gone (`output::line`).
+    pub quiet: bool,
 }
 
 impl Failure {
     pub fn new(code: u8, error: impl Into<anyhow::Error>) -> Self {
-        Self { error: error.into(), code }
+        Self { error: error.into(), code, quiet: false }
+    }
+
+    /// The end of a command whose standard output was closed: no message,
+    /// exit [`exit::OUTPUT_CLOSED`].
+    pub fn quiet() -> Self {
+        Self { error: anyhow::anyhow!("standard output was closed"), code: exit::OUTPUT_CLOSED, quiet: true }
     }
 }
 
@@ -68,7 +80,9 @@ pub struct Cli {
 const EXIT_CODES: &str = "Exit codes: 0 ok; 1 problems found, the policy returned an error, or a \
 session step was BLOCKED or NOT RECORDED; 2 bad input (also: an input over 16 MiB, a data dir that \
 is the root, beneath it or containing it); 3 component refused at load; 4 call failed in the \
-sandbox.";
+sandbox; 141 standard output was closed before the command finished (quiet). Diagnostics go \
+to stderr, filtered by $EFFECTS_LOG (else $RUST_LOG; `tracing` filter syntax, e.g. \
+EFFECTS_LOG=effect_ledger=debug; default warn), in colour only on a terminal.";
 
 #[derive(Subcommand)]
 enum Command {

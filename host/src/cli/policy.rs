@@ -26,6 +26,7 @@ use effect_ledger::completion::{Evaluator, evaluator_of};
 use effect_ledger::policy::NativeEvaluator;
 
 use super::input::{read_bounded, read_bounded_text};
+use super::output::out;
 use super::{Failure, exit, open_parent};
 
 #[derive(Subcommand)]
@@ -145,8 +146,9 @@ fn read_file(path: &Path) -> Result<Vec<u8>, Failure> {
     read_bounded(path, "the component")
 }
 
-fn print_json(value: &impl Serialize) {
-    println!("{}", serde_json::to_string_pretty(value).expect("CLI output always serializes"));
+fn print_json(value: &impl Serialize) -> Result<(), Failure> {
+    out!("{}", serde_json::to_string_pretty(value).expect("CLI output always serializes"));
+    Ok(())
 }
 
 fn inspect(file: &Path, json: bool) -> Result<ExitCode, Failure> {
@@ -161,16 +163,16 @@ fn inspect(file: &Path, json: bool) -> Result<ExitCode, Failure> {
             #[serde(flatten)]
             shape: &'a policy::ComponentShape,
         }
-        print_json(&Inspected { file: file.display().to_string(), shape: &shape });
+        print_json(&Inspected { file: file.display().to_string(), shape: &shape })?;
     } else {
         let world = shape.world.map_or_else(|| format!("none of {}", policy::WIT_PACKAGE), |w| w.to_string());
         let list = |names: &[String]| if names.is_empty() { "none".to_owned() } else { names.join(", ") };
-        println!("file:    {}", file.display());
-        println!("world:   {world}");
-        println!("exports: {}", list(&shape.exports));
-        println!("imports: {}", list(&shape.imports));
-        println!("sha256:  {}", shape.sha256);
-        println!("size:    {} bytes", shape.size);
+        out!("file:    {}", file.display());
+        out!("world:   {world}");
+        out!("exports: {}", list(&shape.exports));
+        out!("imports: {}", list(&shape.imports));
+        out!("sha256:  {}", shape.sha256);
+        out!("size:    {} bytes", shape.size);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -228,7 +230,7 @@ fn verify(manifest: Option<&Path>, data_dir: &Path) -> Result<ExitCode, Failure>
         Ok(cache) => Some(cache),
         Err(why) => {
             problems += 1;
-            println!("problem  {why}");
+            out!("problem  {why}");
             None
         }
     };
@@ -250,24 +252,22 @@ fn verify(manifest: Option<&Path>, data_dir: &Path) -> Result<ExitCode, Failure>
             Some(EntryState::Missing) => "none (compiled now)",
             Some(EntryState::Failed(why)) => {
                 problems += 1;
-                println!(
+                out!(
                     "problem  cache entry for {} (sha256 {}) failed its check: {why}; it was not run, \
                      and loading recompiles and replaces it",
-                    entry.name, entry.sha256
+                    entry.name,
+                    entry.sha256
                 );
                 "failed its check (above)"
             }
         };
         match result {
             Ok(()) => {
-                println!(
-                    "ok       {} ({}, sha256 {}; cache: {cached})",
-                    entry.name, entry.world, entry.sha256
-                )
+                out!("ok       {} ({}, sha256 {}; cache: {cached})", entry.name, entry.world, entry.sha256)
             }
             Err(error) => {
                 problems += 1;
-                println!("problem  {error}");
+                out!("problem  {error}");
             }
         }
     }
@@ -299,7 +299,7 @@ fn run(file: &Path, call: CallArg, input: &Path, limits: SandboxLimits) -> Resul
         JsonCallError::WrongWorld(_) => unreachable!("the world was chosen from the call"),
         input_error => Failure::new(exit::BAD_INPUT, anyhow!("{}: {input_error}", input.display())),
     })?;
-    print_json(&answer);
+    print_json(&answer)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -339,7 +339,7 @@ fn test(
     for result in &results {
         let file = result.file.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
         if json {
-            println!(
+            out!(
                 "{}",
                 serde_json::json!({
                     "file": file, "rule": result.rule, "title": result.title,
@@ -347,11 +347,11 @@ fn test(
                 })
             );
         } else if result.passed() {
-            println!("ok    {file} ({}: {})", result.rule, result.title);
+            out!("ok    {file} ({}: {})", result.rule, result.title);
         } else {
-            println!("FAIL  {file} ({}: {})", result.rule, result.title);
+            out!("FAIL  {file} ({}: {})", result.rule, result.title);
             for failure in &result.failures {
-                println!("        {failure}");
+                out!("        {failure}");
             }
         }
     }
@@ -359,13 +359,13 @@ fn test(
     let covered = coverage(&table, &results);
     let uncovered: Vec<&str> = covered.iter().filter(|c| c.uncovered()).map(|c| c.rule.as_str()).collect();
     if json {
-        println!("{}", serde_json::json!({ "coverage": covered }));
-        println!(
+        out!("{}", serde_json::json!({ "coverage": covered }));
+        out!(
             "{}",
             serde_json::json!({ "summary": { "passed": passed, "failed": failed, "uncovered": uncovered } })
         );
     } else {
-        println!("coverage of the rules {} lists:", rules.display());
+        out!("coverage of the rules {} lists:", rules.display());
         for rule in &covered {
             let status = match &rule.requirement {
                 Some(Requirement::Required) if rule.vectors.is_empty() => "required, UNCOVERED".to_owned(),
@@ -376,9 +376,9 @@ fn test(
                 }
                 None => format!("not listed in {}", rules.display()),
             };
-            println!("  {:<8} {:>3} vector(s)  {status}", rule.rule, rule.vectors.len());
+            out!("  {:<8} {:>3} vector(s)  {status}", rule.rule, rule.vectors.len());
         }
-        println!("{passed} passed, {failed} failed");
+        out!("{passed} passed, {failed} failed");
     }
     if !uncovered.is_empty() {
         let (which, it) = if uncovered.len() == 1 { ("it", "it") } else { ("them", "each") };

@@ -29,6 +29,7 @@ use effect_ledger::producers::process::ProcessRequest;
 use super::Failure;
 use super::decide::{decision_json, describe_decision};
 use super::input::read_bounded_text;
+use super::output::out;
 use super::runtime::{bad, open_ledger};
 
 /// Arguments of `effects session`.
@@ -463,8 +464,8 @@ impl SessionArgs {
         .map_err(|e| bad(anyhow!(e)))?;
         if !self.json {
             match &run.parent {
-                Some(parent) => println!("run {} (child of {parent}; data dir {display_data})", run.id),
-                None => println!("run {} (data dir {display_data})", run.id),
+                Some(parent) => out!("run {} (child of {parent}; data dir {display_data})", run.id),
+                None => out!("run {} (data dir {display_data})", run.id),
             }
         }
         let mut tally = Tally::default();
@@ -478,7 +479,7 @@ impl SessionArgs {
                     }
                     report["line"] = json!(step.line);
                     if !self.json {
-                        println!("{}", describe_step(&report));
+                        out!("{}", describe_step(&report));
                     }
                     report
                 }
@@ -497,7 +498,7 @@ impl SessionArgs {
                     report["line"] = json!(step.line);
                     report["verify"] = json!({ "command": verify.command });
                     if !self.json {
-                        println!("{}", describe_verifier(&report));
+                        out!("{}", describe_verifier(&report));
                     }
                     report
                 }
@@ -516,8 +517,8 @@ impl SessionArgs {
                     report["complete"] = json!({ "required": complete.required });
                     if !self.json {
                         match report["reason"].as_str() {
-                            Some(reason) => println!("[{}] complete: REFUSED ({reason})", index + 1),
-                            None => println!("[{}] complete: {}", index + 1, describe_decision(&report)),
+                            Some(reason) => out!("[{}] complete: REFUSED ({reason})", index + 1),
+                            None => out!("[{}] complete: {}", index + 1, describe_decision(&report)),
                         }
                     }
                     decision = Some(report.clone());
@@ -525,7 +526,7 @@ impl SessionArgs {
                 }
             };
             if self.json {
-                println!("{report}");
+                out!("{report}");
             }
         }
         let claims = tally.claims;
@@ -558,16 +559,16 @@ impl SessionArgs {
             summary["last_decision"] = last;
         }
         if self.json {
-            println!("{summary}");
+            out!("{summary}");
         } else {
             if let (Some(since), Some(Value::Object(fields))) = (stale_since, &decision) {
-                println!(
+                out!(
                     "the last decision ({}) is STALE: evidence was recorded after it ({since}); \
                      decide again before presenting it",
                     fields.get("verdict").and_then(Value::as_str).unwrap_or_default(),
                 );
             }
-            println!(
+            out!(
                 "{} step(s): {claims} claimed, {} refused, {} blocked; continue with --run {}",
                 steps.len(),
                 tally.refused,
