@@ -381,11 +381,11 @@ fn owned_records_and_browser_sessions_enter_as_reported_steps() {
     assert_eq!(claim["impact_scope"][0]["incarnation"], "r1");
     assert_eq!(claim["dependencies"][0]["location"]["owned"]["record"], "a.png");
     // Reads are admitted and observed partially, as the runtime reported them.
-    assert_eq!(steps[1]["observations"][0]["mechanism"], "owned_read");
+    assert_eq!(steps[1]["observations"][0]["mechanism"], "OWNED_READ");
     assert_eq!(steps[1]["observations"][0]["coverage"], "PARTIAL");
-    assert_eq!(steps[2]["observations"][0]["mechanism"], "browser_session");
+    assert_eq!(steps[2]["observations"][0]["mechanism"], "BROWSER_SESSION");
     // A page operation is refused before dispatch: no claim.
-    assert_eq!(steps[3]["status"], "refused");
+    assert_eq!(steps[3]["status"], "REFUSED");
     assert!(steps[3]["reason"].as_str().unwrap().contains("pages are never bound"));
     assert_eq!(steps.last().unwrap()["summary"]["claims"], 1);
     // CMP-6 (revision 2): an owned write is never verified (owned reads are

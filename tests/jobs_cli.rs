@@ -40,8 +40,8 @@ fn codes(decision: &Value) -> Vec<&str> {
 
 /// The job id a launch step reported (`started background job job-N`).
 fn job_id(step: &Value) -> String {
-    let text = step["result"]["ok"].as_str().unwrap_or_else(|| panic!("not a started job: {step:#}"));
-    text.rsplit(' ').next().unwrap().to_owned()
+    assert_eq!(step["result"]["job_state"], "RUNNING", "{step:#}");
+    step["result"]["job_id"].as_str().unwrap_or_else(|| panic!("not a started job: {step:#}")).to_owned()
 }
 
 /// The outcomes the log holds for the claim at `claim`, in order.
@@ -96,7 +96,7 @@ fn a_running_job_leaves_the_run_unverified_and_a_later_process_settles_its_launc
     let deadline = Instant::now() + Duration::from_secs(20);
     let second = loop {
         let steps = run(&s, &[&job(&id, "status")], &["--run", &run_id]);
-        if steps[0]["result"]["ok"].as_str().is_some_and(|t| t.starts_with("exited"))
+        if steps[0]["result"]["text"].as_str().is_some_and(|t| t.starts_with("exited"))
             || Instant::now() > deadline
         {
             break steps;
@@ -154,8 +154,9 @@ fn a_kill_tears_down_a_job_that_ignores_sigterm_and_settles_its_launch_cancelled
     let kill = &killed[0];
     assert!(kill["claim"].is_u64(), "a kill is claimed: {kill:#}");
     assert_eq!(kill["outcome"]["execution"], "REPORTED_SUCCESS", "{kill:#}");
-    assert_eq!(kill["outcome"]["cleanup"], "clean");
-    assert_eq!(kill["result"]["ok"], "killed");
+    assert_eq!(kill["outcome"]["cleanup"], "CLEAN");
+    assert_eq!(kill["result"]["text"], "killed");
+    assert_eq!(kill["result"]["job_state"], "KILLED");
     assert!(group_members(pgid).is_empty(), "nothing of the group survives the kill");
     let outcomes = outcomes_of(&s, claim);
     assert_eq!(
@@ -228,7 +229,7 @@ fn a_job_read_binds_only_a_validated_job_of_this_lineage() {
         "no job job-1",
         "not a job id",
     ]) {
-        assert_eq!(step["status"], "refused", "{step:#}");
+        assert_eq!(step["status"], "REFUSED", "{step:#}");
         assert!(step["reason"].as_str().unwrap().contains(needle), "{step:#}");
     }
     // A job record that no longer matches its launch index is refused.
@@ -239,6 +240,6 @@ fn a_job_read_binds_only_a_validated_job_of_this_lineage() {
     entry["claim"] = json!(99);
     std::fs::write(&index, entry.to_string()).unwrap();
     let tampered = run(&s, &[&job(&id, "status")], &["--run", &run_id]);
-    assert_eq!(tampered[0]["status"], "refused");
+    assert_eq!(tampered[0]["status"], "REFUSED");
     assert!(tampered[0]["reason"].as_str().unwrap().contains("launch index"), "{:#}", tampered[0]);
 }

@@ -64,12 +64,18 @@ fn a_command_runs_in_the_root_and_reports_its_exit_status_and_output() {
 }
 
 #[test]
-fn output_beyond_the_cap_is_dropped_and_said_so() {
+fn output_beyond_the_cap_keeps_its_head_and_tail_and_says_so() {
     let (_dir, root) = sealed();
-    let request = ProcessRequest { output_cap: 1000, ..bash("head -c 1000000 /dev/zero", 10_000) };
+    // 100 000 numbered lines: the first and the last must survive the cap.
+    let request = ProcessRequest { output_cap: 1000, ..bash("seq 1 100000", 10_000) };
     let ran = go(&root, &request).result.unwrap();
-    assert_eq!(ran.stdout.len(), 1000);
+    let text = String::from_utf8(ran.stdout.clone()).unwrap();
     assert!(ran.truncated);
+    assert!(text.starts_with("1\n2\n3\n"), "{text}");
+    assert!(text.ends_with("99999\n100000\n"), "{text}");
+    let omitted = 588_895 - 1000; // `seq 1 100000` writes 588 895 bytes
+    assert!(text.contains(&format!("\n[... {omitted} bytes omitted ...]\n")), "{text}");
+    assert_eq!(text.len() - format!("\n[... {omitted} bytes omitted ...]\n").len(), 1000);
 }
 
 #[test]

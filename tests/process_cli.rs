@@ -37,7 +37,7 @@ fn a_command_that_times_out_after_the_write_blocks_completion() {
     let steps = run(&[WRITE, READ, &bash("sleep 30", 300), &complete()]);
     let command = &steps[2];
     assert_eq!(command["outcome"]["execution"], "TIMED_OUT", "{command:#}");
-    assert_eq!(command["outcome"]["cleanup"], "clean", "the group was torn down");
+    assert_eq!(command["outcome"]["cleanup"], "CLEAN", "the group was torn down");
     let decision = steps.last().unwrap();
     assert_eq!(decision["verdict"], "BLOCKED", "{decision:#}");
     assert!(codes(decision).contains(&"UNSETTLED_ARTIFACT"));
@@ -66,7 +66,7 @@ fn a_child_ignoring_sigterm_is_torn_down_and_the_outcome_says_so() {
     let command = &steps[0];
     assert_eq!(command["outcome"]["execution"], "TIMED_OUT");
     // Clean only because SIGKILL ended the survivor; the producer checks /proc.
-    assert_eq!(command["outcome"]["cleanup"], "clean", "{command:#}");
+    assert_eq!(command["outcome"]["cleanup"], "CLEAN", "{command:#}");
 }
 
 #[test]
@@ -74,7 +74,12 @@ fn a_failing_command_is_claimed_and_settled_failed() {
     let steps = run(&[&bash("echo no >&2; exit 4", 10_000)]);
     assert_eq!(steps[0]["claim"], 0, "claimed before it ran");
     assert_eq!(steps[0]["outcome"]["execution"], "FAILED");
-    assert!(steps[0]["result"]["error"].as_str().unwrap().contains("exit status 4: no"));
+    assert_eq!(steps[0]["result"]["error"], "exit status 4");
+    // Both streams and the exit code are fields, on failure as on success.
+    assert_eq!(steps[0]["result"]["stderr"], "no\n");
+    assert_eq!(steps[0]["result"]["stdout"], "");
+    assert_eq!(steps[0]["result"]["exit_code"], 4);
+    assert_eq!(steps[0]["result"]["ok"], false);
 }
 
 #[test]

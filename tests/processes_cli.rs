@@ -101,7 +101,7 @@ fn a_peer_s_command_in_flight_blocks_completion_and_its_outcome_is_still_recorde
     assert!(b.status.success(), "{}", stderr(&b));
     let b = reports(&b);
     assert_eq!(b[0]["outcome"]["execution"], "REPORTED_SUCCESS", "{:#}", b[0]);
-    assert!(b[0].get("record_error").is_none(), "{:#}", b[0]);
+    assert_eq!(b[0]["status"], "RAN", "{:#}", b[0]);
     assert_eq!(interrupted(&records(&s, "x")), 0);
     assert_eq!(std::fs::read_to_string(s.root.join("a.txt")).unwrap(), "bad\n");
     // A's write was superseded by B's command: never COMPLETED now.
@@ -128,7 +128,7 @@ fn a_decide_beside_a_live_command_leaves_it_alone() {
     assert!(out.status.success(), "{}", stderr(&out));
     let steps = reports(&out);
     assert_eq!(steps[0]["outcome"]["execution"], "REPORTED_SUCCESS", "{:#}", steps[0]);
-    assert_eq!(steps[0]["outcome"]["cleanup"], "clean");
+    assert_eq!(steps[0]["outcome"]["cleanup"], "CLEAN");
     assert_eq!(steps[3]["verdict"], "COMPLETED", "{:#}", steps[3]);
     assert_eq!(interrupted(&records(&s, "x")), 0, "the decide recovered nothing of a live executor");
 }
@@ -139,7 +139,7 @@ fn leftover_never_rewrites_a_verified_file(leftover: &str) {
     let s = session();
     let steps =
         ok(&s, &[&bash(leftover, 20_000), &write("a.txt", "good\n"), &read("a.txt")], &["--new-run", "x"]);
-    assert_eq!(steps[0]["outcome"]["cleanup"], "clean", "{:#}", steps[0]);
+    assert_eq!(steps[0]["outcome"]["cleanup"], "CLEAN", "{:#}", steps[0]);
     std::thread::sleep(Duration::from_millis(1500));
     let decision = decide(&s, "x", &["a.txt"]);
     let content = std::fs::read_to_string(s.root.join("a.txt")).unwrap();
@@ -170,7 +170,7 @@ fn a_timeout_while_a_setsid_child_lives_is_not_all_dead_unless_it_is() {
         ok(&s, &[&bash(command, 500), &write("a.txt", "good\n"), &read("a.txt")], &["--new-run", "x"]);
     assert_eq!(steps[0]["outcome"]["execution"], "TIMED_OUT", "{:#}", steps[0]);
     let child = pid_in(&s.root.join("child.pid"));
-    let clean = steps[0]["outcome"]["cleanup"] == "clean";
+    let clean = steps[0]["outcome"]["cleanup"] == "CLEAN";
     assert_eq!(
         clean,
         !alive(child),
@@ -232,7 +232,7 @@ fn four_sessions_on_one_run_all_record_their_outcomes() {
         assert!(out.status.success(), "{}", stderr(&out));
         let step = &reports(&out)[0];
         assert_eq!(step["outcome"]["execution"], "REPORTED_SUCCESS", "{step:#}");
-        assert!(step.get("record_error").is_none(), "{step:#}");
+        assert_eq!(step["status"], "RAN", "{step:#}");
     }
     let log = records(&s, "x");
     assert_eq!(interrupted(&log), 0, "{log:#?}");
@@ -373,7 +373,8 @@ fn an_outcome_that_is_not_recorded_fails_the_session_loudly() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("NOT RECORDED"), "{}", stderr(&out));
     let steps = reports(&out);
-    assert!(steps[0]["record_error"].is_string(), "{:#}", steps[0]);
+    assert_eq!(steps[0]["status"], "NOT_RECORDED", "{:#}", steps[0]);
+    assert!(steps[0]["reason"].is_string(), "{:#}", steps[0]);
     assert_eq!(steps.last().unwrap()["summary"]["not_recorded"], 1);
 }
 
@@ -393,7 +394,7 @@ fn a_command_whose_processes_are_not_known_dead_keeps_its_window_open() {
         ],
         &["--new-run", "x"],
     );
-    assert_eq!(steps[0]["outcome"]["cleanup"], "unknown", "{:#}", steps[0]);
+    assert_eq!(steps[0]["outcome"]["cleanup"], "UNKNOWN", "{:#}", steps[0]);
     let decision = &steps[3];
     assert_eq!(decision["verdict"], "BLOCKED", "{decision:#}");
     // The same command whose processes are known dead closes its window.
@@ -402,7 +403,7 @@ fn a_command_whose_processes_are_not_known_dead_keeps_its_window_open() {
         &[&bash("sleep 0.2", 10_000), &write("b.txt", "good\n"), &read("b.txt"), &complete(&["b.txt"])],
         &["--new-run", "y"],
     );
-    assert_eq!(clean[0]["outcome"]["cleanup"], "clean");
+    assert_eq!(clean[0]["outcome"]["cleanup"], "CLEAN");
     assert_eq!(clean[3]["verdict"], "COMPLETED", "{:#}", clean[3]);
 }
 

@@ -38,9 +38,9 @@ fn a_refused_step_writes_no_claim_and_the_session_goes_on() {
     let out = s.run(&script, &[]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let reports = reports(&out);
-    assert_eq!(reports[0]["status"], "refused");
-    assert!(reports[0].get("claim").is_none());
-    assert_eq!(reports[1]["status"], "ran");
+    assert_eq!(reports[0]["status"], "REFUSED");
+    assert!(reports[0]["claim"].is_null(), "every key is present, and a refused step has no claim");
+    assert_eq!(reports[1]["status"], "RAN");
     assert_eq!(reports[1]["claim"], 0, "the refused step took no position");
     assert_eq!(reports[1]["outcome"]["execution"], "REPORTED_SUCCESS");
     assert_eq!(reports[2]["summary"]["refused"], 1);
@@ -129,7 +129,7 @@ fn a_claim_that_cannot_be_persisted_is_blocked_and_the_file_never_touched() {
     // A blocked step makes the session exit 1: it did not do what it was asked.
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
     let reports = reports(&out);
-    assert_eq!(reports[0]["status"], "blocked", "{reports:?}");
+    assert_eq!(reports[0]["status"], "BLOCKED", "{reports:?}");
     assert_eq!(reports[1]["summary"]["blocked"], 1);
     assert!(!s.root.join("a.txt").exists(), "the backend never ran");
 }

@@ -163,8 +163,8 @@ fn a_hard_link_to_the_runs_own_log_made_during_the_session_is_refused() {
     std::fs::write(s.root.join("go"), "").unwrap();
     let out = child.wait_with_output().unwrap();
     let reports = reports(&out);
-    assert_eq!(reports[1]["status"], "ran", "{:#}", reports[1]);
-    assert_eq!(reports[2]["status"], "refused", "{:#}", reports[2]);
+    assert_eq!(reports[1]["status"], "RAN", "{:#}", reports[1]);
+    assert_eq!(reports[2]["status"], "REFUSED", "{:#}", reports[2]);
     let reason = reports[2]["reason"].as_str().unwrap();
     assert!(reason.contains("hard link") && reason.contains("effect store"), "{reason}");
     assert_ne!(std::fs::read(&log).unwrap(), b"truncated\n");
@@ -483,7 +483,7 @@ fn a_session_whose_steps_were_blocked_does_not_exit_0() {
     }
     let out = s.run(&format!("{WRITE}\n"), &[]);
     let reports = reports(&out);
-    assert_eq!(reports[0]["status"], "blocked", "{:#?} {}", reports, stderr(&out));
+    assert_eq!(reports[0]["status"], "BLOCKED", "{:#?} {}", reports, stderr(&out));
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("BLOCKED"), "{}", stderr(&out));
     assert_eq!(summary(&out)["blocked"], 1);
@@ -548,8 +548,7 @@ fn a_multiply_linked_job_record_or_launch_index_is_refused() {
     let out = s.run(r#"{"tool": "bash", "input": {"command": "true", "background": true}}"#, &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     let run = summary(&out)["run_id"].as_str().unwrap().to_owned();
-    let started = reports(&out)[0]["result"]["ok"].as_str().unwrap().to_owned();
-    let job = started.rsplit(' ').next().unwrap().to_owned();
+    let job = reports(&out)[0]["result"]["job_id"].as_str().unwrap().to_owned();
     let generation = job.strip_prefix("job-").unwrap();
     let elsewhere = s.root.parent().unwrap().join("elsewhere");
     std::fs::create_dir_all(&elsewhere).unwrap();
@@ -734,7 +733,7 @@ fn a_hard_link_to_the_cache_secret_is_refused_to_read_file_and_unlisted_by_glob(
     .join("\n");
     let out = s.run(&format!("{script}\n"), &[]);
     let reports = reports(&out);
-    assert_eq!(reports[0]["status"], "refused", "{:#}", reports[0]);
+    assert_eq!(reports[0]["status"], "REFUSED", "{:#}", reports[0]);
     let reason = reports[0]["reason"].as_str().unwrap();
     assert!(reason.contains("hard link") && reason.contains("effect store"), "{reason}");
     let listed = reports[1].to_string();

@@ -48,7 +48,7 @@ fn decision(steps: &[Value]) -> &Value {
 #[test]
 fn a_passing_check_then_a_command_killed_by_timeout_is_a_stale_verifier() {
     let steps = run(&[WRITE, READ, &check("grep -q hi a.txt"), &bash("sleep 30", 300), &complete(&[])]);
-    assert_eq!(steps[2]["passed"], true, "{:#}", steps[2]);
+    assert_eq!(steps[2]["verifier"]["passed"], true, "{:#}", steps[2]);
     assert_eq!(steps[3]["outcome"]["execution"], "TIMED_OUT");
     let decided = decision(&steps);
     assert_eq!(decided["verdict"], "BLOCKED", "{decided:#}");
@@ -58,8 +58,8 @@ fn a_passing_check_then_a_command_killed_by_timeout_is_a_stale_verifier() {
 #[test]
 fn a_failing_latest_check_fails_the_run_even_after_an_earlier_pass() {
     let steps = run(&[WRITE, READ, &check("true"), &check("grep -q bye a.txt"), &complete(&["a.txt"])]);
-    assert_eq!(steps[3]["passed"], false);
-    assert_eq!(steps[3]["exit_code"], 1);
+    assert_eq!(steps[3]["verifier"]["passed"], false);
+    assert_eq!(steps[3]["result"]["exit_code"], 1);
     let decided = decision(&steps);
     assert_eq!(decided["verdict"], "FAILED", "{decided:#}");
     assert!(codes(decided).contains(&"FAILING_VERIFIER"), "{decided:#}");
@@ -83,8 +83,8 @@ fn a_passing_check_after_the_last_change_covers_an_unread_artifact() {
         &json!({ "verify": { "command": "sleep 30", "timeout_ms": 200 } }).to_string(),
         &complete(&["a.txt"]),
     ]);
-    assert_eq!(slow[1]["passed"], false);
-    assert_eq!(slow[1]["timed_out"], true);
+    assert_eq!(slow[1]["verifier"]["passed"], false);
+    assert_eq!(slow[1]["result"]["timed_out"], true);
     let slow = decision(&slow);
     assert_eq!(slow["verdict"], "BLOCKED", "{slow:#}");
     let codes: Vec<&str> =
@@ -98,14 +98,14 @@ fn a_check_is_claimed_before_it_runs_and_its_changes_stale_earlier_reads() {
     let s = session();
     let steps = run_in(&s, &[WRITE, READ, &check("echo changed > a.txt"), &complete(&["a.txt"])]);
     let checked = &steps[2];
-    assert_eq!(checked["passed"], true, "{checked:#}");
+    assert_eq!(checked["verifier"]["passed"], true, "{checked:#}");
     let records = log_records(&s.logs()[0]);
     let claim = &records[checked["claim"].as_u64().unwrap() as usize];
     assert_eq!(claim["record"]["claim"]["operation"]["action"], "verify", "{claim:#}");
     assert_eq!(claim["record"]["claim"]["impact_scope"], json!([]), "a check's scope is unknown");
-    let record = &records[checked["position"].as_u64().unwrap() as usize];
+    let record = &records[checked["verifier"]["position"].as_u64().unwrap() as usize];
     assert_eq!(record["record"]["verifier"]["claim"], checked["claim"], "the record names its run's claim");
-    assert!(checked["position"].as_u64() > checked["claim"].as_u64());
+    assert!(checked["verifier"]["position"].as_u64() > checked["claim"].as_u64());
     // The write's readback was taken before the check changed the file: it
     // no longer verifies the write.
     let decided = decision(&steps);

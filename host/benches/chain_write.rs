@@ -71,7 +71,8 @@ fn main() {
             direct_write();
         }
         let start = Instant::now();
-        let bound = bind(&probe_root, "write_file", &input, "bench", 16 << 20).unwrap();
+        let call = effect_ledger::tools::Call::parse("write_file", &input).unwrap();
+        let bound = bind(&probe_root, call, None, "bench", 16 << 20).unwrap();
         binding.push(start.elapsed());
         let start = Instant::now();
         probe_policies.classifier("write_file").unwrap().classify(&bound.operation).unwrap();

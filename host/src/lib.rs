@@ -16,3 +16,4 @@ pub mod model;
 pub mod policy;
 pub mod procfs;
 pub mod producers;
+pub mod tools;

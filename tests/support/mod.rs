@@ -48,7 +48,8 @@ pub fn operation() -> BoundOperation {
     let opened = Dir::open_ambient_dir(dir.path(), ambient_authority()).unwrap();
     let root = SealedRoot::new(opened, "/work/demo", "workspace", "agent", ControlPlane::default()).unwrap();
     let input = serde_json::json!({ "path": "a.txt", "content": "hi\n" });
-    effect_ledger::ledger::bind::bind(&root, "write_file", &input, "req-1", 1 << 20).unwrap().operation
+    let call = effect_ledger::tools::Call::parse("write_file", &input).unwrap();
+    effect_ledger::ledger::bind::bind(&root, call, None, "req-1", 1 << 20).unwrap().operation
 }
 
 /// A settle request for [`operation`] with the given exit code.

@@ -9,6 +9,7 @@ pub(crate) mod output;
 mod policy;
 mod runtime;
 mod session;
+mod tools;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -100,6 +101,9 @@ enum Command {
     Log(log::LogCommand),
     /// Say whether commands run confined here (Landlock, ID-6).
     Doctor(doctor::DoctorArgs),
+    /// List the tools the ledger knows, with their input schemas (`--json`:
+    /// ready to hand to a model API).
+    Tools(tools::ToolsArgs),
 }
 
 impl Cli {
@@ -113,6 +117,7 @@ impl Cli {
             }
             Command::Log(command) => command.run(),
             Command::Doctor(args) => args.run(),
+            Command::Tools(args) => args.run(),
         }
     }
 }

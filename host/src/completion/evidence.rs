@@ -95,11 +95,10 @@ pub fn assemble(
                     external: claim.external,
                     no_op: not_executed.contains(&position),
                     processes: processes.contains(&position),
-                    unbound: !crate::ledger::producer_bound(&claim.operation.tool),
+                    unbound: !crate::tools::producer_bound(&claim.operation.tool),
                     // ID-6: a command is confined only when its claim says
                     // so (a log from before ID-6 says nothing: unconfined).
-                    unconfined: crate::ledger::PROCESS_TOOLS.contains(&claim.operation.tool.as_str())
-                        && !claim.confined,
+                    unconfined: crate::tools::is_command(&claim.operation.tool) && !claim.confined,
                 }));
             }
             Record::Outcome(outcome) => {

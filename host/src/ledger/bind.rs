@@ -1,4 +1,4 @@
-//! Binding: a tool call's JSON input resolved to typed resources beneath the
+//! Binding: a typed tool call ([`Call`]) resolved to resources beneath the
 //! sealed root, plus the pre-states a classifier needs (SPEC section 2, the
 //! first arrow). A path that escapes the root or reaches the effect store is
 //! refused here, before anything is claimed or run.
@@ -9,7 +9,6 @@
 //! pre-state of each file it updates.
 
 use effects_fs_transform::{PatchOp, parse_patch};
-use serde_json::Value;
 
 use crate::digest::Sha256Digest;
 use crate::identity::{IdentityError, OpenError, Opener, Resolved, SealedRoot, Target};
@@ -18,29 +17,7 @@ use crate::model::{
     PreState, ResourceRef, ResourceRole,
 };
 use crate::producers::fs::read_capped;
-
-/// Tools the reference producers implement.
-pub const FILESYSTEM_TOOLS: &[&str] =
-    &["write_file", "edit_file", "apply_patch", "read_file", "ls", "glob", "grep"];
-
-/// Tools the reference process producer runs (`producers::process`): unknown
-/// scope, so nothing to bind.
-pub const PROCESS_TOOLS: &[&str] = &["bash", "python"];
-
-/// Tools that act on a background job the process producer started
-/// (`producers::job`): bound by the ledger to exactly one validated job.
-pub const JOB_TOOLS: &[&str] = &["bg_job"];
-
-/// Tools the embedding runtime executes and reports on: the host binds their
-/// resources and records their reported facts, but runs nothing itself.
-pub const REPORTED_TOOLS: &[&str] = &["external", "owned_write", "owned_read", "browser"];
-
-/// Whether a tool family binds `tool` (TRU-1): its lifecycle facts come from a
-/// producer the host bound. Every other tool falls to the unbound fallback, and
-/// an executed effect of one is disclosed by name (CMP-6).
-pub fn producer_bound(tool: &str) -> bool {
-    [FILESYSTEM_TOOLS, PROCESS_TOOLS, JOB_TOOLS, REPORTED_TOOLS].iter().any(|tools| tools.contains(&tool))
-}
+use crate::tools::{Call, InputError};
 
 /// Why a call cannot be bound.
 #[derive(Debug, thiserror::Error)]
@@ -55,29 +32,21 @@ pub enum BindError {
     )]
     PageOperation(String),
     /// The input is not what the tool takes.
-    #[error("bad input for {tool}: {message}")]
-    BadInput {
-        /// The tool.
-        tool: String,
-        /// What is wrong.
-        message: String,
-    },
+    #[error(transparent)]
+    BadInput(#[from] InputError),
 }
 
-/// A bound call: the operation and the root-relative path of each binding.
+/// A bound call: the typed call, the operation the classifier sees (its
+/// `input_json` is the call's canonical input), and the root-relative path
+/// of each binding. The producer acts on `call`: the very value claimed.
 #[derive(Debug, Clone)]
 pub struct Bound {
+    /// The call, as checked against its tool's input type.
+    pub call: Call,
     /// What the classifier sees.
     pub operation: BoundOperation,
     /// Normalized path of each binding, by index (`.` for the root itself).
     pub paths: Vec<String>,
-}
-
-fn text<'a>(tool: &str, input: &'a Value, field: &str) -> Result<&'a str, BindError> {
-    input.get(field).and_then(Value::as_str).ok_or_else(|| BindError::BadInput {
-        tool: tool.to_owned(),
-        message: format!("`{field}` must be a string"),
-    })
 }
 
 impl Bound {
@@ -121,20 +90,17 @@ pub fn read_pre_state(root: &SealedRoot, resolved: &Resolved, cap: u64) -> PreSt
 ///   (record names) are dependencies.
 /// - `browser`: the session (`session`, incarnation `incarnation`), for
 ///   `session_info` only; any page operation is refused here, never bound.
-fn reported_bindings(
-    root: &SealedRoot,
-    tool: &str,
-    input: &Value,
-) -> Result<Vec<(String, ResourceRef)>, BindError> {
-    let named = |field: &str| -> Result<String, BindError> {
-        let value = text(tool, input, field)?;
+fn reported_bindings(root: &SealedRoot, call: &Call) -> Result<Vec<(String, ResourceRef)>, BindError> {
+    let tool = call.tool();
+    let named = |field: &str, value: &str| -> Result<String, BindError> {
         if value.is_empty() {
-            return Err(BindError::BadInput { tool: tool.into(), message: format!("`{field}` is empty") });
+            let message = format!("`{field}` is empty");
+            return Err(InputError { tool: tool.into(), message }.into());
         }
         Ok(value.to_owned())
     };
-    let optional = |field: &str, default: &str| {
-        input.get(field).and_then(Value::as_str).filter(|v| !v.is_empty()).unwrap_or(default).to_owned()
+    let or_unobserved = |value: &Option<String>| {
+        value.as_deref().filter(|v| !v.is_empty()).unwrap_or("unobserved").to_owned()
     };
     let owner = root.root().owner.clone();
     let resource = |role, location, incarnation| ResourceRef::new(role, location, incarnation, None);
@@ -147,81 +113,70 @@ fn reported_bindings(
             record,
         })
     };
-    Ok(match tool {
-        "external" => {
+    Ok(match call {
+        Call::External(external) => {
             let location = ExternalLocation {
                 namespace: "mcp".into(),
                 owner: owner.clone(),
-                endpoint: optional("endpoint", ""),
-                server: named("server")?,
-                tool: named("tool")?,
+                endpoint: external.endpoint.clone().unwrap_or_default(),
+                server: named("server", &external.server)?,
+                tool: named("tool", &external.tool)?,
             };
             vec![(
                 "endpoint".into(),
                 resource(ResourceRole::Target, Location::External(location), "unobserved".into()),
             )]
         }
-        "owned_write" | "owned_read" => {
+        Call::OwnedWrite(owned) | Call::OwnedRead(owned) => {
             let role = if tool == "owned_write" { ResourceRole::Target } else { ResourceRole::Source };
-            let location = record(named("collection")?, named("record")?);
-            let mut bound =
-                vec![("record".into(), resource(role, location, optional("revision", "unobserved")))];
-            let attachments = input.get("attachments").and_then(Value::as_array).into_iter().flatten();
-            for attachment in attachments.filter_map(Value::as_str) {
-                let location = record("attachments".into(), attachment.to_owned());
+            let location = record(named("collection", &owned.collection)?, named("record", &owned.record)?);
+            let mut bound = vec![("record".into(), resource(role, location, or_unobserved(&owned.revision)))];
+            for attachment in &owned.attachments {
+                let location = record("attachments".into(), attachment.clone());
                 bound.push((
-                    attachment.to_owned(),
+                    attachment.clone(),
                     resource(ResourceRole::Dependency, location, "unobserved".into()),
                 ));
             }
             bound
         }
-        "browser" => {
-            let action = optional("action", "");
-            if action != "session_info" {
-                return Err(BindError::PageOperation(action));
+        Call::Browser(browser) => {
+            if browser.action != "session_info" {
+                return Err(BindError::PageOperation(browser.action.clone()));
             }
             let location = Location::BrowserSession(BrowserLocation {
                 owner: owner.clone(),
                 thread: "session".into(),
-                session_key: named("session")?,
+                session_key: named("session", &browser.session)?,
             });
             vec![(
                 "session".into(),
-                resource(ResourceRole::Source, location, optional("incarnation", "unobserved")),
+                resource(ResourceRole::Source, location, or_unobserved(&browser.incarnation)),
             )]
         }
         _ => Vec::new(),
     })
 }
 
-/// Binds one call. `input` is normalized to canonical JSON (sorted keys).
-pub fn bind(
-    root: &SealedRoot,
-    tool: &str,
-    input: &Value,
-    request_id: &str,
-    cap: u64,
-) -> Result<Bound, BindError> {
-    let mut named: Vec<(String, String, ResourceRole, bool)> = Vec::new(); // name, path, role, wants pre-state
-    match tool {
-        "write_file" => {
-            named.push(("path".into(), text(tool, input, "path")?.into(), ResourceRole::Target, false))
+/// The filesystem bindings of a call, by the conventions `classify-fs`
+/// reads: single-file tools bind `path`; searches bind `path` (default `.`)
+/// as their search root; `apply_patch` binds every path its patch names,
+/// under that path string. Each with its role and whether the classifier
+/// needs its content pre-state.
+fn named_paths(call: &Call) -> Result<Vec<(String, String, ResourceRole, bool)>, BindError> {
+    let one = |path: &str, role, pre| vec![("path".to_owned(), path.to_owned(), role, pre)];
+    Ok(match call {
+        Call::WriteFile(write) => one(&write.path, ResourceRole::Target, false),
+        Call::EditFile(edit) => one(&edit.path, ResourceRole::Target, true),
+        Call::ReadFile(read) => one(&read.path, ResourceRole::Source, false),
+        Call::Ls(ls) => one(ls.path.as_deref().unwrap_or("."), ResourceRole::SearchRoot, false),
+        Call::Glob(search) | Call::Grep(search) => {
+            one(search.path.as_deref().unwrap_or("."), ResourceRole::SearchRoot, false)
         }
-        "edit_file" => {
-            named.push(("path".into(), text(tool, input, "path")?.into(), ResourceRole::Target, true))
-        }
-        "read_file" => {
-            named.push(("path".into(), text(tool, input, "path")?.into(), ResourceRole::Source, false))
-        }
-        "ls" | "glob" | "grep" => {
-            let path = input.get("path").and_then(Value::as_str).unwrap_or(".");
-            named.push(("path".into(), path.into(), ResourceRole::SearchRoot, false));
-        }
-        "apply_patch" => {
-            let patch = text(tool, input, "patch")?;
-            let ops = parse_patch(patch)
-                .map_err(|e| BindError::BadInput { tool: tool.into(), message: e.to_string() })?;
+        Call::ApplyPatch(patch) => {
+            let ops = parse_patch(&patch.patch)
+                .map_err(|e| InputError { tool: call.tool().into(), message: e.to_string() })?;
+            let mut named: Vec<(String, String, ResourceRole, bool)> = Vec::new();
             let mut add = |path: &str, pre: bool| {
                 if !named.iter().any(|(name, ..)| name == path) {
                     named.push((path.to_owned(), path.to_owned(), ResourceRole::Target, pre));
@@ -238,36 +193,49 @@ pub fn bind(
                     }
                 }
             }
+            named
         }
-        _ => {}
-    }
+        _ => Vec::new(),
+    })
+}
+
+/// Binds one call. The operation's `input_json` is the call's canonical
+/// input (sorted keys, defaults left out); `action` overrides the call's own
+/// action (a verifier run is a `bash` call with action `verify`).
+pub fn bind(
+    root: &SealedRoot,
+    call: Call,
+    action: Option<&str>,
+    request_id: &str,
+    cap: u64,
+) -> Result<Bound, BindError> {
     let mut bindings = Vec::new();
     let mut paths = Vec::new();
     let mut pre_states = Vec::new();
-    for (name, resource) in reported_bindings(root, tool, input)? {
+    for (name, resource) in reported_bindings(root, &call)? {
         bindings.push(Binding { name, resource });
         paths.push(String::new());
     }
-    for (index, (name, path, role, wants_pre)) in named.into_iter().enumerate() {
+    for (name, path, role, wants_pre) in named_paths(&call)? {
         let resolved = root.resolve(&path, role)?;
         if wants_pre {
-            pre_states
-                .push(BoundPreState { binding: index as u32, state: read_pre_state(root, &resolved, cap) });
+            let binding = bindings.len() as u32;
+            pre_states.push(BoundPreState { binding, state: read_pre_state(root, &resolved, cap) });
         }
         bindings.push(Binding { name, resource: resolved.resource });
         // The root itself is `.` for the producers and readbacks that open it.
         paths.push(if resolved.relative.is_empty() { ".".to_owned() } else { resolved.relative });
     }
-    let input_json = input.to_string(); // serde_json's map is sorted: canonical
+    let input_json = call.input().to_string(); // serde_json's map is sorted: canonical
     let operation = BoundOperation {
-        tool: tool.to_owned(),
-        action: input.get("action").and_then(Value::as_str).unwrap_or("").to_owned(),
+        tool: call.tool().to_owned(),
+        action: action.unwrap_or(call.action()).to_owned(),
         request_id: request_id.to_owned(),
         input_sha256: Sha256Digest::of(input_json.as_bytes()).to_string(),
         input_json,
         bindings,
         pre_states,
-        producer_bound: producer_bound(tool),
+        producer_bound: crate::tools::producer_bound(call.tool()),
     };
-    Ok(Bound { operation, paths })
+    Ok(Bound { call, operation, paths })
 }

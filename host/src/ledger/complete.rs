@@ -138,3 +138,19 @@ impl Ledger {
         Ok(Completion { decided, ledger, recorded })
     }
 }
+
+impl Ledger {
+    /// CMP-12: why a decision recorded at `at` (`None`: not recorded, the
+    /// run had no log then) is no longer current: the first evidence record
+    /// after it in the run's lineage, by any process. `Ok(None)` while it is
+    /// current; an error when the log cannot be read, so currency cannot be
+    /// shown.
+    pub fn stale_since(&mut self, run: &Run, at: Option<Position>) -> Result<Option<Position>, LogError> {
+        let history = self.history(&run.lineage)?;
+        Ok(history
+            .iter()
+            .filter(|framed| at.is_none_or(|at| framed.position > at))
+            .find(|framed| !matches!(framed.record, Record::Decision(_)))
+            .map(|framed| framed.position))
+    }
+}

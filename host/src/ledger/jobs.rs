@@ -18,8 +18,6 @@
 
 use std::time::Duration;
 
-use serde_json::{Value, json};
-
 use crate::log::{
     ClaimState, LaunchIndex, LogError, OpenMode, Position, Record, read_launch_index, reserve_launch,
     write_launch_index,
@@ -31,7 +29,9 @@ use crate::producers::Produced;
 use crate::producers::job::{JobRecord, JobStatus, Jobs, generation_of, job_id};
 use crate::producers::process::ProcessRequest;
 
-use super::{Bound, Dispatch, Dispatched, Ledger, PROCESS_TOOLS, Run};
+use crate::tools::{BgJob, Call, JobAction};
+
+use super::{Bound, Dispatch, Dispatched, Ledger, Run};
 
 /// How a call is tied to a background launch.
 #[derive(Debug, Clone)]
@@ -73,19 +73,13 @@ impl Ledger {
     /// `bg_job` call names; `Ok(None)` for every other call. `Err` is the
     /// dispatch answer: a refusal (no such job), or BLOCKED when the
     /// reservation cannot be made durable.
-    pub(super) fn link(
-        &mut self,
-        run: &Run,
-        tool: &str,
-        input: &Value,
-        bound: &mut Bound,
-    ) -> Result<Option<LaunchLink>, Dispatch> {
-        let background = input.get("background").and_then(Value::as_bool).unwrap_or(false);
-        if PROCESS_TOOLS.contains(&tool) && background {
+    pub(super) fn link(&mut self, run: &Run, bound: &mut Bound) -> Result<Option<LaunchLink>, Dispatch> {
+        if bound.call.is_background() {
             return self.reserve(run, bound).map(Some);
         }
-        if tool == "bg_job" {
-            return self.validate_job(run, input, bound).map(Some);
+        if let Call::BgJob(job) = &bound.call {
+            let job = job.clone();
+            return self.validate_job(run, &job, bound).map(Some);
         }
         Ok(None)
     }
@@ -107,9 +101,9 @@ impl Ledger {
     /// belongs to this run's lineage, and the launch index maps its
     /// generation to the same claim, in the same lineage. Bound as the job
     /// (and, for a kill, its process) plus its launch.
-    fn validate_job(&mut self, run: &Run, input: &Value, bound: &mut Bound) -> Result<LaunchLink, Dispatch> {
+    fn validate_job(&mut self, run: &Run, call: &BgJob, bound: &mut Bound) -> Result<LaunchLink, Dispatch> {
         let refused = |message: String| Dispatch::Refused(message);
-        let named = input.get("job").and_then(Value::as_str).unwrap_or_default();
+        let named = call.job.as_str();
         let generation = generation_of(named).ok_or_else(|| {
             refused(format!("bg_job: {named:?} is not a job id (job ids look like job-<digits>)"))
         })?;
@@ -143,7 +137,7 @@ impl Ledger {
                 "bg_job: job {named} does not match its launch index (LOG-8); it is not a validated job"
             )));
         }
-        let kill = input.get("action").and_then(Value::as_str) == Some("kill");
+        let kill = call.action == JobAction::Kill;
         let role = if kill { ResourceRole::Target } else { ResourceRole::Source };
         let incarnation = format!("pid {} start {}", job.pid, job.start_token);
         let location = Location::BackgroundJob(JobLocation { job_id: job.job_id.clone(), generation });
@@ -340,8 +334,11 @@ impl Ledger {
             if over.is_none_or(|status| status.state == JobLifecycle::Running) {
                 continue;
             }
-            let input = json!({ "job": id, "action": "status" });
-            let Dispatch::Run(dispatched) = self.dispatch(run, "bg_job", &input, "monitor") else { continue };
+            let read = Call::BgJob(BgJob { job: id, action: JobAction::Status });
+            let executor = crate::executor::current();
+            let Dispatch::Run(dispatched) = self.dispatch_call(run, read, "monitor", executor) else {
+                continue;
+            };
             let produced = self.job_action(&dispatched);
             let recorded = self.record_facts(run, &dispatched, &produced.facts)?;
             settled.extend(recorded.launch_settled);

@@ -37,9 +37,11 @@
 
 pub mod bind;
 mod complete;
+pub mod envelope;
 mod jobs;
 pub mod readback;
 mod runs;
+pub mod step;
 mod verify;
 
 use std::collections::HashMap;
@@ -62,11 +64,14 @@ use crate::producers::Produced;
 use crate::producers::confine::Confinement;
 use crate::producers::process::{self, ProcessRequest, Ran};
 use crate::producers::supervisor::Leader;
+use crate::tools::Call;
 
-pub use bind::{Bound, FILESYSTEM_TOOLS, JOB_TOOLS, PROCESS_TOOLS, REPORTED_TOOLS, producer_bound};
+pub use bind::Bound;
 pub use complete::{CompleteError, Completion};
+pub use envelope::{StepResult, StepStatus, ToolResult};
 pub use jobs::LaunchLink;
 pub use runs::{Run, RunError};
+pub use step::{Reported, StepError, StepRequest};
 pub use verify::{Verified, VerifyError};
 
 /// How to open a ledger.
@@ -363,9 +368,21 @@ impl Ledger {
     }
 
     /// Binds, classifies and (for an effect) durably claims one tool call.
-    /// Its executor (LOG-7) is this process, which runs or reports it.
+    /// Its executor (LOG-7) is this process, which runs or reports it. An
+    /// input that is not what the tool takes is refused ([`Call::parse`]).
     pub fn dispatch(&mut self, run: &Run, tool: &str, input: &Value, request_id: &str) -> Dispatch {
         self.dispatch_as(run, tool, input, request_id, crate::executor::current())
+    }
+
+    /// [`Ledger::dispatch`] of a call already checked against its type.
+    pub fn dispatch_call(
+        &mut self,
+        run: &Run,
+        call: Call,
+        request_id: &str,
+        executor: crate::log::Executor,
+    ) -> Dispatch {
+        self.claim_call(run, call, None, request_id, executor)
     }
 
     /// [`Ledger::dispatch`] for an effect another process runs or reports
@@ -379,14 +396,31 @@ impl Ledger {
         request_id: &str,
         executor: crate::log::Executor,
     ) -> Dispatch {
+        match Call::parse(tool, input) {
+            Ok(call) => self.claim_call(run, call, None, request_id, executor),
+            Err(error) => Dispatch::Refused(error.to_string()),
+        }
+    }
+
+    /// Binds, classifies and claims `call` (its operation's action replaced
+    /// by `action` when given: a verifier run).
+    pub(crate) fn claim_call(
+        &mut self,
+        run: &Run,
+        call: Call,
+        action: Option<&str>,
+        request_id: &str,
+        executor: crate::log::Executor,
+    ) -> Dispatch {
         if let Some(misplaced) = &self.misplaced {
             return Dispatch::Refused(misplaced.clone());
         }
-        let mut bound = match bind::bind(&self.config.root, tool, input, request_id, self.config.read_cap) {
+        let mut bound = match bind::bind(&self.config.root, call, action, request_id, self.config.read_cap) {
             Ok(bound) => bound,
             Err(error) => return Dispatch::Refused(error.to_string()),
         };
-        let link = match self.link(run, tool, input, &mut bound) {
+        let tool = bound.operation.tool.clone();
+        let link = match self.link(run, &mut bound) {
             Ok(link) => link,
             Err(answer) => return answer,
         };
@@ -395,7 +429,7 @@ impl Ledger {
         let classified = self
             .config
             .policies
-            .classifier(tool)
+            .classifier(&tool)
             .and_then(|classifier| classifier.classify(&bound.operation))
             .map(|called| called.value);
         let (plan, policy_failure) = match classified {
@@ -460,7 +494,7 @@ impl Ledger {
             // ID-6: only a command this process runs (`run_command`,
             // `launch_job`, `verify`) is confined by it; one another process
             // runs is not, whatever Landlock offers here.
-            confined: PROCESS_TOOLS.contains(&tool)
+            confined: crate::tools::is_command(&tool)
                 && self.config.confine.confined()
                 && executor == crate::executor::current(),
         };

@@ -15,11 +15,10 @@
 
 use std::time::Duration;
 
-use serde_json::json;
-
 use crate::log::{LogError, Position, VerifierRecord};
-use crate::producers::process::{ProcessRequest, Ran};
+use crate::tools::{Call, Command};
 
+use super::envelope::{StepResult, VerifierView};
 use super::{Dispatch, Ledger, Run};
 
 /// What a verifier run said and where it was recorded.
@@ -29,16 +28,20 @@ pub struct Verified {
     pub record: VerifierRecord,
     /// Its log position.
     pub position: Position,
-    /// The command's captured output, or why it could not start.
-    pub output: Result<Ran, String>,
+    /// The check's run as a step: its claim, outcome, both output streams,
+    /// and the verifier record (`verifier`).
+    pub step: StepResult,
 }
 
 /// Why a check was not run or not recorded.
 #[derive(Debug, thiserror::Error)]
 pub enum VerifyError {
-    /// Its run could not be claimed (LOG-4: then it never runs).
+    /// Its run was refused before a claim: it never ran.
     #[error("the check was not run: {0}")]
-    NotRun(String),
+    Refused(String),
+    /// Its claim could not be made durable (LOG-4): it never ran.
+    #[error("the check was not run: {0}")]
+    Blocked(String),
     /// The log refused or failed a write.
     #[error(transparent)]
     Log(#[from] LogError),
@@ -49,18 +52,27 @@ impl Ledger {
     /// and records whether it passed: exit 0 within the timeout, nothing
     /// else.
     pub fn verify(&mut self, run: &Run, command: &str, timeout: Duration) -> Result<Verified, VerifyError> {
-        let input =
-            json!({ "command": command, "timeout_ms": timeout.as_millis() as u64, "action": "verify" });
-        let dispatched = match self.dispatch(run, "bash", &input, "verify") {
+        let check = Call::Bash(Command {
+            command: command.to_owned(),
+            timeout_ms: Some(timeout.as_millis() as u64),
+            background: false,
+        });
+        let executor = crate::executor::current();
+        let dispatched = match self.claim_call(run, check, Some("verify"), "verify", executor) {
             Dispatch::Run(dispatched) => dispatched,
-            Dispatch::Refused(reason) | Dispatch::Blocked(reason) => return Err(VerifyError::NotRun(reason)),
+            Dispatch::Refused(reason) => return Err(VerifyError::Refused(reason)),
+            Dispatch::Blocked(reason) => return Err(VerifyError::Blocked(reason)),
         };
         let Some(claim) = dispatched.claim else {
-            return Err(VerifyError::NotRun("the process policy admitted a command without a claim".into()));
+            return Err(VerifyError::Refused("the process policy admitted a command without a claim".into()));
         };
-        let produced = self.run_command(run, &dispatched, &ProcessRequest::new("bash", command, timeout));
-        let facts = produced.facts;
-        self.record_facts(run, &dispatched, &facts)?;
+        // The reference producer runs the very call that was claimed.
+        let (facts, result) = self.produce(run, &dispatched);
+        let mut step = StepResult::new(run, 0, "verify", "bash");
+        step.dispatched(&dispatched);
+        step.result = result;
+        let recorded = self.record_facts(run, &dispatched, &facts)?;
+        step.recorded(&dispatched, &recorded);
         let record = VerifierRecord {
             claim,
             command: command.to_owned(),
@@ -70,6 +82,7 @@ impl Ledger {
         };
         let log = self.log(&run.lineage, true)?.expect("created on demand");
         let position = log.record_verifier(&run.id, record.clone())?;
-        Ok(Verified { record, position, output: produced.result })
+        step.verifier = Some(VerifierView { position, passed: record.passed });
+        Ok(Verified { record, position, step })
     }
 }

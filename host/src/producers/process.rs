@@ -66,11 +66,12 @@ pub struct Ran {
     pub pid: u32,
     /// Its start token (`/proc/PID/stat` field 22).
     pub start_token: u64,
-    /// Captured standard output, up to the cap.
+    /// Captured standard output: all of it within the cap, else its head
+    /// and its tail with a marker line between them.
     pub stdout: Vec<u8>,
-    /// Captured standard error, up to the cap.
+    /// Captured standard error, the same way.
     pub stderr: Vec<u8>,
-    /// Output beyond the cap was discarded.
+    /// Output beyond the cap was dropped from the middle of a stream.
     pub truncated: bool,
     /// The signal that ended the command, if one did.
     pub signal: Option<i32>,
@@ -79,11 +80,41 @@ pub struct Ran {
     pub survivors: Vec<u32>,
 }
 
-/// Output read from one pipe, up to a cap; the rest is drained and dropped.
+/// Output read from one pipe within a cap: its head and its tail, half the
+/// cap each, since a failure's cause is usually at the end (a test run's
+/// summary, a compiler's last error) and its context at the start. What is
+/// between them is drained, counted and dropped.
 #[derive(Default)]
 struct Capture {
-    bytes: Vec<u8>,
-    truncated: bool,
+    head: Vec<u8>,
+    tail: std::collections::VecDeque<u8>,
+    omitted: u64,
+}
+
+impl Capture {
+    fn push(&mut self, mut bytes: &[u8], cap: usize) {
+        let half = cap / 2;
+        let room = half.saturating_sub(self.head.len());
+        let (head, rest) = bytes.split_at(room.min(bytes.len()));
+        self.head.extend_from_slice(head);
+        bytes = rest;
+        let keep = cap - half;
+        self.tail.extend(bytes);
+        let excess = self.tail.len().saturating_sub(keep);
+        self.tail.drain(..excess);
+        self.omitted += excess as u64;
+    }
+
+    /// The bytes kept, with a marker line where some were dropped, and
+    /// whether any were.
+    fn take(&self) -> (Vec<u8>, bool) {
+        let mut bytes = self.head.clone();
+        if self.omitted > 0 {
+            bytes.extend_from_slice(format!("\n[... {} bytes omitted ...]\n", self.omitted).as_bytes());
+        }
+        bytes.extend(self.tail.iter());
+        (bytes, self.omitted > 0)
+    }
 }
 
 fn capture(mut pipe: impl Read + Send + 'static, cap: usize, done: mpsc::Sender<()>) -> Arc<Mutex<Capture>> {
@@ -96,9 +127,7 @@ fn capture(mut pipe: impl Read + Send + 'static, cap: usize, done: mpsc::Sender<
                 break;
             }
             let mut capture = writer.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            let room = cap.saturating_sub(capture.bytes.len());
-            capture.bytes.extend_from_slice(&buffer[..n.min(room)]);
-            capture.truncated |= n > room;
+            capture.push(&buffer[..n], cap);
         }
         let _ = done.send(());
     });
@@ -236,8 +265,7 @@ impl Pending {
             let _ = self.finished.recv_timeout(Duration::from_millis(200));
         }
         let take = |shared: &Arc<Mutex<Capture>>| {
-            let capture = shared.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            (capture.bytes.clone(), capture.truncated)
+            shared.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take()
         };
         let ((stdout, out_cut), (stderr, err_cut)) = (take(&self.stdout), take(&self.stderr));
         // The supervisor reports `$?`: 128 + N when a signal N ended the command.
@@ -262,5 +290,24 @@ impl Pending {
             survivors,
         };
         Produced { facts, result: Ok(ran) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Capture;
+
+    #[test]
+    fn a_capture_over_its_cap_keeps_the_head_and_the_tail() {
+        let mut capture = Capture::default();
+        for chunk in [b"abc".as_slice(), b"defgh", b"ij"] {
+            capture.push(chunk, 4);
+        }
+        let (bytes, cut) = capture.take();
+        assert!(cut);
+        assert_eq!(String::from_utf8(bytes).unwrap(), "ab\n[... 6 bytes omitted ...]\nij");
+        let mut within = Capture::default();
+        within.push(b"abcd", 4);
+        assert_eq!(within.take(), (b"abcd".to_vec(), false));
     }
 }

@@ -24,6 +24,7 @@ use effects_policy_sdk::types::{
     PlannedObligation, PlannedScope, Postcondition, PreState, ReadbackContext, ReadbackRequest,
     SettleRequest,
 };
+use effects_tool_inputs::{ApplyPatch, EditFile, ReadFile, WriteFile};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
@@ -32,32 +33,6 @@ pub struct FilesystemPolicy;
 
 fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
-}
-
-#[derive(Deserialize)]
-struct WriteInput {
-    content: String,
-}
-
-#[derive(Deserialize)]
-struct EditInput {
-    old_string: String,
-    new_string: String,
-    #[serde(default)]
-    replace_all: bool,
-}
-
-#[derive(Deserialize)]
-struct PatchInput {
-    patch: String,
-}
-
-#[derive(Deserialize)]
-struct ReadInput {
-    #[serde(default)]
-    offset: Option<u64>,
-    #[serde(default)]
-    limit: Option<u64>,
 }
 
 fn input<T: for<'de> Deserialize<'de>>(operation: &BoundOperation) -> Result<T, String> {
@@ -102,19 +77,19 @@ pub fn classify(operation: &BoundOperation) -> Result<Classification, String> {
     match operation.tool.as_str() {
         "write_file" => {
             let target = binding(operation, "path")?;
-            let written: WriteInput = input(operation)?;
+            let written: WriteFile = input(operation)?;
             Ok(exact(vec![target], Some(vec![content(target, unwrap_fence(&written.content).as_bytes())])))
         }
         "edit_file" => {
             let target = binding(operation, "path")?;
-            let edit: EditInput = input(operation)?;
+            let edit: EditFile = input(operation)?;
             let derived = pre_text(operation, target)
                 .and_then(|pre| apply_edit(&pre, &edit.old_string, &edit.new_string, edit.replace_all).ok())
                 .map(|text| vec![content(target, text.as_bytes())]);
             Ok(exact(vec![target], derived))
         }
         "apply_patch" => {
-            let patch: PatchInput = input(operation)?;
+            let patch: ApplyPatch = input(operation)?;
             let ops = parse_patch(&patch.patch).map_err(|e| e.to_string())?;
             let mut targets = Vec::new();
             let mut obligations = Some(Vec::new());
@@ -208,7 +183,7 @@ pub fn readbacks(context: &ReadbackContext) -> Result<Vec<ReadbackRequest>, Stri
     }
     match operation.tool.as_str() {
         "read_file" => {
-            let read: ReadInput = input(operation)?;
+            let read: ReadFile = input(operation)?;
             let whole = read.offset.unwrap_or(0) == 0 && read.limit.is_none();
             Ok(vec![ReadbackRequest {
                 binding: binding(operation, "path")?,

@@ -18,13 +18,8 @@ use anyhow::{Context, anyhow};
 use clap::Args;
 use serde_json::{Value, json};
 
-use effect_ledger::ledger::{CompleteError, Verified, VerifyError};
-use effect_ledger::ledger::{Dispatch, Dispatched, LaunchLink, Ledger, Recorded, Run};
-use effect_ledger::model::{JobLifecycle, ProducerFacts};
-use effect_ledger::producers::Produced;
-use effect_ledger::producers::fs;
-use effect_ledger::producers::job::JobStatus;
-use effect_ledger::producers::process::ProcessRequest;
+use effect_ledger::ledger::envelope::STEP_SCHEMA_VERSION;
+use effect_ledger::ledger::{CompleteError, Completion, Ledger, Run, StepResult, StepStatus, VerifyError};
 
 use super::Failure;
 use super::decide::{decision_json, describe_decision};
@@ -95,247 +90,75 @@ pub struct SessionArgs {
     script: PathBuf,
 }
 
-/// A job's lifecycle for the agent, with the tail of its output.
-fn describe_job(ledger: &Ledger, dispatched: &Dispatched, status: &JobStatus) -> String {
-    let state = match (status.state, status.exit_code) {
-        (JobLifecycle::Exited, Some(code)) => format!("exited with status {code}"),
-        (JobLifecycle::Running, _) => "running".to_owned(),
-        (JobLifecycle::Killed, _) => "killed".to_owned(),
-        (JobLifecycle::Lost, _) => "lost (it ended without reporting a status)".to_owned(),
-        (JobLifecycle::Exited, None) => "exited".to_owned(),
-    };
-    let survivors = if status.state != JobLifecycle::Running && !status.group_gone {
-        "; a process of its group is still alive"
-    } else {
-        ""
-    };
-    let output = ledger.job_output(dispatched, 4096);
-    let output = output.trim_end();
-    if output.is_empty() { format!("{state}{survivors}") } else { format!("{state}{survivors}\n{output}") }
-}
-
-/// Runs the reference producer for a dispatched step.
-fn produce(
-    ledger: &mut Ledger,
-    run: &Run,
-    tool: &str,
-    input: &Value,
-    dispatched: &Dispatched,
-) -> (ProducerFacts, Result<String, String>) {
-    let text = |key: &str| input.get(key).and_then(Value::as_str).unwrap_or_default();
-    if let Some(LaunchLink::Launch { .. }) = dispatched.link() {
-        let request = ProcessRequest::new(tool, text("command"), Duration::MAX);
-        let produced = ledger.launch_job(run, dispatched, &request);
-        return (produced.facts, produced.result.map(|job| format!("started background job {job}")));
+/// A step for a terminal: its claim, outcome and observations on one line,
+/// then the tool's answer (or why not, with the first line of stderr).
+fn describe_step(result: &StepResult, label: &str, line: usize) -> String {
+    let head = format!("[{}] {label}", result.step);
+    let reason = result.reason.as_deref().unwrap_or_default();
+    match result.status {
+        StepStatus::Refused => return format!("{head}: REFUSED ({reason}); no claim (line {line})"),
+        StepStatus::Blocked => return format!("{head}: BLOCKED ({reason}); not run (line {line})"),
+        StepStatus::Ran | StepStatus::NotRecorded => {}
     }
-    if matches!(tool, "bash" | "python") {
-        let timeout =
-            Duration::from_millis(input.get("timeout_ms").and_then(Value::as_u64).unwrap_or(60_000));
-        return produce_command(
-            ledger,
-            run,
-            dispatched,
-            &ProcessRequest::new(tool, text("command"), timeout),
-        );
+    let claim = match result.claim {
+        Some(position) => format!("claim #{position}"),
+        None => "admitted read (no claim)".to_owned(),
+    };
+    let mut text = format!("{head}: {claim}");
+    if let Some(outcome) = &result.outcome {
+        let at = outcome.position.map(|p| format!(" (#{p})")).unwrap_or_default();
+        text.push_str(&format!(" -> {}{at}", plain(&outcome.execution)));
     }
-    let ledger: &Ledger = ledger;
-    let root = ledger.root();
-    // Each filesystem binding's resolution: producers open through it (ID-3).
-    let targets = dispatched.bound.targets(root);
-    if tool == "bg_job" {
-        let produced = ledger.job_action(dispatched);
-        return (produced.facts, produced.result.map(|status| describe_job(ledger, dispatched, &status)));
-    }
-    let Some(target) = targets.first() else {
-        // Every filesystem tool binds its path; should none be openable,
-        // nothing runs (not executed: no impact).
-        return (ProducerFacts::default(), Err(format!("{tool}: no resolved path to open")));
-    };
-    let lines = |produced: Produced<fs::Found>| Produced {
-        facts: produced.facts,
-        result: produced.result.map(|found| {
-            let mut text = found.lines.join("\n");
-            if found.truncated {
-                text.push_str("\n(truncated)");
-            }
-            text
-        }),
-    };
-    let written = |produced: Produced<fs::Written>| Produced {
-        facts: produced.facts,
-        result: produced.result.map(|w| {
-            let mut parts: Vec<String> =
-                w.files.iter().map(|(p, d)| format!("wrote {p} (sha256 {d})")).collect();
-            parts.extend(w.removed.iter().map(|p| format!("removed {p}")));
-            parts.join("; ")
-        }),
-    };
-    let produced: Produced<String> = match tool {
-        "write_file" => written(fs::write_file(root, target, text("content"))),
-        "edit_file" => written(fs::edit_file(
-            root,
-            target,
-            text("old_string"),
-            text("new_string"),
-            input.get("replace_all").and_then(Value::as_bool).unwrap_or(false),
-        )),
-        "apply_patch" => written(fs::apply_patch(root, &targets, text("patch"))),
-        "read_file" => {
-            let offset = input.get("offset").and_then(Value::as_u64).unwrap_or(0) as usize;
-            let limit = input.get("limit").and_then(Value::as_u64).map(|l| l as usize);
-            let produced = fs::read_file(root, target, offset, limit, 16 << 20);
-            Produced { facts: produced.facts, result: produced.result.map(|read| read.text) }
-        }
-        "ls" => lines(fs::ls(root, target)),
-        "glob" => lines(fs::glob(root, target, text("pattern"))),
-        "grep" => lines(fs::grep(root, target, text("pattern"))),
-        other => unreachable!("the script parser admits only known tools, not {other}"),
-    };
-    (produced.facts, produced.result)
-}
-
-/// Runs a dispatched `bash` / `python` step under its claim (PROC-1, PROC-2).
-fn produce_command(
-    ledger: &mut Ledger,
-    run: &Run,
-    dispatched: &Dispatched,
-    request: &ProcessRequest,
-) -> (ProducerFacts, Result<String, String>) {
-    let timeout = request.timeout;
-    let produced = ledger.run_command(run, dispatched, request);
-    let facts = produced.facts.clone();
-    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).trim_end().to_owned();
-    let result = produced.result.and_then(|ran| {
-        let survivors = if ran.survivors.is_empty() {
-            String::new()
-        } else {
-            format!("; processes that survived teardown: {:?}", ran.survivors)
-        };
-        match (facts.timed_out, facts.exit_code) {
-            (true, _) => Err(format!(
-                "timed out after {timeout:?}; its processes were torn down ({}){survivors}",
-                if ran.survivors.is_empty() { "all dead" } else { "some survived" }
-            )),
-            (false, Some(0)) if survivors.is_empty() => Ok(text(&ran.stdout)),
-            (false, Some(0)) => Err(format!("exit status 0{survivors}")),
-            (false, Some(code)) => Err(format!("exit status {code}: {}{survivors}", text(&ran.stderr))),
-            (false, None) => Err(format!("killed by signal {}{survivors}", ran.signal.unwrap_or(0))),
-        }
-    });
-    (facts, result)
-}
-
-fn outcome_json(recorded: &Recorded) -> Value {
-    json!({
-        "position": recorded.outcome_position,
-        "execution": recorded.outcome.execution,
-        "impact": recorded.outcome.impact,
-        "cleanup": recorded.outcome.cleanup,
-    })
-}
-
-fn observations_json(recorded: &Recorded) -> Value {
-    recorded
+    let observations: Vec<String> = result
         .observations
         .iter()
-        .map(|(position, o)| {
-            json!({
-                "position": position,
-                "mechanism": o.mechanism,
-                "coverage": o.coverage,
-                "exists": o.exists,
-                "content_sha256": o.content_sha256,
-            })
+        .map(|o| {
+            let digest =
+                o.content_sha256.as_deref().map(|d| format!(" sha256 {}", &d[..12])).unwrap_or_default();
+            format!("observation #{} {}{digest}", o.position, plain(&o.coverage))
         })
-        .collect()
-}
-
-fn describe_step(report: &Value) -> String {
-    let head = format!("[{}] {}", report["step"], report["tool"].as_str().unwrap_or_default());
-    match report["status"].as_str().unwrap_or_default() {
-        "refused" => format!("{head}: REFUSED ({}); no claim", report["reason"].as_str().unwrap_or_default()),
-        "blocked" => format!("{head}: BLOCKED ({}); not run", report["reason"].as_str().unwrap_or_default()),
-        _ => {
-            let claim = match report["claim"].as_u64() {
-                Some(position) => format!("claim #{position}"),
-                None => "admitted read (no claim)".to_owned(),
-            };
-            let outcome = match &report["outcome"] {
-                Value::Null => String::new(),
-                outcome => format!(
-                    " -> {}{}",
-                    outcome["execution"].as_str().unwrap_or_default(),
-                    outcome["position"].as_u64().map(|p| format!(" (#{p})")).unwrap_or_default()
-                ),
-            };
-            let observations: Vec<String> = report["observations"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|o| {
-                    format!(
-                        "observation #{} {}{}",
-                        o["position"],
-                        o["coverage"].as_str().unwrap_or_default(),
-                        o["content_sha256"]
-                            .as_str()
-                            .map(|d| format!(" sha256 {}", &d[..12]))
-                            .unwrap_or_default()
-                    )
-                })
-                .collect();
-            let result = match (&report["result"]["ok"], &report["result"]["error"]) {
-                (Value::String(ok), _) => ok.lines().next().unwrap_or_default().to_owned(),
-                (_, Value::String(error)) => format!("error: {error}"),
-                _ => String::new(),
-            };
-            let mut line = format!("{head}: {claim}{outcome}");
-            if !observations.is_empty() {
-                line.push_str(&format!("; {}", observations.join(", ")));
+        .collect();
+    if !observations.is_empty() {
+        text.push_str(&format!("; {}", observations.join(", ")));
+    }
+    if let Some(position) = result.launch_settled {
+        text.push_str(&format!("; settled its launch (#{position})"));
+    }
+    if let Some(verifier) = &result.verifier {
+        let verdict = match (verifier.passed, result.result.timed_out) {
+            (true, _) => "PASSED".to_owned(),
+            (false, true) => "FAILED (timed out)".to_owned(),
+            (false, false) => format!(
+                "FAILED (exit {})",
+                result.result.exit_code.map_or_else(|| "none".to_owned(), |code| code.to_string())
+            ),
+        };
+        text.push_str(&format!("; check {verdict} (#{})", verifier.position));
+    }
+    if result.status == StepStatus::NotRecorded {
+        text.push_str(&format!("; NOT RECORDED: {reason}"));
+    }
+    let answer = match (&result.result.text, &result.result.error) {
+        (Some(answer), _) => answer.lines().next().unwrap_or_default().to_owned(),
+        (None, Some(error)) => {
+            let stderr =
+                result.result.stderr.as_deref().and_then(|e| e.lines().find(|l| !l.trim().is_empty()));
+            match stderr {
+                Some(first) => format!("error: {error}: {first}"),
+                None => format!("error: {error}"),
             }
-            if let Some(position) = report["launch_settled"].as_u64() {
-                line.push_str(&format!("; settled its launch (#{position})"));
-            }
-            if let Some(error) = report["record_error"].as_str() {
-                line.push_str(&format!("; NOT RECORDED: {error}"));
-            }
-            if !result.is_empty() {
-                line.push_str(&format!("\n      {result}"));
-            }
-            line
         }
+        (None, None) => String::new(),
+    };
+    if !answer.is_empty() {
+        text.push_str(&format!("\n      {answer}"));
     }
+    text
 }
 
-fn verifier_json(verified: &Verified) -> Value {
-    let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).trim_end().to_owned();
-    let output = match &verified.output {
-        Ok(ran) => json!({ "stdout": text(&ran.stdout), "stderr": text(&ran.stderr) }),
-        Err(error) => json!({ "error": error }),
-    };
-    json!({
-        "status": "ran",
-        "claim": verified.record.claim,
-        "position": verified.position,
-        "passed": verified.record.passed,
-        "exit_code": verified.record.exit_code,
-        "timed_out": verified.record.timed_out,
-        "output": output,
-    })
-}
-
-fn describe_verifier(report: &Value) -> String {
-    let head =
-        format!("[{}] verify `{}`", report["step"], report["verify"]["command"].as_str().unwrap_or_default());
-    if let Some(reason) = report["reason"].as_str() {
-        return format!("{head}: ERROR ({reason})");
-    }
-    let verdict = match (report["passed"].as_bool(), report["timed_out"].as_bool()) {
-        (Some(true), _) => "PASSED".to_owned(),
-        (_, Some(true)) => "FAILED (timed out)".to_owned(),
-        _ => format!("FAILED (exit {})", report["exit_code"]),
-    };
-    format!("{head}: claim #{} -> {verdict} (#{})", report["claim"], report["position"])
+/// An enum's name as the envelope writes it, for a terminal.
+fn plain(value: &impl serde::Serialize) -> String {
+    serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_uppercase)).unwrap_or_default()
 }
 
 /// Counts for the summary.
@@ -350,82 +173,58 @@ struct Tally {
 }
 
 impl Tally {
-    /// Step `index` ran, but `what` it did could not be recorded: said at
+    /// Counts a step's result; one that ran but was not recorded is said at
     /// once on stderr, and the session will exit 1.
-    fn lost(&mut self, index: usize, what: &str, error: &dyn std::fmt::Display) {
-        self.not_recorded += 1;
-        eprintln!("effects: step {}: {what} was NOT RECORDED: {error}", index + 1);
-    }
-}
-
-/// Runs one tool step and reports it.
-fn tool_step(
-    ledger: &mut Ledger,
-    run: &Run,
-    step: &script::ToolStep,
-    index: usize,
-    tally: &mut Tally,
-) -> Value {
-    let mut report = json!({ "step": index + 1, "tool": step.tool });
-    match ledger.dispatch(run, &step.tool, &step.input, &format!("step-{}", index + 1)) {
-        Dispatch::Refused(reason) => {
-            tally.refused += 1;
-            report["status"] = json!("refused");
-            report["reason"] = json!(reason);
-        }
-        Dispatch::Blocked(reason) => {
-            tally.blocked += 1;
-            report["status"] = json!("blocked");
-            report["reason"] = json!(reason);
-        }
-        Dispatch::Run(dispatched) => {
-            tally.claims += usize::from(dispatched.claim.is_some());
-            let (facts, result) = match &step.reported {
-                Some(reported) => {
-                    let exit =
-                        reported.exit_code.map_or_else(|| "no exit code".to_owned(), |c| format!("exit {c}"));
-                    (reported.facts(), Ok(format!("reported by the runtime: {exit}")))
-                }
-                None => produce(ledger, run, &step.tool, &step.input, &dispatched),
-            };
-            report["status"] = json!("ran");
-            report["action_id"] = json!(dispatched.action_id);
-            report["claim"] = json!(dispatched.claim);
-            report["policy_failure"] = json!(dispatched.policy_failure);
-            report["result"] = match result {
-                Ok(text) => json!({ "ok": text }),
-                Err(error) => json!({ "error": error }),
-            };
-            match ledger.record(run, &dispatched, &facts) {
-                Ok(recorded) => {
-                    report["outcome"] =
-                        if dispatched.claim.is_some() { outcome_json(&recorded) } else { Value::Null };
-                    report["observations"] = observations_json(&recorded);
-                    if let Some(position) = recorded.launch_settled {
-                        report["launch_settled"] = json!(position);
-                    }
-                }
-                Err(error) => report["record_error"] = json!(error.to_string()),
+    fn count(&mut self, result: &StepResult) {
+        self.claims += usize::from(result.claim.is_some());
+        match result.status {
+            StepStatus::Ran => {}
+            StepStatus::Refused => self.refused += 1,
+            StepStatus::Blocked => self.blocked += 1,
+            StepStatus::NotRecorded => {
+                self.not_recorded += 1;
+                let reason = result.reason.as_deref().unwrap_or_default();
+                eprintln!("effects: step {}: what it did was NOT RECORDED: {reason}", result.step);
             }
         }
     }
-    report
 }
 
-/// Why a decision recorded at `at` (`None`: not recorded, the run had no
-/// log then) is no longer current (CMP-12): the first evidence record after
-/// it in the run's lineage, by any process; or that the log cannot be read,
-/// so currency cannot be shown. `None` when it is current.
-fn stale_since(ledger: &mut Ledger, run: &Run, at: Option<u64>) -> Option<String> {
-    let history = match ledger.history(&run.lineage) {
-        Ok(history) => history,
-        Err(error) => return Some(format!("the log cannot be read to check ({error})")),
+/// A `verify` step: the check's run as a step, with its verifier record.
+fn verify_step(ledger: &mut Ledger, run: &Run, step: u64, verify: &script::VerifyStep) -> StepResult {
+    let timeout = Duration::from_millis(verify.timeout_ms);
+    let mut result = match ledger.verify(run, &verify.command, timeout) {
+        Ok(verified) => verified.step,
+        Err(error) => {
+            let status = match error {
+                VerifyError::Refused(_) => StepStatus::Refused,
+                VerifyError::Blocked(_) => StepStatus::Blocked,
+                VerifyError::Log(_) => StepStatus::NotRecorded,
+            };
+            StepResult::unrun(run, step, "verify", "bash", status, error.to_string())
+        }
     };
-    history
-        .iter()
-        .filter(|framed| at.is_none_or(|at| framed.position > at))
-        .find(|framed| !matches!(framed.record, effect_ledger::log::Record::Decision(_)))
-        .map(|framed| format!("#{}", framed.position))
+    result.step = step;
+    result
+}
+
+/// A `complete` step's line: the decision, under the envelope's header.
+fn complete_json(run: &Run, step: u64, required: &[String], decided: Result<&Completion, String>) -> Value {
+    let mut report = match decided {
+        Ok(completion) => {
+            let mut report = decision_json(completion);
+            report["status"] = json!("DECIDED");
+            report["reason"] = Value::Null;
+            report
+        }
+        Err(reason) => json!({ "status": "REFUSED", "reason": reason }),
+    };
+    report["schema_version"] = json!(STEP_SCHEMA_VERSION);
+    report["run_id"] = json!(run.id);
+    report["step"] = json!(step);
+    report["tool"] = json!("complete");
+    report["required"] = json!(required);
+    report
 }
 
 impl SessionArgs {
@@ -471,54 +270,37 @@ impl SessionArgs {
         let mut tally = Tally::default();
         let mut decision = None;
         for (index, step) in steps.iter().enumerate() {
+            let number = index as u64 + 1;
             let report = match &step.action {
-                script::Action::Tool(tool) => {
-                    let mut report = tool_step(&mut ledger, &run, tool, index, &mut tally);
-                    if let Some(error) = report["record_error"].as_str() {
-                        tally.lost(index, "its outcome", &error);
-                    }
-                    report["line"] = json!(step.line);
+                script::Action::Tool(request) => {
+                    let result = ledger.step(&run, request);
+                    tally.count(&result);
                     if !self.json {
-                        out!("{}", describe_step(&report));
+                        out!("{}", describe_step(&result, &result.tool, step.line));
                     }
-                    report
+                    serde_json::to_value(&result).expect("a step result serializes")
                 }
                 script::Action::Verify(verify) => {
-                    let timeout = Duration::from_millis(verify.timeout_ms);
-                    let mut report = match ledger.verify(&run, &verify.command, timeout) {
-                        Ok(verified) => verifier_json(&verified),
-                        Err(error) => {
-                            if matches!(error, VerifyError::Log(_)) {
-                                tally.lost(index, "the check", &error);
-                            }
-                            json!({ "status": "error", "reason": error.to_string() })
-                        }
-                    };
-                    report["step"] = json!(index + 1);
-                    report["line"] = json!(step.line);
-                    report["verify"] = json!({ "command": verify.command });
+                    let result = verify_step(&mut ledger, &run, number, verify);
+                    tally.count(&result);
                     if !self.json {
-                        out!("{}", describe_verifier(&report));
+                        let label = format!("verify `{}`", verify.command);
+                        out!("{}", describe_step(&result, &label, step.line));
                     }
-                    report
+                    serde_json::to_value(&result).expect("a step result serializes")
                 }
                 script::Action::Complete(complete) => {
-                    let mut report = match ledger.complete(&run, &complete.required, &complete.answer) {
-                        Ok(completion) => decision_json(&completion),
-                        Err(error) => {
-                            if matches!(error, CompleteError::Log(_)) {
-                                tally.lost(index, "the decision", &error);
-                            }
-                            json!({ "status": "refused", "reason": error.to_string() })
-                        }
-                    };
-                    report["step"] = json!(index + 1);
-                    report["line"] = json!(step.line);
-                    report["complete"] = json!({ "required": complete.required });
+                    let decided = ledger.complete(&run, &complete.required, &complete.answer);
+                    if let Err(error @ CompleteError::Log(_)) = &decided {
+                        tally.not_recorded += 1;
+                        eprintln!("effects: step {number}: the decision was NOT RECORDED: {error}");
+                    }
+                    let decided = decided.as_ref().map_err(ToString::to_string);
+                    let report = complete_json(&run, number, &complete.required, decided);
                     if !self.json {
                         match report["reason"].as_str() {
-                            Some(reason) => out!("[{}] complete: REFUSED ({reason})", index + 1),
-                            None => out!("[{}] complete: {}", index + 1, describe_decision(&report)),
+                            Some(reason) => out!("[{number}] complete: REFUSED ({reason})"),
+                            None => out!("[{number}] complete: {}", describe_decision(&report)),
                         }
                     }
                     decision = Some(report.clone());
@@ -536,10 +318,13 @@ impl SessionArgs {
         // CMP-12: the last decision is current only if nothing was recorded
         // after it, by this process or any other on the lineage.
         let stale_since = match &decision {
-            Some(decision) => stale_since(&mut ledger, &run, decision["recorded"].as_u64()),
+            Some(decision) => match ledger.stale_since(&run, decision["recorded"].as_u64()) {
+                Ok(since) => since.map(|position| format!("#{position}")),
+                Err(error) => Some(format!("the log cannot be read to check ({error})")),
+            },
             None => None,
         };
-        let mut summary = json!({ "summary": {
+        let mut summary = json!({ "schema_version": STEP_SCHEMA_VERSION, "summary": {
             "run_id": run.id, "lineage": run.lineage, "parent": run.parent, "steps": steps.len(), "claims": claims,
             "refused": tally.refused, "blocked": tally.blocked, "not_recorded": tally.not_recorded,
             "data_dir": display_data, "log": log,

@@ -15,65 +15,27 @@
 //!
 //! A tool step either runs through a reference producer (the filesystem
 //! tools, `bash` / `python`, `bg_job`) or, for a tool the reference runtime
-//! does not execute, carries the facts the embedding runtime `reported`. A
-//! `verify` step runs a designated check; a `complete` step decides the run so
-//! far. Blank lines and lines starting with `#` are skipped.
+//! does not execute (`external`, `owned_*`, `browser`, or any tool the
+//! catalogue does not name), carries the facts the embedding runtime
+//! `reported`. Each tool step is checked by the library, against its tool's
+//! input type (`tools::Call::parse`) and its reported facts
+//! (`StepRequest::new`): this file only reads lines. A `verify` step runs a
+//! designated check; a `complete` step decides the run so far. Blank lines
+//! and lines starting with `#` are skipped.
 
 use serde::Deserialize;
 use serde_json::Value;
 
-use effect_ledger::ledger::{FILESYSTEM_TOOLS, JOB_TOOLS, PROCESS_TOOLS, REPORTED_TOOLS};
-use effect_ledger::model::ProducerFacts;
+use effect_ledger::ledger::{Reported, StepRequest};
+use effect_ledger::tools::Call;
 
-/// What the embedding runtime reports for a tool it executed itself.
-#[derive(Debug, Clone, Deserialize)]
+/// A tool line, as written.
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Reported {
-    /// Whether the backend was invoked at all (default true).
-    #[serde(default = "yes")]
-    pub executed: bool,
-    /// Its exit code (0 is success).
-    pub exit_code: Option<i32>,
-    /// The runtime's timeout fired.
-    #[serde(default)]
-    pub timed_out: bool,
-    /// The call was cancelled.
-    #[serde(default)]
-    pub cancelled: bool,
-}
-
-fn yes() -> bool {
-    true
-}
-
-impl Reported {
-    /// The facts as the runtime gave them, every one passed through: an
-    /// exit code, timeout or cancellation of a call that was not executed is
-    /// a contradiction the ledger refuses (OUT-2), never dropped to make the
-    /// call NOT_EXECUTED. Acknowledgement only for exit 0 of the executed
-    /// call (TRU-1: the host captured the external resource it named).
-    pub fn facts(&self) -> ProducerFacts {
-        ProducerFacts {
-            executed: self.executed,
-            exit_code: self.exit_code,
-            timed_out: self.timed_out,
-            cancelled: self.cancelled,
-            remote_acknowledged: self.executed && self.exit_code == Some(0),
-            ..ProducerFacts::default()
-        }
-    }
-}
-
-/// A tool call.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ToolStep {
-    /// The tool.
-    pub tool: String,
-    /// Its input, as the agent gave it.
-    pub input: Value,
-    /// Facts for a tool the reference runtime does not execute.
-    pub reported: Option<Reported>,
+struct ToolLine {
+    tool: String,
+    input: Value,
+    reported: Option<Reported>,
 }
 
 /// A completion step: decide the run so far.
@@ -120,7 +82,7 @@ struct VerifyLine {
 #[derive(Debug, Clone)]
 pub enum Action {
     /// Call a tool.
-    Tool(ToolStep),
+    Tool(StepRequest),
     /// Run a designated check.
     Verify(VerifyStep),
     /// Decide completion.
@@ -136,184 +98,12 @@ pub struct Step {
     pub line: usize,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct ExternalInput {
-    server: String,
-    tool: String,
-    #[serde(default)]
-    arguments: Value,
-    #[serde(default)]
-    endpoint: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)] // read only by serde, to validate the shape
-struct WriteInput {
-    path: String,
-    content: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct EditInput {
-    path: String,
-    old_string: String,
-    new_string: String,
-    #[serde(default)]
-    replace_all: bool,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct PatchInput {
-    patch: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct ReadInput {
-    path: String,
-    #[serde(default)]
-    offset: Option<usize>,
-    #[serde(default)]
-    limit: Option<usize>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct LsInput {
-    #[serde(default)]
-    path: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct SearchInput {
-    pattern: String,
-    #[serde(default)]
-    path: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct ProcessInput {
-    command: String,
-    #[serde(default)]
-    timeout_ms: Option<u64>,
-    #[serde(default)]
-    background: bool,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct JobInput {
-    job: String,
-    action: JobAction,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "snake_case")]
-enum JobAction {
-    Status,
-    Kill,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct OwnedInput {
-    collection: String,
-    record: String,
-    #[serde(default)]
-    revision: Option<String>,
-    #[serde(default)]
-    attachments: Vec<String>,
-    #[serde(default)]
-    fields: Value,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-struct BrowserInput {
-    action: String,
-    session: String,
-    #[serde(default)]
-    incarnation: Option<String>,
-    #[serde(default)]
-    url: Option<String>,
-    #[serde(default)]
-    selector: Option<String>,
-    #[serde(default)]
-    text: Option<String>,
-}
-
-/// Checks `input` deserializes as `T`; the error names the field at fault
-/// (`background: invalid type ...`).
-fn shape<T: for<'de> Deserialize<'de>>(input: &Value) -> Result<(), String> {
-    serde_path_to_error::deserialize::<_, T>(input).map(drop).map_err(|e| match e.path().to_string() {
-        path if path == "." => e.inner().to_string(),
-        path => format!("{path}: {}", e.inner()),
-    })
-}
-
-/// Checks a step's input has the shape its tool takes, and that `reported`
-/// facts come exactly with the tools the reference runtime does not execute.
-fn check(step: &ToolStep) -> Result<(), String> {
-    let tool = step.tool.as_str();
-    match (&step.reported, REPORTED_TOOLS.contains(&tool)) {
-        (Some(_), false)
-            if FILESYSTEM_TOOLS.contains(&tool)
-                || PROCESS_TOOLS.contains(&tool)
-                || JOB_TOOLS.contains(&tool) =>
-        {
-            return Err(format!(
-                "{tool}: `reported` is for tools the reference runtime does not execute; it runs {tool} itself"
-            ));
-        }
-        // OUT-2: contradictory facts are bad input, refused with the
-        // ledger's own check before anything runs.
-        (Some(reported), true) => {
-            reported.facts().check().map_err(|e| format!("{tool}: `reported`: {e}"))?;
-        }
-        (None, true) => {
-            return Err(format!(
-                "{tool}: the reference runtime does not execute {tool}; give the facts the runtime `reported`, e.g. \"reported\": {{\"exit_code\": 0}}"
-            ));
-        }
-        _ => {}
-    }
-    match tool {
-        "bash" | "python" => shape::<ProcessInput>(&step.input),
-        "bg_job" => shape::<JobInput>(&step.input),
-        "external" => shape::<ExternalInput>(&step.input),
-        "owned_write" | "owned_read" => shape::<OwnedInput>(&step.input),
-        "browser" => shape::<BrowserInput>(&step.input),
-        "write_file" => shape::<WriteInput>(&step.input),
-        "edit_file" => shape::<EditInput>(&step.input),
-        "apply_patch" => shape::<PatchInput>(&step.input),
-        "read_file" => shape::<ReadInput>(&step.input),
-        "ls" => shape::<LsInput>(&step.input),
-        "glob" | "grep" => shape::<SearchInput>(&step.input),
-        other => Err(format!(
-            "no reference producer for tool {other:?} (known: {}, {}, {}; reported: {})",
-            FILESYSTEM_TOOLS.join(", "),
-            PROCESS_TOOLS.join(", "),
-            JOB_TOOLS.join(", "),
-            REPORTED_TOOLS.join(", ")
-        )),
-    }
-    .map_err(|e| format!("{}: {e}", step.tool))
+/// A tool line as a checked step: its input against its tool's type, its
+/// reported facts against who runs it (both the library's checks).
+fn tool_step(value: Value, step: u64) -> Result<StepRequest, String> {
+    let line: ToolLine = serde_json::from_value(value).map_err(|e| e.to_string())?;
+    let call = Call::parse(&line.tool, &line.input).map_err(|e| format!("{}: {}", e.tool, e.message))?;
+    StepRequest::new(step, &format!("step-{step}"), call, line.reported).map_err(|e| e.to_string())
 }
 
 /// Parses and validates a whole script. `Err((line, message))` names the first
@@ -336,9 +126,7 @@ pub fn parse(text: &str) -> Result<Vec<Step>, (usize, String)> {
                 serde_json::from_value(value).map_err(|e| (number, format!("verify: {e}")))?;
             Action::Verify(line.verify)
         } else {
-            let step: ToolStep = serde_json::from_value(value).map_err(|e| (number, e.to_string()))?;
-            check(&step).map_err(|message| (number, message))?;
-            Action::Tool(step)
+            Action::Tool(tool_step(value, steps.len() as u64 + 1).map_err(|message| (number, message))?)
         };
         steps.push(Step { action, line: number });
     }
@@ -362,12 +150,26 @@ mod tests {
     }
 
     #[test]
+    fn a_custom_tool_with_reported_facts_is_a_step() {
+        let steps =
+            parse("{\"tool\":\"deploy\",\"input\":{\"env\":\"prod\"},\"reported\":{\"exit_code\":0}}\n")
+                .unwrap();
+        let Action::Tool(request) = &steps[0].action else { panic!("a tool step") };
+        assert_eq!(request.call().tool(), "deploy");
+    }
+
+    #[test]
     fn the_first_bad_line_is_named() {
         let cases = [
             ("{\"tool\":\"ls\",\"input\":{}}\nnot json\n", 2, "expected"),
             ("{\"tool\":\"write_file\",\"input\":{\"path\":\"a\"}}\n", 1, "content"),
             ("{\"tool\":\"write_file\",\"input\":{\"path\":\"a\",\"content\":\"\",\"mode\":1}}\n", 1, "mode"),
-            ("{\"tool\":\"rm_rf\",\"input\":{}}\n", 1, "no reference producer"),
+            ("{\"tool\":\"rm_rf\",\"input\":{}}\n", 1, "does not execute rm_rf"),
+            (
+                "{\"tool\":\"deploy\",\"input\":\"prod\",\"reported\":{\"exit_code\":0}}\n",
+                1,
+                "must be an object",
+            ),
             ("{\"tool\":\"ls\",\"input\":{},\"extra\":true}\n", 1, "extra"),
             ("\n# only comments\n", 0, "no steps"),
             ("{\"tool\":\"external\",\"input\":{\"server\":\"s\",\"tool\":\"t\"}}\n", 1, "reported"),
