@@ -249,6 +249,15 @@ mod tests {
         (base, DataDir::new(dir, &display))
     }
 
+    /// What an open came to, printable (a log handle is not `Debug`).
+    fn outcome(opened: &Result<Option<DiskLog>, LogError>) -> String {
+        match opened {
+            Ok(Some(log)) => format!("opened {}", log.path()),
+            Ok(None) => "no log".into(),
+            Err(error) => format!("{error:?}"),
+        }
+    }
+
     fn create(data: &DataDir, lineage: &str) -> DiskLog {
         let options = OpenOptionsLog { recover: false, ..OpenOptionsLog::default() };
         data.open_lineage(lineage, true, &options).unwrap().expect("created")
@@ -272,12 +281,12 @@ mod tests {
         for name in ["../outside", "a/b", "..", "", ".", "x.log/.."] {
             assert!(DataDir::log_name(name).is_err(), "{name:?}");
             let refused = data.open_lineage(name, true, &OpenOptionsLog::default());
-            assert!(matches!(refused, Err(LogError::Refused { .. })), "{name:?}: {refused:?}");
+            assert!(matches!(refused, Err(LogError::Refused { .. })), "{name:?}: {}", outcome(&refused));
         }
         // A run id with a path in it is refused before any file is looked at.
         for run in ["../outside", "a/../../x", "run.../x"] {
             let refused = data.open_lineage_read_only(run, None);
-            assert!(matches!(refused, Err(LogError::Refused { .. })), "{run:?}: {refused:?}");
+            assert!(matches!(refused, Err(LogError::Refused { .. })), "{run:?}: {}", outcome(&refused));
         }
         assert!(!base.path().join("effects").exists(), "nothing was created");
     }
@@ -324,9 +333,9 @@ mod tests {
         std::os::unix::fs::symlink(store.join("run-a.log"), store.join("run-b.log")).unwrap();
         assert_eq!(data.lineages().unwrap(), ["run-a", "run-b"]);
         let refused = data.open_lineage_read_only("run-b", None);
-        match refused {
+        match &refused {
             Err(LogError::Refused { reason, .. }) => assert!(reason.contains("symlink"), "{reason}"),
-            other => panic!("a symlinked log must be refused (LOG-9): {other:?}"),
+            other => panic!("a symlinked log must be refused (LOG-9): {}", outcome(other)),
         }
     }
 

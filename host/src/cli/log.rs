@@ -176,6 +176,20 @@ fn open(
     let log = opened.ok_or_else(|| {
         bad(anyhow!("no log for run {run} in {}; {}", data.store_display(), what_exists(&data)))
     })?;
+    // A child is found by its records in its lineage's log (LOG-1).
+    if parsed.parent.is_some() && !log.records().iter().any(|framed| of_run(framed, run)) {
+        let mut runs: Vec<&str> = Vec::new();
+        for framed in log.records() {
+            if !runs.contains(&framed.run_id.as_str()) {
+                runs.push(&framed.run_id);
+            }
+        }
+        return Err(bad(anyhow!(
+            "run {run} has no records in {}; the runs there: {}",
+            log.path(),
+            runs.join(", ")
+        )));
+    }
     let recover_command = format!("effects --data-dir {} log recover --run {run}", data.display());
     Ok(Opened { log, recover_command, run: parsed.parent.is_some().then(|| run.to_owned()) })
 }
