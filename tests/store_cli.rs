@@ -68,8 +68,8 @@ fn a_data_dir_that_is_the_root_beneath_it_or_above_it_is_refused_at_start() {
         assert!(!root.join("a.txt").exists(), "no step ran");
     }
     assert!(!root.join("new").exists(), "a refused data dir is not created");
-    // The default data dir lies beside the root: fine. With `/` as the root
-    // there is no "beside": the default (`./.effects`) lies beneath it.
+    // The default data dir is `./.effects`: with `/` as the root it lies
+    // beneath the root wherever the command runs, and is refused.
     std::fs::write(base.path().join("script"), format!("{WRITE}\n")).unwrap();
     let out = effects(&["session", "--root", "/", "--json", "script"])
         .current_dir(base.path())

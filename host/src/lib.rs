@@ -7,6 +7,7 @@
 
 pub mod bounded;
 pub mod completion;
+pub mod data_dir;
 pub mod digest;
 pub mod executor;
 pub mod identity;

@@ -15,38 +15,36 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::anyhow;
-use cap_std::ambient_authority;
 use std::os::unix::fs::MetadataExt;
 
-use cap_std::fs::Dir;
 use clap::Args;
 use serde_json::{Value, json};
 
 use effect_ledger::completion::{Recorded, Replay, ReplayError};
+use effect_ledger::data_dir::DataDir;
 use effect_ledger::digest::Sha256Digest;
-use effect_ledger::ledger::{CompleteError, Completion, Run};
-use effect_ledger::log::{
-    DiskLog, OpenMode, OpenOptionsLog, OperatorKey, Record, open_effects_dir, open_lineage,
-};
-use effect_ledger::model::{FilesystemRoot, Location, ResourceRef};
+use effect_ledger::ledger::{CompleteError, Completion, Run, RunError, recorded_root};
+use effect_ledger::log::{DiskLog, LogError, OperatorKey};
 use effect_ledger::policy::{self, EvaluatorComponent, LoadedComponent, PolicyOptions, PolicySet, World};
 
 use super::input::{read_bounded, read_key};
 use super::output::out;
 use super::policy::{manifest_source, open_cache};
-use super::runtime::{bad, open_ledger};
+use super::runtime::{bad, open_data_dir, open_ledger};
 use super::{Failure, exit};
 
 /// Arguments of `effects decide`.
 #[derive(Args)]
-#[command(after_help = "Prints COMPLETED, FAILED, BLOCKED or UNVERIFIED with its reasons, the \
-disclosures the answer must carry and the presented answer; --json prints one object with \
-`verdict`, `reasons`, `disclosures`, `assessments` and `answer`. The decision is recorded in the \
+#[command(after_help = "Prints the run and its data dir, then COMPLETED, FAILED, BLOCKED or \
+UNVERIFIED with its reasons, the disclosures the answer must carry and the presented answer; --json \
+prints one object with `verdict`, `reasons`, `disclosures`, `assessments`, `answer` and `data_dir`. \
+The data dir is --data-dir, else $EFFECTS_DATA_DIR, else `.effects` in the current directory, as for \
+`session`. The decision is recorded in the \
 run's log with the evaluator's digest and fuel, the answer, the full decision and where the \
 history ended. Exit 0 whenever a decision was made: read the verdict.
 
 Replay: `effects decide --run RUN --replay POSITION` takes the decision recorded at POSITION \
-(`effects log show DATA_DIR/effects/RUN.log` lists the records) and decides again from the log \
+(`effects log show --run RUN` lists the records) and decides again from the log \
 alone: the evidence up to where that decision's history ended, the required files as they were \
 resolved then, the answer as it was given. Nothing is read from the root and nothing is written \
 to the log. The evaluator must be the \
@@ -92,68 +90,54 @@ pub struct DecideArgs {
     key_file: Option<PathBuf>,
 }
 
-/// The run's lineage's log, opened read-only: nothing is recovered or
-/// written. A child run's records are in its lineage's log (LOG-1).
-fn read_only_log(data_dir: &Path, run: &str, key: Option<&OperatorKey>) -> Result<DiskLog, Failure> {
-    let lineage = Run::parse(run).map_err(|e| bad(anyhow!(e)))?.lineage;
-    let data = Dir::open_ambient_dir(data_dir, ambient_authority())
-        .map_err(|e| bad(anyhow!("cannot open the data dir {}: {e}", data_dir.display())))?;
-    let display = data_dir.display().to_string();
-    let missing = || {
+/// The data dir `decide` reads, which must exist: a run is decided where it
+/// was recorded.
+fn existing_data_dir(data_dir: &Path) -> Result<DataDir, Failure> {
+    open_data_dir(data_dir, false)?.ok_or_else(|| {
         bad(anyhow!(
-            "no log for run {lineage} in {display}/effects: the run claimed nothing (a read-only run keeps no \
-             log), or the id or --data-dir is wrong"
+            "no data dir {}: give the run's with --data-dir (or $EFFECTS_DATA_DIR); the default is .effects \
+             in the current directory",
+            data_dir.display()
         ))
-    };
-    let effects = open_effects_dir(&data, &display, OpenMode::ReadOnly)
-        .map_err(|e| bad(anyhow!(e)))?
-        .ok_or_else(missing)?;
-    let options = OpenOptionsLog { mode: OpenMode::ReadOnly, key: key.cloned(), recover: false };
-    open_lineage(&effects, &format!("{display}/effects"), &lineage, &options)
-        .map_err(|e| Failure::new(exit::PROBLEMS, e))?
-        .ok_or_else(missing)
+    })
 }
 
-/// The root the run's records name, if any of its resources is a file. A
-/// child run shares its lineage's root (ID-5).
-fn recorded_root(
-    data_dir: &Path,
-    run: &str,
-    key: Option<&OperatorKey>,
-) -> Result<Option<FilesystemRoot>, Failure> {
-    let log = read_only_log(data_dir, run, key)?;
-    let filesystem_root = |r: &ResourceRef| match r.location() {
-        Location::Filesystem(fs) => Some(fs.root.clone()),
-        _ => None,
-    };
-    // ID-5: the root recorded with the run's claims, else with its
-    // lineage's (a child that claimed nothing yet); a log from before roots
-    // were recorded names it only in its filesystem resources.
-    let claimed = |own: bool| {
-        log.records().iter().find_map(|framed| match &framed.record {
-            Record::Claim(claim) if !own || framed.run_id == run => claim.root.clone(),
-            _ => None,
-        })
-    };
-    Ok(claimed(true).or_else(|| claimed(false)).or_else(|| {
-        log.records().iter().find_map(|framed| match &framed.record {
-            Record::Claim(claim) => claim.impact_scope.iter().find_map(filesystem_root),
-            Record::Observation(observation) => filesystem_root(&observation.resource),
-            _ => None,
-        })
-    }))
+/// The run's lineage's log, opened read-only through the library: nothing
+/// is recovered or written. A child run's records are in its lineage's log
+/// (LOG-1).
+fn read_only_log(data: &DataDir, run: &str, key: Option<&OperatorKey>) -> Result<DiskLog, Failure> {
+    match data.open_lineage_read_only(run, key) {
+        Ok(Some(log)) => Ok(log),
+        Ok(None) => Err(no_such_run(data, run)),
+        Err(error @ LogError::Refused { .. }) if Run::parse(run).is_err() => Err(bad(error)),
+        Err(error) => Err(Failure::new(exit::PROBLEMS, error)),
+    }
+}
+
+/// What `decide` says when the data dir holds no log of `run`.
+fn no_such_run(data: &DataDir, run: &str) -> Failure {
+    bad(anyhow!(
+        "no log for run {run} in {}: the run claimed nothing (a read-only run keeps no log), or the id or \
+         --data-dir is wrong; {}",
+        data.store_display(),
+        super::log::what_exists(data)
+    ))
 }
 
 impl DecideArgs {
-    pub fn run(self, data_dir: Option<PathBuf>) -> Result<ExitCode, Failure> {
-        let data_dir = data_dir.ok_or_else(|| {
-            bad(anyhow!("give the data dir of the run with --data-dir (or $EFFECTS_DATA_DIR)"))
-        })?;
+    pub fn run(self, data_dir: &Path) -> Result<ExitCode, Failure> {
+        let data = existing_data_dir(data_dir)?;
         if let Some(position) = self.replay {
-            return self.replay(&data_dir, position);
+            return self.replay(&data, position);
         }
         let key = read_key(self.key_file.as_deref())?;
-        let recorded = recorded_root(&data_dir, &self.run, key.as_ref())?;
+        let recorded = match recorded_root(&data, &self.run, key.as_ref()) {
+            Ok(recorded) => recorded,
+            Err(RunError::NoSuchRun { .. }) => return Err(no_such_run(&data, &self.run)),
+            Err(error @ RunError::BadId(_)) => return Err(bad(error)),
+            Err(error) => return Err(Failure::new(exit::PROBLEMS, error)),
+        };
+        drop(data);
         let root = match (&self.root, &recorded) {
             // Another root than the recorded one is refused when the run is
             // continued (ID-5, `Ledger::continue_run`).
@@ -176,8 +160,8 @@ impl DecideArgs {
                 return Err(bad(anyhow!("the run touched no files, so its root is unknown: pass --root")));
             }
         };
-        let (mut ledger, _) =
-            open_ledger(&root, &data_dir, self.manifest.as_deref(), self.key_file.as_deref(), &[])?;
+        let (mut ledger, display_data) =
+            open_ledger(&root, data_dir, self.manifest.as_deref(), self.key_file.as_deref(), &[])?;
         let run = ledger.continue_run(&self.run).map_err(|e| bad(anyhow!(e)))?;
         let completion = ledger.complete(&run, &self.required, &self.answer).map_err(|error| {
             let code = match error {
@@ -186,10 +170,12 @@ impl DecideArgs {
             };
             Failure::new(code, error)
         })?;
-        let report = decision_json(&completion);
+        let mut report = decision_json(&completion);
+        report["data_dir"] = json!(display_data);
         if self.json {
             out!("{report}");
         } else {
+            out!("run {} (data dir {display_data})", run.id);
             out!("{}", describe_decision(&report));
         }
         Ok(ExitCode::SUCCESS)
@@ -198,11 +184,11 @@ impl DecideArgs {
 
 impl DecideArgs {
     /// `--replay POSITION`: the recorded decision decided again, compared.
-    fn replay(&self, data_dir: &Path, position: u64) -> Result<ExitCode, Failure> {
+    fn replay(&self, data: &DataDir, position: u64) -> Result<ExitCode, Failure> {
         // Every failure before the comparison is exit 2 (3 for the
         // evaluator): exit 1 says only "re-derived, and it differs".
         let key = read_key(self.key_file.as_deref())?;
-        let log = read_only_log(data_dir, &self.run, key.as_ref()).map_err(|f| bad(f.error))?;
+        let log = read_only_log(data, &self.run, key.as_ref()).map_err(|f| bad(f.error))?;
         let recorded = Recorded::find(log.records(), position).map_err(bad)?;
         drop(log);
         let refused = |error: ReplayError| {
@@ -213,7 +199,7 @@ impl DecideArgs {
             };
             Failure::new(exit::REFUSED, anyhow!("{error}; {hint}"))
         };
-        let options = PolicyOptions { cache: open_cache(data_dir), ..PolicyOptions::default() };
+        let options = PolicyOptions { cache: open_cache(data), ..PolicyOptions::default() };
         let mut policies;
         let mut loaded;
         let evaluator: &mut EvaluatorComponent = match &self.evaluator {
@@ -238,10 +224,12 @@ impl DecideArgs {
             }
         };
         let replay = recorded.replay(evaluator).map_err(refused)?;
-        let report = replay_json(&self.run, &recorded, &replay);
+        let mut report = replay_json(&self.run, &recorded, &replay);
+        report["data_dir"] = json!(data.display());
         if self.json {
             out!("{report}");
         } else {
+            out!("run {} (data dir {})", self.run, data.display());
             out!("{}", describe_replay(&report));
         }
         Ok(if replay.identical() { ExitCode::SUCCESS } else { ExitCode::from(exit::PROBLEMS) })

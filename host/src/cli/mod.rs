@@ -67,16 +67,20 @@ impl Failure {
 #[derive(Parser)]
 #[command(name = "effects", version, about, after_help = EXIT_CODES)]
 pub struct Cli {
-    /// Data directory (effect logs, compiled-policy cache). Default:
-    /// $EFFECTS_DATA_DIR, else `.effects` beside the session's root (for
-    /// `session`) or in the current directory (for `policy`). It must lie
-    /// outside the root and not contain it (ID-4).
-    #[arg(long, global = true, env = "EFFECTS_DATA_DIR")]
-    data_dir: Option<PathBuf>,
+    /// Data directory (effect logs, launch index, jobs, compiled-policy
+    /// cache), the same for every command: $EFFECTS_DATA_DIR, else `.effects`
+    /// in the current directory. `session` and `decide` print it. It must
+    /// lie outside the root and not contain it (ID-4).
+    #[arg(long, global = true, env = "EFFECTS_DATA_DIR", default_value = DEFAULT_DATA_DIR)]
+    data_dir: PathBuf,
 
     #[command(subcommand)]
     command: Command,
 }
+
+/// The data dir when neither `--data-dir` nor `$EFFECTS_DATA_DIR` names one:
+/// relative, so every command run from one directory finds the same store.
+const DEFAULT_DATA_DIR: &str = ".effects";
 
 const EXIT_CODES: &str = "Exit codes: 0 ok; 1 problems found, the policy returned an error, or a \
 session step was BLOCKED or NOT RECORDED; 2 bad input (also: an input over 16 MiB, a data dir that \
@@ -96,7 +100,7 @@ enum Command {
     /// Inspect, verify and run policy components (for runtimes and policy authors).
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
-    /// Verify, show and recover effect logs (for operators).
+    /// List, verify, show and recover effect logs (for operators).
     #[command(subcommand)]
     Log(log::LogCommand),
     /// Say whether commands run confined here (Landlock, ID-6).
@@ -109,13 +113,13 @@ enum Command {
 impl Cli {
     /// Runs the chosen subcommand.
     pub fn run(self) -> Result<ExitCode, Failure> {
+        // Resolved once, by clap: every subcommand gets the same data dir.
+        let data_dir = self.data_dir.as_path();
         match self.command {
-            Command::Session(args) => args.run(self.data_dir),
-            Command::Decide(args) => args.run(self.data_dir),
-            Command::Policy(command) => {
-                command.run(self.data_dir.as_deref().unwrap_or(std::path::Path::new(".effects")))
-            }
-            Command::Log(command) => command.run(),
+            Command::Session(args) => args.run(data_dir),
+            Command::Decide(args) => args.run(data_dir),
+            Command::Policy(command) => command.run(data_dir),
+            Command::Log(command) => command.run(data_dir),
             Command::Doctor(args) => args.run(),
             Command::Tools(args) => args.run(),
         }

@@ -5,19 +5,17 @@
 //! coverage of the evaluator's rules (like `opa test --coverage`).
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::anyhow;
-use cap_std::ambient_authority;
-use cap_std::fs::Dir;
 use clap::{Subcommand, ValueEnum};
 use serde::Serialize;
 
+use effect_ledger::data_dir::DataDir;
 use effect_ledger::policy::{
-    self, CacheError, CompileCache, EntryState, JsonCall, JsonCallError, LoadedComponent, PolicyError,
-    PolicyOptions, PolicySet, PolicySource, SandboxLimits, World,
+    self, CompileCache, EntryState, JsonCall, JsonCallError, LoadedComponent, PolicyError, PolicyOptions,
+    PolicySet, PolicySource, SandboxLimits, World,
 };
 
 use effect_ledger::completion::coverage::{Requirement, RuleTable, coverage};
@@ -27,6 +25,7 @@ use effect_ledger::policy::NativeEvaluator;
 
 use super::input::{read_bounded, read_bounded_text};
 use super::output::out;
+use super::runtime::open_data_dir;
 use super::{Failure, exit, open_parent};
 
 #[derive(Subcommand)]
@@ -177,26 +176,15 @@ fn inspect(file: &Path, json: bool) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The compiled-component cache, `DATA/cache/components`, made `0700` when
-/// absent. Its last component is opened without following a symbolic link, and
-/// it is used only when it is private (POL-1: ours, mode `0700`); otherwise the
-/// reason, with what to do about it.
-fn try_open_cache(data_dir: &Path) -> Result<CompileCache, String> {
-    let parent = data_dir.join("cache");
-    let dir = parent.join("components");
-    let opened = std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&parent)
-        .and_then(|()| Dir::open_ambient_dir(&parent, ambient_authority()))
-        .map_err(|error| CacheError::Io { what: "the cache directory", source: error })
-        .and_then(|parent| CompileCache::open_beneath(&parent, "components"));
-    opened.map_err(|error| {
+/// The compiled-component cache of `data` (`DataDir::open_cache`: made
+/// `0700` when absent, never followed as a symbolic link, used only when it
+/// is private, POL-1); otherwise the reason, with what to do about it.
+fn try_open_cache(data: &DataDir) -> Result<CompileCache, String> {
+    let dir = data.cache_display();
+    data.open_cache().map_err(|error| {
         format!(
-            "compiled-component cache {} not used: {error}; make it a directory of your own with mode \
-             0700 (`chmod 700 {}`), or remove it to have it made again",
-            dir.display(),
-            dir.display()
+            "compiled-component cache {dir} not used: {error}; make it a directory of your own with mode \
+             0700 (`chmod 700 {dir}`), or remove it to have it made again"
         )
     })
 }
@@ -204,8 +192,8 @@ fn try_open_cache(data_dir: &Path) -> Result<CompileCache, String> {
 /// [`try_open_cache`] for a command that only wants the speed: a cache that
 /// cannot be used is warned about once and skipped (components compile in
 /// memory).
-pub(super) fn open_cache(data_dir: &Path) -> Option<CompileCache> {
-    try_open_cache(data_dir).map_err(|why| tracing::warn!("{why}; compiling in memory")).ok()
+pub(super) fn open_cache(data: &DataDir) -> Option<CompileCache> {
+    try_open_cache(data).map_err(|why| tracing::warn!("{why}; compiling in memory")).ok()
 }
 
 pub(super) fn manifest_source(manifest: Option<&Path>) -> Result<PolicySource, Failure> {
@@ -226,7 +214,10 @@ fn verify(manifest: Option<&Path>, data_dir: &Path) -> Result<ExitCode, Failure>
     let mut problems = 0;
     // POL-1: the cache is checked before the components are loaded through
     // it, since loading recompiles and replaces an entry that fails its check.
-    let cache = match try_open_cache(data_dir) {
+    let opened = open_data_dir(data_dir, true).map_err(|failure| {
+        format!("compiled-component cache in {} not used: {}", data_dir.display(), failure.error)
+    });
+    let cache = match opened.and_then(|data| try_open_cache(&data.expect("a created data dir opens"))) {
         Ok(cache) => Some(cache),
         Err(why) => {
             problems += 1;

@@ -11,6 +11,7 @@ use anyhow::Context;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 
+use effect_ledger::data_dir::DataDir;
 use effect_ledger::identity::{ControlPlane, SealedRoot, check_mounts, lies_beneath};
 use effect_ledger::ledger::{Ledger, LedgerConfig};
 use effect_ledger::policy::{PolicyOptions, PolicySet};
@@ -57,6 +58,23 @@ pub(super) fn private_dir(path: &Path) -> Result<(), Failure> {
             .map_err(bad)?;
     }
     Ok(())
+}
+
+/// The data dir at `path` as the library's [`DataDir`]: the ambient
+/// authority `--data-dir` (or its default) brings, entering here once.
+/// With `create` it is made first (`0700`, each new directory fsynced into
+/// its parent, LOG-3); without, a data dir that does not exist is `None`
+/// and nothing is made.
+pub(super) fn open_data_dir(path: &Path, create: bool) -> Result<Option<DataDir>, Failure> {
+    if create {
+        private_dir(path)?;
+    } else if !path.exists() {
+        return Ok(None);
+    }
+    let dir = Dir::open_ambient_dir(path, ambient_authority())
+        .with_context(|| format!("opening the data dir {}", path.display()))
+        .map_err(bad)?;
+    Ok(Some(DataDir::new(dir, &path.display().to_string())))
 }
 
 /// ID-4 by path, before anything is created: the canonical data dir is not
@@ -138,15 +156,12 @@ pub(super) fn open_ledger(
     allow_write: &[PathBuf],
 ) -> Result<(Ledger, String), Failure> {
     check_paths(root, data_dir)?;
-    private_dir(data_dir)?;
-    let data = Dir::open_ambient_dir(data_dir, ambient_authority())
-        .with_context(|| format!("opening the data dir {}", data_dir.display()))
-        .map_err(bad)?;
+    let data = open_data_dir(data_dir, true)?.expect("a created data dir opens");
     // No prefix: placement refuses a data dir beneath the root, so the store
     // has no place there; what can still show it there (a mount, a hard
     // link) is checked by `device:inode`.
-    let control = ControlPlane::for_data_dir(&data, None)
-        .with_context(|| format!("listing the effect store in {}", data_dir.display()))
+    let control = ControlPlane::for_data_dir(data.dir(), None)
+        .with_context(|| format!("listing the effect store in {}", data.display()))
         .map_err(bad)?;
     let root_dir = Dir::open_ambient_dir(root, ambient_authority())
         .with_context(|| format!("opening the root {}", root.display()))
@@ -155,18 +170,18 @@ pub(super) fn open_ledger(
     // `effects decide` can find it again (and checks its device and inode).
     let canonical_root = root.canonicalize().unwrap_or_else(|_| PathBuf::from(root));
     let display_root = canonical_root.display().to_string();
-    check_mounts(&canonical_root, &data, &control).map_err(bad)?;
+    check_mounts(&canonical_root, data.dir(), &control).map_err(bad)?;
     if let Some(key_file) = key_file {
         check_key_place(&root_dir, &display_root, key_file)?;
     }
     let key = read_key(key_file)?;
     let sealed = SealedRoot::new(root_dir, &display_root, "session", "cli", control).map_err(bad)?;
-    let options = PolicyOptions { cache: open_cache(data_dir), ..PolicyOptions::default() };
+    let options = PolicyOptions { cache: open_cache(&data), ..PolicyOptions::default() };
     let policies =
         PolicySet::load(&manifest_source(manifest)?, &options).map_err(|e| Failure::new(exit::REFUSED, e))?;
-    let display_data = data_dir.display().to_string();
-    let confine = Confinement::detect().allow_write(allow_write, &data, sealed.dir()).map_err(bad)?;
-    let config = LedgerConfig { confine, key, ..LedgerConfig::new(data, &display_data, sealed, policies) };
+    let display_data = data.display().to_owned();
+    let confine = Confinement::detect().allow_write(allow_write, data.dir(), sealed.dir()).map_err(bad)?;
+    let config = LedgerConfig { confine, key, ..LedgerConfig::at(data, sealed, policies) };
     let ledger = Ledger::open(config).map_err(|e| bad(anyhow::anyhow!("{e} (give --data-dir elsewhere)")))?;
     Ok((ledger, display_data))
 }

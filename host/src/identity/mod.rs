@@ -36,6 +36,7 @@ mod mounts;
 pub use mounts::{MountError, check_mounts};
 pub use placement::{PlacementError, check_placement, lies_beneath};
 
+use crate::data_dir::DataDir;
 use crate::model::{FilesystemLocation, FilesystemRoot, Location, ResourceRef, ResourceRole};
 
 pub use open::{OpenError, Opened, Opener, Target, open_found};
@@ -173,7 +174,7 @@ impl Listing {
     /// The store's directory and its `jobs/`, flat: every regular file.
     fn add_store(&mut self, store: &Dir) -> std::io::Result<()> {
         self.add_flat(store)?;
-        self.add_named(store, "jobs").map(drop)
+        self.add_named(store, DataDir::JOBS).map(drop)
     }
 
     /// The compiled-policy cache (`DATA_DIR/cache`, `cache/components`, and
@@ -182,8 +183,10 @@ impl Listing {
     /// directory, as for the logs; the buckets are one per engine
     /// configuration, so few.
     fn add_cache(&mut self, data: &Dir) -> std::io::Result<()> {
-        let Some((cache, _)) = self.add_named(data, "cache")? else { return Ok(()) };
-        let Some((components, buckets)) = self.add_named(&cache, "components")? else { return Ok(()) };
+        let Some((cache, _)) = self.add_named(data, DataDir::CACHE)? else { return Ok(()) };
+        let Some((components, buckets)) = self.add_named(&cache, DataDir::CACHE_COMPONENTS)? else {
+            return Ok(());
+        };
         for bucket in buckets {
             self.add_named(&components, &bucket)?;
         }
@@ -196,8 +199,8 @@ impl Listing {
             Anchor::Store(store) => listing.add_store(store)?,
             Anchor::DataDir(data) => {
                 listing.directories.insert(identity_of(&data.dir_metadata()?));
-                if let Some((store, _)) = listing.add_named(data, "effects")? {
-                    listing.add_named(&store, "jobs")?;
+                if let Some((store, _)) = listing.add_named(data, DataDir::STORE)? {
+                    listing.add_named(&store, DataDir::JOBS)?;
                 }
                 listing.add_cache(data)?;
             }

@@ -65,8 +65,7 @@ fn pid_namespace() -> String {
 
 impl Ledger {
     fn jobs(&self) -> Result<Jobs, LogError> {
-        let (effects, display) = self.writable_effects()?;
-        Jobs::open(&effects, &display)
+        self.config.data_dir.jobs()
     }
 
     /// Reserves a launch for a background command, or binds the job a

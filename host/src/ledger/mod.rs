@@ -50,10 +50,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use cap_std::fs::Dir;
 use serde_json::Value;
 
+use crate::data_dir::DataDir;
 use crate::identity::{ControlPlane, PlacementError, SealedRoot, check_placement};
 use crate::log::{
     ClaimRecord, DiskLog, LogError, Obligation, ObservationRecord, OpenMode, OpenOptionsLog, OperationRef,
-    OperatorKey, OutcomeRecord, Position, ProcessesRecord, open_effects_dir, open_lineage,
+    OperatorKey, OutcomeRecord, Position, ProcessesRecord,
 };
 use crate::model::{
     BindingIndex, ClaimPlan, Classification, CleanupState, Execution, FactsError, Impact, Location, Outcome,
@@ -70,16 +71,15 @@ pub use bind::Bound;
 pub use complete::{CompleteError, Completion};
 pub use envelope::{StepResult, StepStatus, ToolResult};
 pub use jobs::LaunchLink;
-pub use runs::{Run, RunError};
+pub use runs::{Run, RunError, recorded_root, root_of_records};
 pub use step::{Reported, StepError, StepRequest};
 pub use verify::{Verified, VerifyError};
 
 /// How to open a ledger.
 pub struct LedgerConfig {
-    /// The data directory (holds `effects/`).
-    pub data_dir: Dir,
-    /// How to name it in messages.
-    pub data_display: String,
+    /// The data directory: its layout (the store, logs, jobs, cache) and
+    /// how to name it in messages.
+    pub data_dir: DataDir,
     /// The sealed root tools work beneath.
     pub root: SealedRoot,
     /// The policy set.
@@ -98,15 +98,12 @@ impl LedgerConfig {
     /// confined where Landlock is available (no paths beyond the root and
     /// each command's private temporary directory).
     pub fn new(data_dir: Dir, data_display: &str, root: SealedRoot, policies: PolicySet) -> Self {
-        Self {
-            data_dir,
-            data_display: data_display.to_owned(),
-            root,
-            policies,
-            key: None,
-            read_cap: 16 << 20,
-            confine: Confinement::detect(),
-        }
+        Self::at(DataDir::new(data_dir, data_display), root, policies)
+    }
+
+    /// [`Self::new`] over a [`DataDir`] the caller already holds.
+    pub fn at(data_dir: DataDir, root: SealedRoot, policies: PolicySet) -> Self {
+        Self { data_dir, root, policies, key: None, read_cap: 16 << 20, confine: Confinement::detect() }
     }
 }
 
@@ -210,7 +207,8 @@ impl Ledger {
     /// the operator hears it before any step. Opens nothing yet: files appear
     /// with the first claim.
     pub fn open(config: LedgerConfig) -> Result<Self, PlacementError> {
-        check_placement(config.root.dir(), &config.root.root().path, &config.data_dir, &config.data_display)?;
+        let data = &config.data_dir;
+        check_placement(config.root.dir(), &config.root.root().path, data.dir(), data.display())?;
         Ok(Self::unchecked(config, None))
     }
 
@@ -222,8 +220,8 @@ impl Ledger {
         let misplaced = check_placement(
             config.root.dir(),
             &config.root.root().path,
-            &config.data_dir,
-            &config.data_display,
+            config.data_dir.dir(),
+            config.data_dir.display(),
         )
         .err()
         .map(|error| error.to_string());
@@ -235,14 +233,14 @@ impl Ledger {
         // `ControlPlane::default()`) gets this ledger's own: the hard-link and
         // walk guards then hold on every surface, not only the CLI's.
         if !config.root.control().is_anchored() {
-            match ControlPlane::for_data_dir(&config.data_dir, None) {
+            match ControlPlane::for_data_dir(config.data_dir.dir(), None) {
                 Ok(control) => config.root.guard_with(control),
                 Err(error) => {
                     misplaced.get_or_insert_with(|| {
                         format!(
                             "the effect store in {} could not be listed to guard it (ID-4): {error}; \
                              check the data dir's permissions",
-                            config.data_display
+                            config.data_dir.display()
                         )
                     });
                 }
@@ -256,9 +254,14 @@ impl Ledger {
         &self.config.root
     }
 
+    /// The data dir this ledger keeps its store in.
+    pub fn data_dir(&self) -> &DataDir {
+        &self.config.data_dir
+    }
+
     /// `DATA_DIR/effects`, for messages.
     fn effects_display(&self) -> String {
-        format!("{}/effects", self.config.data_display)
+        self.config.data_dir.store_display()
     }
 
     /// LOG-7 for a lineage with a log: records the unsettled claims of dead
@@ -331,29 +334,23 @@ impl Ledger {
     /// The effects directory and how to name it; `None` only when opening
     /// read-only and it does not exist yet (nothing was ever claimed).
     fn effects(&self, mode: OpenMode) -> Result<Option<(Dir, String)>, LogError> {
-        let dir = open_effects_dir(&self.config.data_dir, &self.config.data_display, mode)?;
-        Ok(dir.map(|dir| (dir, format!("{}/effects", self.config.data_display))))
+        let dir = self.config.data_dir.open_store(mode)?;
+        Ok(dir.map(|dir| (dir, self.config.data_dir.store_display())))
     }
 
     /// The effects directory, created if missing.
     fn writable_effects(&self) -> Result<(Dir, String), LogError> {
-        self.effects(OpenMode::ReadWrite).map(|opened| opened.expect("read-write opens create"))
+        Ok((self.config.data_dir.writable_store()?, self.config.data_dir.store_display()))
     }
 
     /// The lineage's log: created when `create`, else only if it exists.
     fn log(&mut self, lineage: &str, create: bool) -> Result<Option<&mut DiskLog>, LogError> {
         if !self.logs.contains_key(lineage) {
-            let mode = if create { OpenMode::ReadWrite } else { OpenMode::ReadOnly };
-            let Some((effects, display)) = self.effects(mode)? else {
-                return Ok(None);
-            };
-            let exists = effects.exists(format!("{lineage}.log"));
-            if !create && !exists {
-                return Ok(None);
-            }
             let options =
                 OpenOptionsLog { mode: OpenMode::ReadWrite, key: self.config.key.clone(), recover: true };
-            let log = open_lineage(&effects, &display, lineage, &options)?.expect("read-write opens create");
+            let Some(log) = self.config.data_dir.open_lineage(lineage, create, &options)? else {
+                return Ok(None);
+            };
             self.logs.insert(lineage.to_owned(), log);
         }
         Ok(self.logs.get_mut(lineage))

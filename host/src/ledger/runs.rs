@@ -21,8 +21,9 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::log::{LogError, Record, check_run_id};
-use crate::model::FilesystemRoot;
+use crate::data_dir::DataDir;
+use crate::log::{Framed, LogError, OperatorKey, Record, check_run_id};
+use crate::model::{FilesystemRoot, Location, ResourceRef};
 
 use super::Ledger;
 
@@ -35,6 +36,47 @@ pub struct Run {
     pub lineage: String,
     /// Its parent, if a child.
     pub parent: Option<String>,
+}
+
+/// The root a recorded run worked beneath (ID-5), read from its lineage's
+/// log in `data` without a ledger, which needs the root first: what
+/// `effects decide` opens its ledger with. The log is opened read-only and
+/// nothing is recovered or written. `Ok(None)` when the run touched no
+/// files; [`RunError::NoSuchRun`] when its lineage has no log there.
+pub fn recorded_root(
+    data: &DataDir,
+    run: &str,
+    key: Option<&OperatorKey>,
+) -> Result<Option<FilesystemRoot>, RunError> {
+    let parsed = Run::parse(run)?;
+    let log = data
+        .open_lineage_read_only(run, key)?
+        .ok_or_else(|| RunError::NoSuchRun { run: parsed.lineage.clone(), effects: data.store_display() })?;
+    Ok(root_of_records(log.records(), run))
+}
+
+/// [`recorded_root`] over a lineage's records: the root recorded with the
+/// run's own claims, else with its lineage's (a child that claimed nothing
+/// yet); a log from before roots were recorded names it only in its
+/// filesystem resources.
+pub fn root_of_records(records: &[Framed], run: &str) -> Option<FilesystemRoot> {
+    let filesystem_root = |r: &ResourceRef| match r.location() {
+        Location::Filesystem(fs) => Some(fs.root.clone()),
+        _ => None,
+    };
+    let claimed = |own: bool| {
+        records.iter().find_map(|framed| match &framed.record {
+            Record::Claim(claim) if !own || framed.run_id == run => claim.root.clone(),
+            _ => None,
+        })
+    };
+    claimed(true).or_else(|| claimed(false)).or_else(|| {
+        records.iter().find_map(|framed| match &framed.record {
+            Record::Claim(claim) => claim.impact_scope.iter().find_map(filesystem_root),
+            Record::Observation(observation) => filesystem_root(&observation.resource),
+            _ => None,
+        })
+    })
 }
 
 /// What separates a child's name from its parent's id.

@@ -1,8 +1,9 @@
 //! Opening a lineage's log on disk with the checks LOG-1 and LOG-9 demand.
 //!
-//! Layout: `DATA_DIR/effects/` (mode `0700`) holds `<root run id>.log` (mode
-//! `0600`), its `.broken` companion when a torn tail was ever cut, the
-//! launch index (`launch.rs`) and the background jobs' records (`jobs/`). The directory is reached through a cap-std
+//! Layout (named in `crate::data_dir`): `DATA_DIR/effects/` (mode `0700`)
+//! holds `<root run id>.log` (mode `0600`), its `.broken` companion when a
+//! torn tail was ever cut, the launch index (`launch.rs`) and the background
+//! jobs' records (`jobs/`). The directory is reached through a cap-std
 //! [`Dir`]; the log itself is opened with `openat(2)` beneath it so the exact
 //! flags are ours: `O_NOFOLLOW` (a symlink in its place is refused),
 //! `O_NONBLOCK` (a FIFO in its place cannot hang the open), `O_CLOEXEC`. Then,
@@ -18,6 +19,7 @@ use super::EffectLog;
 use super::error::LogError;
 use super::frame::OperatorKey;
 use super::storage::DiskFile;
+use crate::data_dir::DataDir;
 
 /// Filesystems where `flock` is emulated or durability is not ours to claim
 /// (LOG-9), by `statfs` magic.
@@ -79,12 +81,13 @@ fn refused(path: &str, reason: impl Into<String>) -> LogError {
 /// the `effects` directory under `data_dir`. `None` when it does not exist and
 /// `mode` is read-only.
 pub fn open_effects_dir(data_dir: &Dir, display: &str, mode: OpenMode) -> Result<Option<Dir>, LogError> {
-    let path = format!("{display}/effects");
+    let store = DataDir::STORE;
+    let path = format!("{display}/{store}");
     let io = |operation| {
         let path = path.clone();
         move |source| LogError::Io { path, operation, source }
     };
-    match data_dir.open_dir("effects") {
+    match data_dir.open_dir(store) {
         Ok(dir) => return check_private_dir(dir, &path).map(Some),
         Err(error) if error.kind() == std::io::ErrorKind::NotFound && mode == OpenMode::ReadWrite => {}
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -92,14 +95,14 @@ pub fn open_effects_dir(data_dir: &Dir, display: &str, mode: OpenMode) -> Result
     }
     let mut builder = DirBuilder::new();
     cap_std::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    match data_dir.create_dir_with("effects", &builder) {
+    match data_dir.create_dir_with(store, &builder) {
         Ok(()) => {}
         Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
         Err(error) => return Err(io("create directory")(error)),
     }
     // LOG-3: a directory created for the log is fsynced in its parent.
     super::durable::sync_dir(data_dir, display)?;
-    let dir = data_dir.open_dir("effects").map_err(io("open directory"))?;
+    let dir = data_dir.open_dir(store).map_err(io("open directory"))?;
     check_private_dir(dir, &path).map(Some)
 }
 
@@ -134,8 +137,7 @@ pub fn open_lineage(
     root_run_id: &str,
     options: &OpenOptionsLog,
 ) -> Result<Option<DiskLog>, LogError> {
-    check_run_id(root_run_id).map_err(|reason| refused(display_dir, reason))?;
-    let name = format!("{root_run_id}.log");
+    let name = DataDir::log_name(root_run_id).map_err(|reason| refused(display_dir, reason))?;
     let path = format!("{display_dir}/{name}");
     let mut flags = OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
     flags |= match options.mode {

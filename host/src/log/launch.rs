@@ -30,7 +30,7 @@ pub struct LaunchIndex {
 }
 
 fn name(generation: u64) -> String {
-    format!("launch-{generation}.json")
+    crate::data_dir::DataDir::launch_entry(generation)
 }
 
 fn body(index: &LaunchIndex) -> Vec<u8> {

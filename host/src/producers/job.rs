@@ -44,6 +44,7 @@ use std::time::Duration;
 use cap_std::fs::{Dir, DirBuilder, OpenOptions};
 use serde::{Deserialize, Serialize};
 
+use crate::data_dir::DataDir;
 use crate::identity::SealedRoot;
 use crate::log::{LogError, Position, durable};
 use crate::model::{JobLifecycle, ProducerFacts};
@@ -138,19 +139,20 @@ pub struct Jobs {
 impl Jobs {
     /// Opens (creating if missing) the jobs directory beneath `effects_dir`.
     pub fn open(effects_dir: &Dir, effects_display: &str) -> Result<Self, LogError> {
-        let display = format!("{effects_display}/jobs");
+        let jobs = DataDir::JOBS;
+        let display = format!("{effects_display}/{jobs}");
         let io = |operation| {
             let path = display.clone();
             move |source| LogError::Io { path, operation, source }
         };
         let mut builder = DirBuilder::new();
         cap_std::fs::DirBuilderExt::mode(&mut builder, 0o700);
-        match effects_dir.create_dir_with("jobs", &builder) {
+        match effects_dir.create_dir_with(jobs, &builder) {
             Ok(()) => durable::sync_dir(effects_dir, effects_display)?,
             Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(error) => return Err(io("create directory")(error)),
         }
-        let dir = effects_dir.open_dir("jobs").map_err(io("open directory"))?;
+        let dir = effects_dir.open_dir(jobs).map_err(io("open directory"))?;
         Ok(Self { dir, display })
     }
 

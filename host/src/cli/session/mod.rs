@@ -228,7 +228,7 @@ fn complete_json(run: &Run, step: u64, required: &[String], decided: Result<&Com
 }
 
 impl SessionArgs {
-    pub fn run(self, data_dir: Option<PathBuf>) -> Result<ExitCode, Failure> {
+    pub fn run(self, data_dir: &Path) -> Result<ExitCode, Failure> {
         let steps =
             script::parse(&read_bounded_text(&self.script, "the script")?).map_err(|(line, message)| {
                 let place = if line == 0 { String::new() } else { format!(" line {line}") };
@@ -240,13 +240,9 @@ impl SessionArgs {
                 .map_err(bad)?;
             eprintln!("created root {}", self.root.display());
         }
-        let data_dir = data_dir.unwrap_or_else(|| {
-            let parent = self.root.canonicalize().ok().and_then(|r| r.parent().map(Path::to_path_buf));
-            parent.unwrap_or_else(|| PathBuf::from(".")).join(".effects")
-        });
         let (mut ledger, display_data) = open_ledger(
             &self.root,
-            &data_dir,
+            data_dir,
             self.manifest.as_deref(),
             self.key_file.as_deref(),
             &self.allow_write,
@@ -314,7 +310,7 @@ impl SessionArgs {
         let claims = tally.claims;
         // A continued run and a child both write to a log that exists.
         let log = (claims > 0 || self.run.is_some() || self.child_of.is_some())
-            .then(|| format!("{display_data}/effects/{}.log", run.lineage));
+            .then(|| ledger.data_dir().log_display(&run.lineage));
         // CMP-12: the last decision is current only if nothing was recorded
         // after it, by this process or any other on the lineage.
         let stale_since = match &decision {
