@@ -173,3 +173,161 @@ fn contradictory_reported_facts_exit_2_and_nothing_recorded_is_lost() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(reports(&out)[0]["outcome"]["execution"], "FAILED");
 }
+
+// ---- the step result envelope (one shape for every surface) ---------------
+
+/// The keys of every step result, and of its `result`, whatever happened.
+const STEP_KEYS: &[&str] = &[
+    "action_id",
+    "claim",
+    "launch_settled",
+    "observations",
+    "outcome",
+    "policy_failure",
+    "reason",
+    "request_id",
+    "result",
+    "run_id",
+    "schema_version",
+    "status",
+    "step",
+    "tool",
+    "verifier",
+];
+const RESULT_KEYS: &[&str] = &[
+    "error",
+    "exit_code",
+    "job_id",
+    "job_state",
+    "ok",
+    "signal",
+    "stderr",
+    "stdout",
+    "survivors",
+    "text",
+    "timed_out",
+    "truncated",
+];
+
+fn keys(value: &serde_json::Value) -> Vec<&str> {
+    let mut keys: Vec<&str> = value.as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    keys
+}
+
+#[test]
+fn every_step_result_has_every_key_whatever_its_status() {
+    let s = session();
+    let steps = [
+        WRITE,
+        r#"{"tool": "read_file", "input": {"path": "a.txt"}}"#,
+        r#"{"tool": "write_file", "input": {"path": "../escape.txt", "content": "x"}}"#,
+        r#"{"tool": "bash", "input": {"command": "echo out; echo err >&2; exit 3"}}"#,
+        r#"{"verify": {"command": "true"}}"#,
+    ];
+    let out = s.run(&(steps.join("\n") + "\n"), &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let reports = reports(&out);
+    let statuses: Vec<&str> = reports[..5].iter().map(|r| r["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["RAN", "RAN", "REFUSED", "RAN", "RAN"]);
+    for report in &reports[..5] {
+        assert_eq!(keys(report), STEP_KEYS, "{report:#}");
+        assert_eq!(keys(&report["result"]), RESULT_KEYS, "{report:#}");
+        assert_eq!(report["schema_version"], 1);
+    }
+    assert!(reports[1]["claim"].is_null(), "an admitted read has no claim");
+    assert_eq!(reports[1]["observations"][0]["path"], "a.txt");
+    // A failing command: both streams and its exit code, as fields.
+    let failed = &reports[3]["result"];
+    assert_eq!((failed["ok"].clone(), failed["exit_code"].clone()), (false.into(), 3.into()), "{failed:#}");
+    assert_eq!((failed["stdout"].as_str(), failed["stderr"].as_str()), (Some("out\n"), Some("err\n")));
+    assert_eq!(reports[3]["outcome"]["execution"], "FAILED");
+    assert_eq!(reports[3]["outcome"]["cleanup"], "CLEAN", "one casing for every enum");
+    // A check is a step too, with its verifier record.
+    assert_eq!(reports[4]["tool"], "bash");
+    assert_eq!(reports[4]["verifier"]["passed"], true, "{:#}", reports[4]);
+    assert_eq!(reports[5]["schema_version"], 1, "the summary says its shape too");
+}
+
+#[test]
+fn a_tool_outside_the_catalogue_runs_with_reported_facts_as_an_unbound_effect() {
+    let s = session();
+    let deploy = r#"{"tool": "deploy", "input": {"env": "prod"}, "reported": {"exit_code": 0}}"#;
+    let complete = r#"{"complete": {"answer": "Deployed."}}"#;
+    let out = s.run(&format!("{deploy}\n{complete}\n"), &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let reports = reports(&out);
+    assert_eq!(reports[0]["status"], "RAN", "{:#}", reports[0]);
+    assert_eq!(reports[0]["claim"], 0);
+    assert_eq!(reports[0]["outcome"]["execution"], "REPORTED_SUCCESS");
+    let records = support::session::log_records(&s.logs()[0]);
+    let claim = &records[0]["record"]["claim"];
+    assert_eq!(claim["operation"]["tool"], "deploy");
+    assert_eq!(claim["impact_scope"], serde_json::json!([]), "it binds nothing: unknown scope (TRU-1)");
+    // The decision discloses the unbound effect by name.
+    let decision = &reports[1];
+    let codes: Vec<&str> =
+        decision["reasons"].as_array().unwrap().iter().map(|r| r["code"].as_str().unwrap()).collect();
+    assert!(codes.contains(&"UNBOUND_EFFECT_UNVERIFIED"), "{decision:#}");
+    assert_ne!(decision["verdict"], "COMPLETED", "{decision:#}");
+    assert!(decision["answer"].as_str().unwrap().contains("deploy"), "{decision:#}");
+    // Without reported facts it is refused before anything runs.
+    let out = s.run(r#"{"tool": "deploy", "input": {"env": "prod"}}"#, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("`reported`"));
+}
+
+#[test]
+fn errors_are_json_objects_under_json() {
+    let s = session();
+    let out = s.run("not json\n", &[]); // the session helper passes --json
+    assert_eq!(out.status.code(), Some(2));
+    let error: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(error["error"]["exit_code"], 2, "{error:#}");
+    assert!(error["error"]["message"].as_str().unwrap().contains("line 1"), "{error:#}");
+    let out = s.command(&["--no-such-flag"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let error: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(error["error"]["message"].as_str().unwrap().contains("--no-such-flag"), "{error:#}");
+}
+
+#[test]
+fn effects_tools_json_lists_the_catalogue_with_schemas_for_model_apis() {
+    let out = Command::new(env!("CARGO_BIN_EXE_effects")).args(["tools", "--json"]).output().unwrap();
+    assert!(out.status.success());
+    let tools: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"write_file") && names.contains(&"bash") && names.contains(&"external"));
+    for tool in &tools {
+        assert!(tool["description"].as_str().is_some_and(|d| !d.is_empty()), "{tool:#}");
+        assert_eq!(tool["input_schema"]["type"], "object", "{tool:#}");
+        assert_eq!(tool["input_schema"]["additionalProperties"], false, "{tool:#}");
+        assert!(["HOST", "RUNTIME"].contains(&tool["runs_by"].as_str().unwrap()), "{tool:#}");
+    }
+    let bash = tools.iter().find(|t| t["name"] == "bash").unwrap();
+    assert_eq!(bash["input_schema"]["required"], serde_json::json!(["command"]));
+}
+
+#[test]
+fn a_closed_stdout_ends_the_session_quietly_between_steps() {
+    let s = session();
+    let many: Vec<String> = (0..50)
+        .map(|n| format!(r#"{{"tool": "write_file", "input": {{"path": "f{n}.txt", "content": "x"}}}}"#))
+        .collect();
+    let mut child =
+        s.command(&[]).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all((many.join("\n") + "\n").as_bytes()).unwrap();
+    drop(child.stdout.take()); // the reader goes away at once
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(141), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("panicked"), "no panic, no backtrace");
+    // What ran was recorded whole: every claim it made is settled.
+    let log = &s.logs()[0];
+    assert!(verify(log).starts_with("ok"), "{}", verify(log));
+    let records = support::session::log_records(log);
+    let claims = records.iter().filter(|r| r["kind"] == "claim").count();
+    let outcomes = records.iter().filter(|r| r["kind"] == "outcome").count();
+    assert_eq!(claims, outcomes, "no claim left unsettled by the closed pipe");
+    assert!(claims < 50, "it stopped at the first line it could not print");
+}

@@ -666,6 +666,43 @@ fn a_mount_beneath_the_root_that_shows_the_store_is_refused_at_start() {
     assert!(s.root.join("b.txt").exists());
 }
 
+#[test]
+fn the_library_refuses_a_mount_that_shows_the_store_for_every_surface() {
+    // Not only the CLI: `Ledger::open` refuses at start, and a `Ledger::new`
+    // (a surface that does not check) refuses every call, so serve, hook and
+    // mcp get the same guard through the step engine.
+    use effect_ledger::ledger::{Ledger, LedgerConfig, StepRequest, StepStatus};
+    use effect_ledger::policy::{PolicyOptions, PolicySet, PolicySource};
+    use effect_ledger::tools::Call;
+    if !is_root() {
+        eprintln!("not root: skipping the bind-mount test (CI runs it as root)");
+        return;
+    }
+    let base = tempfile::tempdir().unwrap();
+    let (root_path, data_path) = (base.path().join("root"), base.path().join("data"));
+    std::fs::create_dir_all(root_path.join("x")).unwrap();
+    std::fs::create_dir_all(&data_path).unwrap();
+    let Some(_mounted) = BindMount::new(&data_path, &root_path.join("x")) else { return };
+    let config = || {
+        let data = Dir::open_ambient_dir(&data_path, ambient_authority()).unwrap();
+        let root_dir = Dir::open_ambient_dir(&root_path, ambient_authority()).unwrap();
+        let display = root_path.canonicalize().unwrap().display().to_string();
+        let root = SealedRoot::new(root_dir, &display, "s", "o", ControlPlane::default()).unwrap();
+        let policies = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default()).unwrap();
+        LedgerConfig::new(data, "data", root, policies)
+    };
+    let refused = Ledger::open(config()).err().expect("open refuses a mount that shows the store");
+    assert!(refused.to_string().contains("mount beneath the root"), "{refused}");
+    let mut ledger = Ledger::new(config());
+    let run = ledger.begin_run(None);
+    let call = Call::parse("write_file", &serde_json::json!({"path": "a.txt", "content": "hi\n"})).unwrap();
+    let result = ledger.step(&run, &StepRequest::new(1, "r1", call, None).unwrap());
+    assert_eq!(result.status, StepStatus::Refused, "{result:?}");
+    assert!(result.reason.unwrap().contains("mount beneath the root"));
+    assert!(!root_path.join("a.txt").exists(), "nothing ran");
+    assert!(!data_path.join("effects").exists(), "nothing was claimed");
+}
+
 // ---- ID-4: walks skip hard links to store files ---------------------------
 
 #[test]

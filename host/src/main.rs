@@ -7,7 +7,7 @@
 
 mod cli;
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -30,14 +30,39 @@ fn main() -> ExitCode {
         .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr)
         .init();
-    let cli = cli::Cli::parse();
+    // A program that asked for JSON gets its errors as JSON too, on stdout
+    // where it reads the answers (and the message on stderr as always).
+    let json = std::env::args_os().skip(1).any(|arg| arg == "--json");
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) if json && error.use_stderr() => {
+            let failure = cli::Failure::new(cli::exit::BAD_INPUT, anyhow::anyhow!("{}", error.render()));
+            return fail(failure, json);
+        }
+        Err(error) => error.exit(),
+    };
     match cli.run() {
         Ok(code) => code,
-        Err(failure) => {
-            if !failure.quiet {
-                eprintln!("effects: {:#}", failure.error);
-            }
-            ExitCode::from(failure.code)
-        }
+        Err(failure) => fail(failure, json),
     }
+}
+
+/// Ends the process for `failure`: its message on stderr and, under
+/// `--json`, `{"schema_version": 1, "error": {"exit_code": N, "message": "..."}}`
+/// on stdout.
+fn fail(failure: cli::Failure, json: bool) -> ExitCode {
+    if failure.quiet {
+        return ExitCode::from(failure.code);
+    }
+    let message = format!("{:#}", failure.error);
+    eprintln!("effects: {}", message.trim_end());
+    if json {
+        let error = serde_json::json!({
+            "schema_version": 1,
+            "error": { "exit_code": failure.code, "message": message.trim_end() },
+        });
+        // A closed stdout has nobody to tell.
+        let _ = writeln!(std::io::stdout(), "{error}");
+    }
+    ExitCode::from(failure.code)
 }

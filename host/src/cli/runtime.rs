@@ -12,7 +12,7 @@ use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 
 use effect_ledger::data_dir::DataDir;
-use effect_ledger::identity::{ControlPlane, SealedRoot, check_mounts, lies_beneath};
+use effect_ledger::identity::{ControlPlane, SealedRoot, lies_beneath};
 use effect_ledger::ledger::{Ledger, LedgerConfig};
 use effect_ledger::policy::{PolicyOptions, PolicySet};
 use effect_ledger::producers::confine::Confinement;
@@ -82,7 +82,7 @@ pub(super) fn open_data_dir(path: &Path, create: bool) -> Result<Option<DataDir>
 /// `device:inode`, which also sees a symlinked second name; this one can
 /// speak before the data dir exists, so a refused data dir is never created.
 /// Neither sees a bind mount of the data dir beneath the root:
-/// `check_mounts` in [`open_ledger`] reads the mount table for that.)
+/// `Ledger::open` reads the mount table for that.)
 fn check_paths(root: &Path, data_dir: &Path) -> Result<(), Failure> {
     let root =
         root.canonicalize().with_context(|| format!("resolving the root {}", root.display())).map_err(bad)?;
@@ -170,7 +170,6 @@ pub(super) fn open_ledger(
     // `effects decide` can find it again (and checks its device and inode).
     let canonical_root = root.canonicalize().unwrap_or_else(|_| PathBuf::from(root));
     let display_root = canonical_root.display().to_string();
-    check_mounts(&canonical_root, data.dir(), &control).map_err(bad)?;
     if let Some(key_file) = key_file {
         check_key_place(&root_dir, &display_root, key_file)?;
     }

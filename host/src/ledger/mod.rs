@@ -45,13 +45,14 @@ pub mod step;
 mod verify;
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use cap_std::fs::Dir;
 use serde_json::Value;
 
 use crate::data_dir::DataDir;
-use crate::identity::{ControlPlane, PlacementError, SealedRoot, check_placement};
+use crate::identity::{ControlPlane, MountError, PlacementError, SealedRoot, check_mounts, check_placement};
 use crate::log::{
     ClaimRecord, DiskLog, LogError, Obligation, ObservationRecord, OpenMode, OpenOptionsLog, OperationRef,
     OperatorKey, OutcomeRecord, Position, ProcessesRecord,
@@ -74,6 +75,18 @@ pub use jobs::LaunchLink;
 pub use runs::{Run, RunError, recorded_root, root_of_records};
 pub use step::{Reported, StepError, StepRequest};
 pub use verify::{Verified, VerifyError};
+
+/// Why a data dir may not serve a root (ID-4): refused at start by
+/// [`Ledger::open`].
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The data dir is the root, lies beneath it or contains it.
+    #[error(transparent)]
+    Placement(#[from] PlacementError),
+    /// A mount beneath the root shows the store.
+    #[error(transparent)]
+    Mounts(#[from] MountError),
+}
 
 /// How to open a ledger.
 pub struct LedgerConfig {
@@ -206,10 +219,14 @@ impl Ledger {
     /// beneath it or contains it (ID-4): what a surface calls at start, so
     /// the operator hears it before any step. Opens nothing yet: files appear
     /// with the first claim.
-    pub fn open(config: LedgerConfig) -> Result<Self, PlacementError> {
+    pub fn open(config: LedgerConfig) -> Result<Self, OpenError> {
         let data = &config.data_dir;
         check_placement(config.root.dir(), &config.root.root().path, data.dir(), data.display())?;
-        Ok(Self::unchecked(config, None))
+        let ledger = Self::unchecked(config, None);
+        // After `unchecked`: the root is guarded by this store's listing then.
+        let root = &ledger.config.root;
+        check_mounts(Path::new(&root.root().path), ledger.config.data_dir.dir(), root.control())?;
+        Ok(ledger)
     }
 
     /// A ledger over `config` for a surface that does not check at start:
@@ -225,7 +242,14 @@ impl Ledger {
         )
         .err()
         .map(|error| error.to_string());
-        Self::unchecked(config, misplaced)
+        let mut ledger = Self::unchecked(config, misplaced);
+        if ledger.misplaced.is_none() {
+            let root = &ledger.config.root;
+            let mounts =
+                check_mounts(Path::new(&root.root().path), ledger.config.data_dir.dir(), root.control());
+            ledger.misplaced = mounts.err().map(|error| error.to_string());
+        }
+        ledger
     }
 
     fn unchecked(mut config: LedgerConfig, mut misplaced: Option<String>) -> Self {

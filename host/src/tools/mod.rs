@@ -439,6 +439,56 @@ mod tests {
     }
 
     #[test]
+    fn each_schema_requires_exactly_the_fields_the_parser_requires() {
+        // A full input per tool (every field given); dropping a field must
+        // fail to parse exactly when the schema lists it as required, and an
+        // unknown field must fail both.
+        let full = [
+            ("write_file", json!({"path": "a", "content": "x"})),
+            ("edit_file", json!({"path": "a", "old_string": "x", "new_string": "y", "replace_all": true})),
+            ("apply_patch", json!({"patch": "*** Begin Patch\n*** End Patch\n"})),
+            ("read_file", json!({"path": "a", "offset": 1, "limit": 3})),
+            ("ls", json!({"path": "d"})),
+            ("glob", json!({"pattern": "*.rs", "path": "d"})),
+            ("grep", json!({"pattern": "fn", "path": "d"})),
+            ("bash", json!({"command": "true", "timeout_ms": 5, "background": true})),
+            ("python", json!({"command": "1", "timeout_ms": 5, "background": false})),
+            ("bg_job", json!({"job": "job-1", "action": "status"})),
+            ("external", json!({"server": "s", "tool": "t", "arguments": {}, "endpoint": "e"})),
+            (
+                "owned_write",
+                json!({"collection": "c", "record": "r", "revision": "1", "attachments": [], "fields": {}}),
+            ),
+            (
+                "owned_read",
+                json!({"collection": "c", "record": "r", "revision": "1", "attachments": [], "fields": {}}),
+            ),
+            (
+                "browser",
+                json!({"action": "session_info", "session": "s", "incarnation": "i", "url": "u", "selector": "q", "text": "t"}),
+            ),
+        ];
+        let specs = catalogue();
+        for (tool, input) in full {
+            let schema = specs.iter().find(|spec| spec.name == tool).unwrap().input_schema.as_value().clone();
+            let properties: Vec<&String> = schema["properties"].as_object().unwrap().keys().collect();
+            let given: Vec<&String> = input.as_object().unwrap().keys().collect();
+            assert_eq!(properties, given, "{tool}: the full input names every property");
+            let required = schema["required"].as_array().cloned().unwrap_or_default();
+            Call::parse(tool, &input).unwrap();
+            for field in given {
+                let mut without = input.clone();
+                without.as_object_mut().unwrap().remove(field);
+                let needed = required.iter().any(|r| r == field.as_str());
+                assert_eq!(Call::parse(tool, &without).is_err(), needed, "{tool}: without {field}");
+            }
+            let mut extra = input.clone();
+            extra["unknown"] = json!(1);
+            assert!(Call::parse(tool, &extra).is_err(), "{tool}: an unknown field");
+        }
+    }
+
+    #[test]
     fn every_schema_is_an_object_schema_that_refuses_unknown_fields() {
         for spec in catalogue() {
             let schema = spec.input_schema.as_value();

@@ -31,24 +31,28 @@ use super::runtime::{bad, open_ledger};
 #[derive(Args)]
 #[command(after_help = "Script: JSON lines, one step each, e.g.\n  \
 {\"tool\": \"write_file\", \"input\": {\"path\": \"a.txt\", \"content\": \"hi\\n\"}}\n  \
-{\"tool\": \"read_file\", \"input\": {\"path\": \"a.txt\"}}\n  \
-{\"tool\": \"external\", \"input\": {\"server\": \"tracker\", \"tool\": \"create_issue\", \
-\"arguments\": {}}, \"reported\": {\"exit_code\": 0}}\n  \
+{\"tool\": \"bash\", \"input\": {\"command\": \"make test\", \"timeout_ms\": 60000}}\n  \
+{\"tool\": \"external\", \"input\": {\"server\": \"tracker\", \"tool\": \"create_issue\"}, \
+\"reported\": {\"exit_code\": 0}}\n  \
+{\"verify\": {\"command\": \"cargo test\"}}\n  \
 {\"complete\": {\"required\": [\"a.txt\"], \"answer\": \"I wrote a.txt.\"}}\n\
-Tools run here: write_file, edit_file, apply_patch, read_file, ls, glob, grep, and bash / python \
-{command, timeout_ms} (in the root, in their own process group, torn down on timeout); with \
-\"background\": true the command starts as a job (its id is in the result) and bg_job {job, action: \
-status | kill} reads or kills it, settling its launch once it has ended. \
-{\"verify\": {\"command\": \"cargo test\"}} runs a designated check; its pass or fail is evidence for \
-`complete`. Reported (run by \
-the embedding runtime, facts given in `reported`): external {server, tool, arguments}, owned_write \
-and owned_read {collection, record, revision, attachments}, browser {action: session_info, session}; \
-browser page actions are refused. `complete` decides the run so far: \
-COMPLETED, FAILED, BLOCKED or UNVERIFIED, with the disclosures the answer must carry. The whole \
-script is validated first: a bad line exits 2 naming it, and nothing runs (so does a script larger \
-than 16 MiB). Exit 1 when any step was BLOCKED (its claim could not be made durable, so it never ran) \
-or ran but was NOT RECORDED; refused steps and the verdict of `complete` do not change the exit \
-status. The data dir must lie outside the root and not contain it (exit 2 otherwise).")]
+Each tool's input is listed by `effects tools` (`--json`: the JSON Schemas). Tools the host runs \
+(the filesystem tools, bash / python, bg_job) run here under their claims; with \"background\": \
+true a command starts as a job (its id is the result's job_id) and bg_job {job, action: status | \
+kill} reads or kills it. Tools the embedding runtime runs (external, owned_write, owned_read, \
+browser, and any tool not in the catalogue) take the facts it `reported` {executed, exit_code, \
+timed_out, cancelled}; a tool not in the catalogue binds nothing, so its claim has unknown scope. \
+`verify` runs a designated check; its pass or fail is evidence for `complete`, which decides the \
+run so far: COMPLETED, FAILED, BLOCKED or UNVERIFIED, with the disclosures the answer must carry. \
+The whole script is validated first: a bad line exits 2 naming it, and nothing runs (so does a \
+script larger than 16 MiB). --json prints one step result per line (schema_version, run_id, step, \
+request_id, tool, status RAN | REFUSED | BLOCKED | NOT_RECORDED, reason, action_id, claim, \
+policy_failure, outcome, observations, launch_settled, verifier, result {ok, text, error, stdout, \
+stderr, exit_code, signal, timed_out, truncated, survivors, job_id, job_state}: every key always \
+present), a decision object per `complete`, then {\"summary\": ...}. Exit 1 when any step was \
+BLOCKED (its claim could not be made durable, so it never ran) or ran but was NOT RECORDED; \
+refused steps and the verdict of `complete` do not change the exit status. The data dir must lie \
+outside the root and not contain it (exit 2 otherwise).")]
 pub struct SessionArgs {
     /// The directory the tools work beneath (a sealed root; created if missing).
     #[arg(long)]
