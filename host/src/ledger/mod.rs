@@ -58,7 +58,7 @@ use crate::log::{
     OperatorKey, OutcomeRecord, Position, ProcessesRecord,
 };
 use crate::model::{
-    BindingIndex, ClaimPlan, Classification, CleanupState, Execution, FactsError, Impact, Location, Outcome,
+    BindingIndex, BoundOperation, ClaimPlan, Classification, CleanupState, Execution, FactsError, Impact, Location, Outcome,
     PlannedScope, ProducerFacts, ReadbackContext, ResourceRef, ResourceRole, SettleRequest,
 };
 use crate::policy::PolicySet;
@@ -579,7 +579,10 @@ impl Ledger {
         dispatched: &Dispatched,
         facts: &ProducerFacts,
     ) -> Result<Recorded, LogError> {
-        let operation = &dispatched.bound.operation;
+        // The pre-states were for classification: settlement and readbacks
+        // get the operation without them, so a file's content crosses into
+        // the sandbox once per step, not three times (`wit/policy.wit`).
+        let operation = &BoundOperation { pre_states: Vec::new(), ..dispatched.bound.operation.clone() };
         let request = SettleRequest {
             operation: operation.clone(),
             plan: dispatched.plan.clone(),
