@@ -94,6 +94,7 @@ pub struct DecideArgs {
 
 /// The run's lineage's log, opened read-only: nothing is recovered or
 /// written. A child run's records are in its lineage's log (LOG-1).
+#[allow(clippy::disallowed_methods)] // `--data-dir`, opened by its path
 fn read_only_log(data_dir: &Path, run: &str, key: Option<&OperatorKey>) -> Result<DiskLog, Failure> {
     let lineage = Run::parse(run).map_err(|e| bad(anyhow!(e)))?.lineage;
     let data = Dir::open_ambient_dir(data_dir, ambient_authority())
@@ -160,6 +161,7 @@ impl DecideArgs {
             (Some(root), _) => root.clone(),
             (None, Some(recorded)) => {
                 let path = PathBuf::from(&recorded.path);
+                #[allow(clippy::disallowed_methods)] // the recorded root's path, checked before it is opened
                 let metadata = std::fs::metadata(&path).map_err(|e| {
                     bad(anyhow!("the run's root {} is gone ({e}); pass --root", path.display()))
                 })?;

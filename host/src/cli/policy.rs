@@ -181,6 +181,7 @@ fn inspect(file: &Path, json: bool) -> Result<ExitCode, Failure> {
 /// absent. Its last component is opened without following a symbolic link, and
 /// it is used only when it is private (POL-1: ours, mode `0700`); otherwise the
 /// reason, with what to do about it.
+#[allow(clippy::disallowed_methods)] // the cache beneath `--data-dir`, made and opened by its path
 fn try_open_cache(data_dir: &Path) -> Result<CompileCache, String> {
     let parent = data_dir.join("cache");
     let dir = parent.join("components");
