@@ -4,7 +4,7 @@
 
 #![allow(clippy::disallowed_methods)] // tests drive the binary with real paths
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 

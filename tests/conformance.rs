@@ -6,7 +6,7 @@
 
 #![allow(clippy::disallowed_methods)] // tests write vector files with ambient authority
 
-mod support;
+use crate::support;
 
 use effect_ledger::completion::vectors::{self, VectorResult};
 use effect_ledger::completion::{Evaluator, evaluator_of};

@@ -9,7 +9,7 @@ use effect_ledger::model::{CleanupState, Execution, Impact, Outcome, ProducerFac
 use proptest::prelude::*;
 use support::claim;
 
-mod support;
+use crate::support;
 
 fn outcome(claim: u64, execution: Execution) -> OutcomeRecord {
     OutcomeRecord {

@@ -4,7 +4,7 @@
 
 #![allow(clippy::disallowed_methods)] // tests set up files with ambient authority
 
-mod support;
+use crate::support;
 
 use effect_ledger::completion::Evaluator;
 use effect_ledger::model::{Classification, EvidenceLedger, Execution, ReadbackContext, ReasonCode, Verdict};

@@ -3,7 +3,7 @@
 
 #![allow(clippy::disallowed_methods)] // tests build their trees with ambient authority
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::Path;

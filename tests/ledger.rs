@@ -5,7 +5,7 @@
 
 #![allow(clippy::disallowed_methods)] // tests build their trees with ambient authority
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -20,7 +20,7 @@ use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use effect_ledger::log::{DiskLog, LogError, OpenMode, OpenOptionsLog, Record, open_lineage};
 
-mod support;
+use crate::support;
 
 fn env_count(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)

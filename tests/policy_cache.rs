@@ -9,7 +9,7 @@
 
 #![allow(clippy::disallowed_methods)] // tests play the attacker with ambient authority
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -8,7 +8,7 @@
 
 #![allow(clippy::disallowed_methods)] // tests drive the binary with real paths
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};

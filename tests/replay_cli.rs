@@ -6,7 +6,7 @@
 
 #![allow(clippy::disallowed_methods)] // tests drive the binary with real paths
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

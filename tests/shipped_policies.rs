@@ -5,7 +5,7 @@
 
 #![allow(clippy::disallowed_methods)] // tests set up files with ambient authority
 
-mod support;
+use crate::support;
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;

@@ -10,7 +10,7 @@
 
 #![allow(clippy::disallowed_methods)] // tests drive the binary with real paths
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

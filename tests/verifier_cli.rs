@@ -6,7 +6,7 @@
 
 #![allow(clippy::disallowed_methods)] // tests drive the binary with real paths
 
-mod support;
+use crate::support;
 
 use serde_json::{Value, json};
 use support::session::{Session, log_records, reports, session, verify};

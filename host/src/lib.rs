@@ -3,7 +3,7 @@
 //! It owns the pure core's value types ([`model`]), digests ([`digest`]) and the
 //! sandboxed policy runtime ([`policy`]) that runs classification and completion
 //! evaluation as WebAssembly components with no imports. See `ARCHITECTURE.md`
-//! for the map and SPEC.md for the rules cited in comments (`POL-2`, ...).
+//! for the map and `docs/rules.md` for the rules cited in comments (`POL-2`, ...).
 
 pub mod bounded;
 pub mod completion;

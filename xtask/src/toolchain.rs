@@ -1,4 +1,4 @@
-//! Which toolchain route builds the wasm guests (see `../shared/TOOLCHAIN.md`):
+//! Which toolchain route builds the wasm guests (see `docs/toolchain.md`):
 //! a rustup toolchain with the `wasm32-unknown-unknown` target if one is
 //! installed, else Debian's `rustc-web` with `-Zbuild-std`, else an error that
 //! gives the exact install command.
@@ -125,7 +125,7 @@ pub fn debian_ready() -> Result<()> {
         Ok(())
     } else {
         bail!(
-            "no wasm32 guest toolchain: missing {}.\nInstall the Debian route (see TOOLCHAIN.md) as root:\n    {}\nor install a rustup wasm32 target: rustup target add wasm32-unknown-unknown",
+            "no wasm32 guest toolchain: missing {}.\nInstall the Debian route (see docs/toolchain.md) as root:\n    {}\nor install a rustup wasm32 target: rustup target add wasm32-unknown-unknown",
             missing.join(", "),
             install_command()
         )

@@ -178,6 +178,7 @@ fn drop_capabilities() -> Result<(), String> {
 
 /// Marks every descriptor but 0, 1 and 2 close-on-exec (the list is read
 /// whole first: the listing's own descriptor is gone when they are marked).
+#[allow(clippy::disallowed_methods)] // `/proc/self/fd` is the kernel's list of our descriptors, not a file under a root
 fn close_inherited() -> Result<(), String> {
     let fds: Vec<i32> = std::fs::read_dir("/proc/self/fd")
         .map_err(|e| format!("cannot list its descriptors: {e}"))?

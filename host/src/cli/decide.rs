@@ -144,6 +144,7 @@ impl DecideArgs {
             (Some(root), _) => root.clone(),
             (None, Some(recorded)) => {
                 let path = PathBuf::from(&recorded.path);
+                #[allow(clippy::disallowed_methods)] // the recorded root's path, checked before it is opened
                 let metadata = std::fs::metadata(&path).map_err(|e| {
                     bad(anyhow!("the run's root {} is gone ({e}); pass --root", path.display()))
                 })?;

@@ -34,6 +34,7 @@ pub mod exit {
 
 /// Opens the directory that holds `path` (the current directory for a bare
 /// file name): the ambient authority a file argument brings.
+#[allow(clippy::disallowed_methods)] // a file argument's directory, opened by its path
 pub fn open_parent(path: &std::path::Path) -> std::io::Result<(cap_std::fs::Dir, &std::path::Path)> {
     let parent = match path.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent,

@@ -24,7 +24,7 @@ pub fn line(text: impl Display) -> Result<(), Failure> {
     })
 }
 
-/// `out!("...", args)`: [`line`] with `format!` arguments, returning early
+/// `out!("...", args)`: [`line()`] with `format!` arguments, returning early
 /// from the calling function when the output is gone.
 macro_rules! out {
     ($($arg:tt)*) => {

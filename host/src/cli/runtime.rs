@@ -29,6 +29,7 @@ pub(super) fn bad(error: impl Into<anyhow::Error>) -> Failure {
 /// fsyncing each new directory's parent after its `mkdir` (LOG-3): a log
 /// made durable inside a directory whose own entry was never made durable
 /// can vanish with it in a crash.
+#[allow(clippy::disallowed_methods)] // the data dir is a path from the command line; it is made here
 pub(super) fn private_dir(path: &Path) -> Result<(), Failure> {
     let absolute =
         std::path::absolute(path).with_context(|| format!("resolving {}", path.display())).map_err(bad)?;
@@ -65,6 +66,7 @@ pub(super) fn private_dir(path: &Path) -> Result<(), Failure> {
 /// With `create` it is made first (`0700`, each new directory fsynced into
 /// its parent, LOG-3); without, a data dir that does not exist is `None`
 /// and nothing is made.
+#[allow(clippy::disallowed_methods)] // `--data-dir`, opened by its path: where its authority enters
 pub(super) fn open_data_dir(path: &Path, create: bool) -> Result<Option<DataDir>, Failure> {
     if create {
         private_dir(path)?;
@@ -83,6 +85,7 @@ pub(super) fn open_data_dir(path: &Path, create: bool) -> Result<Option<DataDir>
 /// speak before the data dir exists, so a refused data dir is never created.
 /// Neither sees a bind mount of the data dir beneath the root:
 /// `Ledger::open` reads the mount table for that.)
+#[allow(clippy::disallowed_methods)] // compares two paths from the command line, before either is opened
 fn check_paths(root: &Path, data_dir: &Path) -> Result<(), Failure> {
     let root =
         root.canonicalize().with_context(|| format!("resolving the root {}", root.display())).map_err(bad)?;
@@ -122,6 +125,7 @@ fn check_paths(root: &Path, data_dir: &Path) -> Result<(), Failure> {
 /// it would authenticate nothing. Compared by `device:inode` of the key's
 /// directory and its parents (its canonical path first, so a symlink to it
 /// from outside is judged where the key really is).
+#[allow(clippy::disallowed_methods)] // the key file's directory, opened by its path
 fn check_key_place(root: &Dir, root_display: &str, key_file: &Path) -> Result<(), Failure> {
     if key_file == Path::new("-") {
         return Ok(());
@@ -148,6 +152,7 @@ fn check_key_place(root: &Dir, root_display: &str, key_file: &Path) -> Result<()
 /// reaches the store is refused), writing with the operator key in
 /// `key_file` if one is given (refused beneath the root). No mount beneath
 /// the root may show the store. Returns it with the data dir's display name.
+#[allow(clippy::disallowed_methods)] // `--root` and `--data-dir`, opened by their paths
 pub(super) fn open_ledger(
     root: &Path,
     data_dir: &Path,

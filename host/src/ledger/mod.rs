@@ -58,8 +58,9 @@ use crate::log::{
     OperatorKey, OutcomeRecord, Position, ProcessesRecord,
 };
 use crate::model::{
-    BindingIndex, BoundOperation, ClaimPlan, Classification, CleanupState, Execution, FactsError, Impact, Location, Outcome,
-    PlannedScope, ProducerFacts, ReadbackContext, ResourceRef, ResourceRole, SettleRequest,
+    BindingIndex, BoundOperation, ClaimPlan, Classification, CleanupState, Execution, FactsError, Impact,
+    Location, Outcome, PlannedScope, ProducerFacts, ReadbackContext, ResourceRef, ResourceRole,
+    SettleRequest,
 };
 use crate::policy::PolicySet;
 use crate::producers::Produced;

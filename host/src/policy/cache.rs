@@ -433,6 +433,7 @@ impl CompileCache {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // the tests set up their cache directories with ambient authority
 mod tests {
     use super::*;
     use cap_std::ambient_authority;

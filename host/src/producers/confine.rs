@@ -249,7 +249,7 @@ impl Confinement {
     /// contains or lies beneath it is refused. Checked whether or not
     /// Landlock is present: the operator's mistake is one either way. Then,
     /// when the ledger's own binaries lie beneath `root` or an allowed path,
-    /// commands count as unconfined ([`Confinement::guard_binaries`]).
+    /// commands count as unconfined (`Confinement::guard_binaries`).
     pub fn allow_write(
         mut self,
         paths: &[PathBuf],

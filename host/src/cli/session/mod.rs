@@ -238,6 +238,7 @@ impl SessionArgs {
                 let place = if line == 0 { String::new() } else { format!(" line {line}") };
                 bad(anyhow!("script{place}: {message}; nothing was run"))
             })?;
+        #[allow(clippy::disallowed_methods)] // `--root` from the command line, created when missing
         if !self.root.exists() {
             std::fs::create_dir_all(&self.root)
                 .with_context(|| format!("creating root {}", self.root.display()))
