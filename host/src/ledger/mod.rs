@@ -2,32 +2,34 @@
 //! durable claim -> (the caller runs the backend) -> settle -> outcome ->
 //! readbacks -> observations. Background launches and their jobs are tied in
 //! by `jobs.rs`, designated checks by `verify.rs`, completion by `complete.rs`,
-//! runs and their children (LOG-1, ID-5) by `runs.rs`.
+//! runs and their children (LOG-1, ID-5) by `runs.rs`; `step.rs` is the step
+//! engine that runs one call end to end for every surface.
 //!
 //! ```no_run
 //! use cap_std::{ambient_authority, fs::Dir};
 //! use effect_ledger::identity::{ControlPlane, SealedRoot};
-//! use effect_ledger::ledger::{Dispatch, Ledger, LedgerConfig};
+//! use effect_ledger::ledger::{Ledger, LedgerConfig, StepRequest, StepStatus};
 //! use effect_ledger::policy::{PolicyOptions, PolicySet, PolicySource};
-//! use effect_ledger::producers::fs::write_file;
+//! use effect_ledger::tools::Call;
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let data = Dir::open_ambient_dir(".effects", ambient_authority())?;
 //! let root_dir = Dir::open_ambient_dir("workspace", ambient_authority())?;
-//! let root = SealedRoot::new(root_dir, "workspace", "workspace", "agent", ControlPlane::default())?;
+//! let root = SealedRoot::new(root_dir, "/abs/workspace", "workspace", "agent", ControlPlane::default())?;
 //! let policies = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default())?;
-//! let mut ledger = Ledger::new(LedgerConfig::new(data, ".effects", root, policies));
+//! let mut ledger = Ledger::open(LedgerConfig::new(data, ".effects", root, policies))?;
 //! let run = ledger.begin_run(None);
-//! let input = serde_json::json!({"path": "a.txt", "content": "hi\n"});
-//! if let Dispatch::Run(dispatched) = ledger.dispatch(&run, "write_file", &input, "req-1") {
-//!     // The claim is durable now; only now may the backend run.
-//!     // The producer opens what was resolved, and nothing else (ID-3).
-//!     let target = &dispatched.bound.targets(ledger.root())[0];
-//!     let produced = write_file(ledger.root(), target, "hi\n");
-//!     let recorded = ledger.record(&run, &dispatched, &produced.facts)?;
-//!     println!("outcome {:?}", recorded.outcome.execution);
-//! }
+//! // The input is checked against the tool's type once; the claim and the
+//! // bytes the producer writes both come from this one value.
+//! let call = Call::parse("write_file", &serde_json::json!({"path": "a.txt", "content": "hi\n"}))?;
+//! let result = ledger.step(&run, &StepRequest::new(1, "req-1", call, None)?);
+//! assert_eq!(result.status, StepStatus::Ran);
+//! println!("{}", serde_json::to_string(&result)?); // claim, outcome, observations, result
 //! # Ok(()) }
 //! ```
+//!
+//! A runtime that runs the tool itself uses the two halves:
+//! [`Ledger::dispatch`] (bind, classify, durable claim) and, once the backend
+//! ran, [`Ledger::record`] with the facts it reported.
 //!
 //! Invariants: a claim is durable before [`Ledger::dispatch`] returns
 //! [`Dispatch::Run`] for an effect; a claim that cannot be persisted returns
