@@ -22,7 +22,7 @@ use effect_ledger::log::{
 };
 
 use super::input::read_key;
-use super::output::out;
+use super::output::{name, out};
 use super::runtime::open_data_dir;
 use super::{Failure, exit, open_parent};
 
@@ -378,22 +378,22 @@ fn describe(position: u64, run_id: &str, record: &Record) -> String {
             processes.session
         ),
         Record::Outcome(outcome) => format!(
-            "#{position} outcome     run={run_id} claim=#{} execution={:?} impact={:?} cleanup={:?}{}",
+            "#{position} outcome     run={run_id} claim=#{} execution={} impact={} cleanup={}{}",
             outcome.claim,
-            outcome.outcome.execution,
-            outcome.outcome.impact,
-            outcome.outcome.cleanup,
+            name(&outcome.outcome.execution),
+            name(&outcome.outcome.impact),
+            name(&outcome.outcome.cleanup),
             if outcome.recovery { " (recovery)" } else { "" }
         ),
         Record::Observation(observation) => format!(
-            "#{position} observation run={run_id} source={} mechanism={:?} coverage={:?} exists={}{}",
+            "#{position} observation run={run_id} source={} mechanism={} coverage={} exists={}{}",
             observation.source_action,
-            observation.mechanism,
-            observation.coverage,
+            name(&observation.mechanism),
+            name(&observation.coverage),
             observation.exists,
             match (&observation.content_sha256, observation.job_state) {
                 (Some(digest), _) => format!(" sha256={digest}"),
-                (None, Some(state)) => format!(" job_state={state:?}"),
+                (None, Some(state)) => format!(" job_state={}", name(&state)),
                 (None, None) => String::new(),
             }
         ),
@@ -405,9 +405,9 @@ fn describe(position: u64, run_id: &str, record: &Record) -> String {
             verifier.command
         ),
         Record::Decision(decision) => format!(
-            "#{position} decision    run={run_id} verdict={:?} reasons={:?}{}",
-            decision.verdict,
-            decision.reasons,
+            "#{position} decision    run={run_id} verdict={} reasons=[{}]{}",
+            name(&decision.verdict),
+            decision.reasons.iter().map(name).collect::<Vec<_>>().join(", "),
             decision
                 .evaluator
                 .as_ref()

@@ -24,6 +24,17 @@ pub fn line(text: impl Display) -> Result<(), Failure> {
     })
 }
 
+/// An enum's name in the one casing the ledger prints enums in
+/// (SCREAMING_SNAKE_CASE, as the step envelope and the verdicts write them),
+/// whatever its own serde casing.
+pub fn name(value: &impl serde::Serialize) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(name)) => name.to_uppercase(),
+        Ok(other) => other.to_string(),
+        Err(_) => String::from("?"),
+    }
+}
+
 /// `out!("...", args)`: [`line()`] with `format!` arguments, returning early
 /// from the calling function when the output is gone.
 macro_rules! out {

@@ -24,7 +24,7 @@ use effect_ledger::ledger::{CompleteError, Completion, Ledger, Run, StepResult, 
 use super::Failure;
 use super::decide::{decision_json, describe_decision};
 use super::input::read_bounded_text;
-use super::output::out;
+use super::output::{name, out};
 use super::runtime::{bad, open_ledger};
 
 /// Arguments of `effects session`.
@@ -111,7 +111,7 @@ fn describe_step(result: &StepResult, label: &str, line: usize) -> String {
     let mut text = format!("{head}: {claim}");
     if let Some(outcome) = &result.outcome {
         let at = outcome.position.map(|p| format!(" (#{p})")).unwrap_or_default();
-        text.push_str(&format!(" -> {}{at}", plain(&outcome.execution)));
+        text.push_str(&format!(" -> {}{at}", name(&outcome.execution)));
     }
     let observations: Vec<String> = result
         .observations
@@ -119,7 +119,7 @@ fn describe_step(result: &StepResult, label: &str, line: usize) -> String {
         .map(|o| {
             let digest =
                 o.content_sha256.as_deref().map(|d| format!(" sha256 {}", &d[..12])).unwrap_or_default();
-            format!("observation #{} {}{digest}", o.position, plain(&o.coverage))
+            format!("observation #{} {}{digest}", o.position, name(&o.coverage))
         })
         .collect();
     if !observations.is_empty() {
@@ -158,11 +158,6 @@ fn describe_step(result: &StepResult, label: &str, line: usize) -> String {
         text.push_str(&format!("\n      {answer}"));
     }
     text
-}
-
-/// An enum's name as the envelope writes it, for a terminal.
-fn plain(value: &impl serde::Serialize) -> String {
-    serde_json::to_value(value).ok().and_then(|v| v.as_str().map(str::to_uppercase)).unwrap_or_default()
 }
 
 /// Counts for the summary.
