@@ -105,7 +105,9 @@ mod random_ledgers {
         OtherResource, Vector, VectorClaim, VectorObligation, VectorObservation, VectorOutcome, VectorRecord,
         VectorResource, VectorVerifier,
     };
-    use effect_ledger::model::{CheckResult, CleanupState, Coverage, Execution, Mechanism, Verdict};
+    use effect_ledger::model::{
+        CheckResult, CleanupState, Coverage, Execution, Mechanism, Reason, ReasonCode, Verdict,
+    };
     use proptest::prelude::*;
 
     const FILES: [&str; 4] = ["a.txt", "d/b.txt", "d", "c.txt"];
@@ -262,9 +264,21 @@ mod random_ledgers {
                 }
                 _ => prop_assert_eq!(&a.decision, &b.decision),
             }
-            // COMPLETED never comes with a reason or a disclosure.
+            // COMPLETED comes with no reason and no disclosure but ID-6's:
+            // commands that ran unconfined are disclosed whatever the
+            // verdict (the decision carries "commands ran without write
+            // confinement"), and nothing else rides along with COMPLETED.
             if a.decision.verdict == Verdict::Completed {
-                prop_assert!(a.decision.reasons.is_empty() && a.decision.disclosures.is_empty());
+                let unconfined = |r: &&Reason| r.code == ReasonCode::UnconfinedCommand;
+                prop_assert!(a.decision.reasons.iter().all(|r| unconfined(&r)), "{:?}", a.decision.reasons);
+                let disclosed: Vec<&String> = a
+                    .decision
+                    .reasons
+                    .iter()
+                    .filter(unconfined)
+                    .filter_map(|r| r.disclosure.as_ref())
+                    .collect();
+                prop_assert_eq!(a.decision.disclosures.iter().collect::<Vec<_>>(), disclosed);
             }
             Ok(())
         });
