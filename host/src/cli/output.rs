@@ -8,6 +8,8 @@
 use std::fmt::Display;
 use std::io::Write;
 
+use effect_ledger::ledger::envelope::screaming_name;
+
 use super::{Failure, exit};
 
 /// Prints `text` and a newline on standard output. `Err` only when the
@@ -24,15 +26,10 @@ pub fn line(text: impl Display) -> Result<(), Failure> {
     })
 }
 
-/// An enum's name in the one casing the ledger prints enums in
-/// (SCREAMING_SNAKE_CASE, as the step envelope and the verdicts write them),
-/// whatever its own serde casing.
+/// An enum's name in the one casing the ledger shows enums in
+/// (`ledger::envelope::screaming_name`), for a terminal.
 pub fn name(value: &impl serde::Serialize) -> String {
-    match serde_json::to_value(value) {
-        Ok(serde_json::Value::String(name)) => name.to_uppercase(),
-        Ok(other) => other.to_string(),
-        Err(_) => String::from("?"),
-    }
+    screaming_name(value).unwrap_or_else(|| serde_json::to_string(value).unwrap_or_default())
 }
 
 /// `out!("...", args)`: [`line()`] with `format!` arguments, returning early

@@ -146,8 +146,10 @@ impl Ledger {
     /// current; an error when the log cannot be read, so currency cannot be
     /// shown.
     pub fn stale_since(&mut self, run: &Run, at: Option<Position>) -> Result<Option<Position>, LogError> {
-        let history = self.history(&run.lineage)?;
-        Ok(history
+        // The log's own history, not a copy of it: a session asks at its end.
+        let Some(log) = self.log(&run.lineage, false)? else { return Ok(None) };
+        Ok(log
+            .history()?
             .iter()
             .filter(|framed| at.is_none_or(|at| framed.position > at))
             .find(|framed| !matches!(framed.record, Record::Decision(_)))

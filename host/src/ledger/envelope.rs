@@ -25,13 +25,21 @@ use super::{Dispatched, Recorded, Run};
 /// The envelope's shape; raised when a key changes meaning or goes away.
 pub const STEP_SCHEMA_VERSION: u32 = 1;
 
-/// Serializes a unit enum in SCREAMING_SNAKE_CASE whatever its own serde
+/// A unit enum's name in SCREAMING_SNAKE_CASE whatever its own serde
 /// casing (some model enums are lower case in the log's format, which stays
-/// as it is so older logs load).
+/// as it is so older logs load); `None` for a value that is not a unit
+/// variant. The one casing the ledger shows enums in, as JSON and as text.
+pub fn screaming_name(value: &impl Serialize) -> Option<String> {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(name)) => Some(name.to_uppercase()),
+        _ => None,
+    }
+}
+
 fn screaming<T: Serialize, S: Serializer>(value: &T, serializer: S) -> Result<S::Ok, S::Error> {
-    match serde_json::to_value(value).map_err(serde::ser::Error::custom)? {
-        serde_json::Value::String(name) => serializer.serialize_str(&name.to_uppercase()),
-        other => other.serialize(serializer),
+    match screaming_name(value) {
+        Some(name) => serializer.serialize_str(&name),
+        None => value.serialize(serializer),
     }
 }
 

@@ -203,6 +203,12 @@ pub struct Ledger {
     misplaced: Option<String>,
 }
 
+/// ID-4's placement check of `config`'s data dir against its root.
+fn placement(config: &LedgerConfig) -> Result<(), PlacementError> {
+    let data = &config.data_dir;
+    check_placement(config.root.dir(), &config.root.root().path, data.dir(), data.display())
+}
+
 /// The host's own outcome when the settle policy fails: exit status only
 /// (TRU-1's floor), never better than the facts. A call that ran and gave no
 /// exit code is UNKNOWN, not a failure (OUT-1, OUT-2).
@@ -223,12 +229,9 @@ impl Ledger {
     /// the operator hears it before any step. Opens nothing yet: files appear
     /// with the first claim.
     pub fn open(config: LedgerConfig) -> Result<Self, OpenError> {
-        let data = &config.data_dir;
-        check_placement(config.root.dir(), &config.root.root().path, data.dir(), data.display())?;
+        placement(&config)?;
         let ledger = Self::unchecked(config, None);
-        // After `unchecked`: the root is guarded by this store's listing then.
-        let root = &ledger.config.root;
-        check_mounts(Path::new(&root.root().path), ledger.config.data_dir.dir(), root.control())?;
+        ledger.mounts()?;
         Ok(ledger)
     }
 
@@ -237,22 +240,19 @@ impl Ledger {
     /// serve this root refuses every call with why, so no surface can run
     /// a tool with the store in its reach. Prefer [`Ledger::open`].
     pub fn new(config: LedgerConfig) -> Self {
-        let misplaced = check_placement(
-            config.root.dir(),
-            &config.root.root().path,
-            config.data_dir.dir(),
-            config.data_dir.display(),
-        )
-        .err()
-        .map(|error| error.to_string());
+        let misplaced = placement(&config).err().map(|error| error.to_string());
         let mut ledger = Self::unchecked(config, misplaced);
         if ledger.misplaced.is_none() {
-            let root = &ledger.config.root;
-            let mounts =
-                check_mounts(Path::new(&root.root().path), ledger.config.data_dir.dir(), root.control());
-            ledger.misplaced = mounts.err().map(|error| error.to_string());
+            ledger.misplaced = ledger.mounts().err().map(|error| error.to_string());
         }
         ledger
+    }
+
+    /// ID-4's mount check, after `unchecked`: the root is guarded by this
+    /// store's listing then.
+    fn mounts(&self) -> Result<(), MountError> {
+        let root = &self.config.root;
+        check_mounts(Path::new(&root.root().path), self.config.data_dir.dir(), root.control())
     }
 
     fn unchecked(mut config: LedgerConfig, mut misplaced: Option<String>) -> Self {
