@@ -176,7 +176,8 @@ fn a_resource_ref_cannot_be_read_from_json_outside_the_crate() {
     let mut log = open_lineage(&effects, "effects", "run-2", &OpenOptionsLog::default()).unwrap().unwrap();
     let record = ClaimRecord { impact_scope: vec![made.clone()], ..support::claim("a") };
     log.claim("run-2", record.clone()).unwrap();
-    let options = OpenOptionsLog { mode: OpenMode::ReadOnly, key: None, recover: false };
+    let options =
+        OpenOptionsLog { mode: OpenMode::ReadOnly, key: None, recover: false, ..Default::default() };
     let reread = open_lineage(&effects, "effects", "run-2", &options).unwrap().unwrap();
     assert_eq!(reread.records()[0].record, Record::Claim(record));
 }

@@ -72,7 +72,8 @@ fn run_now(dispatch: Dispatch) -> Dispatched {
 /// The lineage's records as another process would load them from disk.
 fn on_disk(data: &Path, lineage: &str) -> Vec<Record> {
     let effects = Dir::open_ambient_dir(data.join("effects"), ambient_authority()).unwrap();
-    let options = OpenOptionsLog { mode: OpenMode::ReadOnly, key: None, recover: false };
+    let options =
+        OpenOptionsLog { mode: OpenMode::ReadOnly, key: None, recover: false, ..Default::default() };
     let log = open_lineage(&effects, "effects", lineage, &options).unwrap().unwrap();
     log.records().iter().map(|f| f.record.clone()).collect()
 }
@@ -295,7 +296,8 @@ fn the_log_itself_refuses_an_outcome_of_contradictory_facts() {
     let input = json!({ "path": "a.txt", "content": "a\n" });
     let claim = run_now(ledger.dispatch(&run, "write_file", &input, "r1")).claim.unwrap();
     let effects = Dir::open_ambient_dir(setup.data.join("effects"), ambient_authority()).unwrap();
-    let options = OpenOptionsLog { mode: OpenMode::ReadWrite, key: None, recover: false };
+    let options =
+        OpenOptionsLog { mode: OpenMode::ReadWrite, key: None, recover: false, ..Default::default() };
     let mut log = open_lineage(&effects, "effects", &run.lineage, &options).unwrap().unwrap();
     let outcome = OutcomeRecord {
         claim,

@@ -39,7 +39,7 @@ fn open(dir: &Path, run_id: &str, mode: OpenMode) -> Result<Option<DiskLog>, Log
         &handle,
         &dir.display().to_string(),
         run_id,
-        &OpenOptionsLog { mode, key: None, recover: false },
+        &OpenOptionsLog { mode, key: None, recover: false, ..Default::default() },
     )
 }
 
@@ -211,7 +211,8 @@ fn writers_killed_mid_append_never_lose_an_acknowledged_claim() {
     assert!(acknowledged.len() > 10, "the torture acknowledged only {} claims", acknowledged.len());
     // Recovery then settles every claim the dead writers left, once.
     let handle = Dir::open_ambient_dir(dir.path(), ambient_authority()).unwrap();
-    let options = OpenOptionsLog { mode: OpenMode::ReadWrite, key: None, recover: false };
+    let options =
+        OpenOptionsLog { mode: OpenMode::ReadWrite, key: None, recover: false, ..Default::default() };
     let mut log = open_lineage(&handle, "t", "torture", &options).unwrap().unwrap();
     log.repair().unwrap();
     let recovered = log.recover_interrupted(effect_ledger::executor::judge).unwrap();
@@ -244,12 +245,12 @@ fn writer_with_failing_fsync(dir: &Path, nth: u32) -> Output {
 }
 
 #[test]
-fn a_failed_fsync_is_durability_unknown_cut_back_and_poisons_the_handle() {
+fn a_failed_fsync_is_durability_unknown_and_poisons_the_log_until_recover_examined_it() {
     let dir = effects_dir();
     // One acknowledged claim first, from a healthy writer.
     assert!(writer(dir.path(), "fsync", 1, "ok", &[]).stdout(Stdio::null()).status().unwrap().success());
     let path = dir.path().join("fsync.log");
-    let before = std::fs::metadata(&path).unwrap().len();
+    let path_text = path.display().to_string();
     // In the traced writer: the first append's fdatasync succeeds, the
     // second append's fails.
     let output = writer_with_failing_fsync(dir.path(), 2);
@@ -258,11 +259,67 @@ fn a_failed_fsync_is_durability_unknown_cut_back_and_poisons_the_handle() {
     assert_eq!(lines.len(), 3, "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
     assert!(lines[0].starts_with("ack 1 "), "{stdout}");
     assert_eq!(lines[1], "error durability-unknown", "{stdout}");
-    assert_eq!(lines[2], "error poisoned", "no later append from that handle: {stdout}");
-    let log = load(dir.path(), "fsync");
-    assert_eq!(log.records().len(), 2, "the failed append was cut back");
-    assert!(std::fs::metadata(&path).unwrap().len() > before);
-    assert_eq!(std::fs::metadata(&path).unwrap().len(), log.read_offset(), "no partial bytes remain");
+    assert_eq!(lines[2], "error poisoned", "no later append from that writer: {stdout}");
+    // LOG-4 (revision 2): the fsync ran after the lock was released, so the
+    // claim is not cut back; it stays, unsettled, and the log is poisoned.
+    assert_eq!(load(dir.path(), "fsync").records().len(), 3);
+    let marker = std::fs::read_to_string(dir.path().join("fsync.log.poisoned")).expect("a durable marker");
+    assert!(marker.contains("Input/output error"), "{marker}");
+    // Another writer process, healthy, refuses too.
+    let other = writer(dir.path(), "fsync", 1, "other", &["--until-error"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&other.stdout), "error poisoned\nerror poisoned\n");
+    let verified = effects(&["log", "verify", &path_text]);
+    assert!(!verified.status.success(), "verify reports the poison");
+    assert!(String::from_utf8_lossy(&verified.stdout).contains("poisoned"));
+    // The operator's recovery reads the log whole, fsyncs it, clears it.
+    let recovered = effects(&["log", "recover", &path_text]);
+    assert!(recovered.status.success(), "{}", String::from_utf8_lossy(&recovered.stderr));
+    assert!(String::from_utf8_lossy(&recovered.stdout).contains("cleared the poison"));
+    assert!(!dir.path().join("fsync.log.poisoned").exists());
+    let again = writer(dir.path(), "fsync", 2, "again", &[]).output().unwrap();
+    assert!(again.status.success(), "appends go on: {}", String::from_utf8_lossy(&again.stderr));
+}
+
+/// A child killed if the test fails before it exits.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn an_fsync_failure_in_one_writer_stops_every_other_writer_of_the_log() {
+    let dir = effects_dir();
+    assert!(writer(dir.path(), "fsync", 1, "ok", &[]).stdout(Stdio::null()).status().unwrap().success());
+    // A healthy writer appending as fast as it can, started first...
+    let mut busy = KillOnDrop(
+        writer(dir.path(), "fsync", 10_000_000, "busy", &["--until-error"]).stdout(Stdio::piped()).spawn().unwrap(),
+    );
+    let mut lines = BufReader::new(busy.0.stdout.take().unwrap()).lines();
+    for _ in 0..5 {
+        assert!(lines.next().unwrap().unwrap().starts_with("ack "), "the busy writer appends");
+    }
+    // ...then a second one whose second fdatasync fails.
+    let failing = writer_with_failing_fsync(dir.path(), 2);
+    assert!(String::from_utf8_lossy(&failing.stdout).contains("error durability-unknown"));
+    // The busy writer stops at its next append: the marker refuses it (or
+    // its own fsync reports the same error).
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut errors = Vec::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if let Some(kind) = line.strip_prefix("error ") {
+            errors.push(kind.to_owned());
+        }
+        assert!(std::time::Instant::now() < deadline, "the busy writer went on after the log was poisoned");
+    }
+    assert!(busy.0.wait().unwrap().success());
+    assert_eq!(errors.len(), 2, "{errors:?}");
+    assert!(errors.iter().all(|e| e == "poisoned" || e == "durability-unknown"), "{errors:?}");
+    assert_eq!(errors[1], "poisoned", "and appends nothing after it");
 }
 
 struct Tmpfs(std::path::PathBuf);
@@ -338,7 +395,7 @@ fn log_cli_verify_show_and_recover() {
     let recovered = effects(&["log", "recover", &path_text]);
     assert!(recovered.status.success(), "{}", String::from_utf8_lossy(&recovered.stderr));
     let text = String::from_utf8_lossy(&recovered.stdout);
-    assert!(text.contains("cut a torn final line") && text.contains("3 unsettled claim(s)"), "{text}");
+    assert!(text.contains("cut a torn tail") && text.contains("3 unsettled claim(s)"), "{text}");
     assert!(std::fs::read(dir.path().join("cli.log.broken")).unwrap().starts_with(b"{\"position\":3"));
     let again = effects(&["log", "recover", &path_text]);
     assert!(String::from_utf8_lossy(&again.stdout).contains("nothing to recover"));

@@ -18,5 +18,6 @@ mod identity_open;
 mod jobs;
 mod ledger;
 mod log_disk;
+mod log_durability;
 mod process;
 mod producers;

@@ -98,7 +98,8 @@ fn bench_dir() -> PathBuf {
 
 fn open_log(dir: &Path, run_id: &str) -> DiskLog {
     let handle = Dir::open_ambient_dir(dir, ambient_authority()).unwrap();
-    let options = OpenOptionsLog { mode: OpenMode::ReadWrite, key: None, recover: false };
+    let options =
+        OpenOptionsLog { mode: OpenMode::ReadWrite, key: None, recover: false, ..Default::default() };
     open_lineage(&handle, "bench", run_id, &options).unwrap().unwrap()
 }
 

@@ -143,7 +143,12 @@ impl DataDir {
         key: Option<&OperatorKey>,
     ) -> Result<Option<DiskLog>, LogError> {
         let lineage = Run::parse(run).map_err(|e| self.refused(e.to_string()))?.lineage;
-        let options = OpenOptionsLog { mode: OpenMode::ReadOnly, key: key.cloned(), recover: false };
+        let options = OpenOptionsLog {
+            mode: OpenMode::ReadOnly,
+            key: key.cloned(),
+            recover: false,
+            ..Default::default()
+        };
         self.open_lineage(&lineage, false, &options)
     }
 

@@ -80,7 +80,8 @@ fn main() {
     let until_error = flags.iter().any(|f| f == "--until-error");
     let count: u64 = count.parse().expect("COUNT is a number");
     let dir = Dir::open_ambient_dir(dir, ambient_authority()).expect("DIR opens");
-    let options = OpenOptionsLog { mode: OpenMode::ReadWrite, key: None, recover: false };
+    let options =
+        OpenOptionsLog { mode: OpenMode::ReadWrite, key: None, recover: false, ..Default::default() };
     let mut log = open_lineage(&dir, "log-dir", run_id, &options).expect("log opens").expect("read-write");
     let mut out = std::io::stdout().lock();
     for i in 0..count {

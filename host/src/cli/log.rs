@@ -64,9 +64,11 @@ per lineage, one per line (`lineage`, `log`, `runs`, `records`, `unsettled`, `ru
         #[arg(long, env = "EFFECTS_LOG_KEY_FILE")]
         key_file: Option<PathBuf>,
     },
-    /// Cut a torn final line (keeping its bytes in `<log>.broken`) and record
-    /// every unsettled claim of a dead executor as INTERRUPTED. Running it
-    /// twice changes nothing the second time.
+    /// Cut a torn tail (keeping its bytes in `<log>.broken`), clear a
+    /// poisoned log (LOG-4: after a failed fsync; the whole log is read and
+    /// fsynced again first) and record every unsettled claim of a dead
+    /// executor as INTERRUPTED. Running it twice changes nothing the second
+    /// time.
     Recover {
         #[command(flatten)]
         which: Which,
@@ -142,7 +144,8 @@ fn open(
     mode: OpenMode,
     key_file: Option<PathBuf>,
 ) -> Result<Opened, Failure> {
-    let options = OpenOptionsLog { mode, key: read_key(key_file.as_deref())?, recover: false };
+    let options =
+        OpenOptionsLog { mode, key: read_key(key_file.as_deref())?, recover: false, ..Default::default() };
     if let Some(path) = &which.path {
         let bad = |message: String| Failure::new(exit::BAD_INPUT, anyhow!("{}: {message}", path.display()));
         let name =
@@ -208,10 +211,17 @@ fn verify(opened: &Opened) -> Result<ExitCode, Failure> {
     let read = opened.log.read_offset();
     if length > read {
         out!(
-            "torn final line: {} bytes at byte {read} were never acknowledged; repairable: run `{}`",
+            "torn tail: {} bytes at byte {read} were never made durable; repairable: run `{}`",
             length - read,
             opened.recover_command
         );
+    }
+    if let Some(marker) = opened.log.poison_marker().map_err(|e| Failure::new(exit::PROBLEMS, e))? {
+        out!(
+            "poisoned: an fsync of this log failed ({marker}); appends are refused until `{}`",
+            opened.recover_command
+        );
+        return Ok(ExitCode::from(exit::PROBLEMS));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -424,14 +434,26 @@ fn describe(position: u64, run_id: &str, record: &Record) -> String {
 fn recover(opened: Opened) -> Result<ExitCode, Failure> {
     let mut log = opened.log;
     let problem = |error: LogError| Failure::new(exit::PROBLEMS, error);
+    // The log was read whole and strictly when it was opened; a poisoned one
+    // is read on to its end, fsynced again, and only then cleared (LOG-4).
+    let cleared = log.clear_poison().map_err(problem)?;
+    if let Some(marker) = &cleared {
+        out!(
+            "cleared the poison of a failed fsync ({marker}): the log reads whole and strictly and fsyncs again; \
+             records from the marker's position on were written around the failure, and their claims are \
+             settled by their executors or recovered below"
+        );
+    }
     let cut = log.repair().map_err(problem)?;
     let recovered = log.recover_interrupted(effect_ledger::executor::judge).map_err(problem)?;
     if cut == 0 && recovered.is_empty() {
-        out!("nothing to recover: no torn tail, no unsettled claims of dead executors");
+        if cleared.is_none() {
+            out!("nothing to recover: no torn tail, no poison, no unsettled claims of dead executors");
+        }
         return Ok(ExitCode::SUCCESS);
     }
     if cut > 0 {
-        out!("cut a torn final line of {cut} bytes (kept in {}.broken)", log.path());
+        out!("cut a torn tail of {cut} bytes (kept in {}.broken)", log.path());
     }
     if !recovered.is_empty() {
         let list: Vec<String> = recovered.iter().map(|p| format!("#{p}")).collect();

@@ -146,10 +146,16 @@ impl Ledger {
     /// current; an error when the log cannot be read, so currency cannot be
     /// shown.
     pub fn stale_since(&mut self, run: &Run, at: Option<Position>) -> Result<Option<Position>, LogError> {
-        // The log's own history, not a copy of it: a session asks at its end.
+        // The log's own records, not a copy of them: a session asks at its
+        // end. Past a checkpoint, the whole log only when the decision is
+        // older than what this handle holds.
         let Some(log) = self.log(&run.lineage, false)? else { return Ok(None) };
-        Ok(log
-            .history()?
+        log.refresh()?;
+        let records = match at {
+            Some(at) if at + 1 >= log.base() => log.records(),
+            _ => log.history()?,
+        };
+        Ok(records
             .iter()
             .filter(|framed| at.is_none_or(|at| framed.position > at))
             .find(|framed| !matches!(framed.record, Record::Decision(_)))

@@ -19,7 +19,7 @@
 use std::time::Duration;
 
 use crate::log::{
-    ClaimState, LaunchIndex, LogError, OpenMode, Position, Record, read_launch_index, reserve_launch,
+    ClaimState, Framed, LaunchIndex, LogError, OpenMode, Position, Record, read_launch_index, reserve_launch,
     write_launch_index,
 };
 use crate::model::{
@@ -277,13 +277,14 @@ impl Ledger {
             return Ok(None);
         }
         let Some(log) = self.log(&job.lineage, false)? else { return Ok(None) };
-        log.history()?;
+        log.refresh()?;
         if log.claim_state(job.launch_claim) != Some(ClaimState::Running) {
             return Ok(None);
         }
         // The job record and the index are plain files; the log decides
-        // which claim is this generation's launch.
-        let is_launch = log.records().get(job.launch_claim as usize).is_some_and(|framed| {
+        // which claim is this generation's launch. A RUNNING claim's record
+        // is at hand even past a checkpoint (it keeps open claims).
+        let is_launch = log.record(job.launch_claim).is_some_and(|framed| {
             matches!(&framed.record, Record::Claim(claim) if claim.dependencies.iter()
                 .any(|d| *d.location() == Location::ProcessLaunch(job.generation)))
         });
@@ -310,12 +311,10 @@ impl Ledger {
     /// processes at once.
     pub fn monitor(&mut self, run: &Run) -> Result<Vec<Position>, LogError> {
         let Some(log) = self.log(&run.lineage, false)? else { return Ok(Vec::new()) };
-        log.history()?;
+        log.refresh()?;
         let mut running = Vec::new();
-        for framed in log.records() {
-            if let Record::Claim(claim) = &framed.record
-                && log.claim_state(framed.position) == Some(ClaimState::Running)
-            {
+        for position in log.rules().running_claims() {
+            if let Some(Framed { record: Record::Claim(claim), .. }) = log.record(position) {
                 running.extend(claim.dependencies.iter().filter_map(|d| match d.location() {
                     Location::ProcessLaunch(generation) => Some(*generation),
                     _ => None,

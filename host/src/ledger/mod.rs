@@ -56,8 +56,8 @@ use serde_json::Value;
 use crate::data_dir::DataDir;
 use crate::identity::{ControlPlane, MountError, PlacementError, SealedRoot, check_mounts, check_placement};
 use crate::log::{
-    ClaimRecord, DiskLog, LogError, Obligation, ObservationRecord, OpenMode, OpenOptionsLog, OperationRef,
-    OperatorKey, OutcomeRecord, Position, ProcessesRecord,
+    Checkpoints, ClaimRecord, DiskLog, LogError, Obligation, ObservationRecord, OpenMode, OpenOptionsLog,
+    OperationRef, OperatorKey, OutcomeRecord, Position, ProcessesRecord,
 };
 use crate::model::{
     BindingIndex, BoundOperation, ClaimPlan, Classification, CleanupState, Execution, FactsError, Impact,
@@ -291,6 +291,20 @@ impl Ledger {
         self.config.data_dir.store_display()
     }
 
+    /// LOG-3: makes every record of every lineage this ledger wrote durable
+    /// (one fsync per log with records no fsync covered yet). Outcomes and
+    /// observations ride the next claim's fsync; a surface calls this when it
+    /// is done (the end of a session, of a hook's process), and a dropped
+    /// ledger does it too, reporting a failure only in its diagnostics.
+    pub fn sync(&mut self) -> Result<(), LogError> {
+        for log in self.logs.values_mut() {
+            if log.has_unsynced() {
+                log.sync()?;
+            }
+        }
+        Ok(())
+    }
+
     /// LOG-7 for a lineage with a log: records the unsettled claims of dead
     /// executors INTERRUPTED, after tearing their commands' survivors down
     /// (PROC-2). Claims of live executors, this process's included, are left
@@ -373,8 +387,12 @@ impl Ledger {
     /// The lineage's log: created when `create`, else only if it exists.
     fn log(&mut self, lineage: &str, create: bool) -> Result<Option<&mut DiskLog>, LogError> {
         if !self.logs.contains_key(lineage) {
-            let options =
-                OpenOptionsLog { mode: OpenMode::ReadWrite, key: self.config.key.clone(), recover: true };
+            let options = OpenOptionsLog {
+                mode: OpenMode::ReadWrite,
+                key: self.config.key.clone(),
+                recover: true,
+                checkpoints: Checkpoints::Keep,
+            };
             let Some(log) = self.config.data_dir.open_lineage(lineage, create, &options)? else {
                 return Ok(None);
             };

@@ -22,7 +22,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::data_dir::DataDir;
-use crate::log::{Framed, LogError, OperatorKey, Record, check_run_id};
+use crate::log::{
+    Checkpoints, Framed, LogError, OpenMode, OpenOptionsLog, OperatorKey, Record, check_run_id,
+};
 use crate::model::{FilesystemRoot, Location, ResourceRef};
 
 use super::Ledger;
@@ -41,18 +43,29 @@ pub struct Run {
 /// The root a recorded run worked beneath (ID-5), read from its lineage's
 /// log in `data` without a ledger, which needs the root first: what
 /// `effects decide` opens its ledger with. The log is opened read-only and
-/// nothing is recovered or written. `Ok(None)` when the run touched no
-/// files; [`RunError::NoSuchRun`] when its lineage has no log there.
+/// nothing is recovered or written; it is read from its checkpoint on
+/// (LOG-10), and whole only for a log from before roots were recorded (the
+/// decision reads it whole anyway, once). `Ok(None)` when the run touched
+/// no files; [`RunError::NoSuchRun`] when its lineage has no log there.
 pub fn recorded_root(
     data: &DataDir,
     run: &str,
     key: Option<&OperatorKey>,
 ) -> Result<Option<FilesystemRoot>, RunError> {
     let parsed = Run::parse(run)?;
-    let log = data
-        .open_lineage_read_only(run, key)?
+    let options = OpenOptionsLog {
+        mode: OpenMode::ReadOnly,
+        key: key.cloned(),
+        recover: false,
+        checkpoints: Checkpoints::Use,
+    };
+    let mut log = data
+        .open_lineage(&parsed.lineage, false, &options)?
         .ok_or_else(|| RunError::NoSuchRun { run: parsed.lineage.clone(), effects: data.store_display() })?;
-    Ok(root_of_records(log.records(), run))
+    if let Some(root) = log.rules().run_root(run).or(log.rules().lineage_root()) {
+        return Ok(Some(root.clone()));
+    }
+    Ok(root_of_records(log.history()?, run))
 }
 
 /// [`recorded_root`] over a lineage's records: the root recorded with the
@@ -245,27 +258,27 @@ impl Ledger {
 
     /// The root a run's claims record (ID-5), if its log has one (logs from
     /// before roots were recorded have none).
+    /// The answers below come from the history rules' view of the log,
+    /// which covers every record, so a process continuing a run reads only
+    /// what follows the log's checkpoint (LOG-10).
     pub fn recorded_root(&mut self, run: &Run) -> Result<Option<FilesystemRoot>, LogError> {
         let Some(log) = self.log(&run.lineage, false)? else { return Ok(None) };
-        Ok(log.history()?.iter().find_map(|framed| match &framed.record {
-            Record::Claim(claim) if framed.run_id == run.id => claim.root.clone(),
-            _ => None,
-        }))
+        log.refresh()?;
+        Ok(log.rules().run_root(&run.id).cloned())
     }
 
     /// The root the first claim of a lineage records, by any of its runs.
     fn lineage_root(&mut self, lineage: &str) -> Result<Option<FilesystemRoot>, LogError> {
         let Some(log) = self.log(lineage, false)? else { return Ok(None) };
-        Ok(log.history()?.iter().find_map(|framed| match &framed.record {
-            Record::Claim(claim) => claim.root.clone(),
-            _ => None,
-        }))
+        log.refresh()?;
+        Ok(log.rules().lineage_root().cloned())
     }
 
     /// Whether the lineage's log holds any record of `run`.
     fn has_records(&mut self, run: &Run) -> Result<bool, LogError> {
         let Some(log) = self.log(&run.lineage, false)? else { return Ok(false) };
-        Ok(log.history()?.iter().any(|framed| framed.run_id == run.id))
+        log.refresh()?;
+        Ok(log.rules().has_run(&run.id))
     }
 }
 

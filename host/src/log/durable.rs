@@ -33,9 +33,11 @@ fn private_new() -> OpenOptions {
 /// Replaces `name` in `dir` with `bytes`: temporary file, fsync, rename
 /// over, directory fsync.
 pub fn replace(dir: &Dir, display: &str, name: &str, bytes: &[u8]) -> Result<(), LogError> {
-    let temporary = format!(".{name}.tmp-{}", std::process::id());
+    // Unique per call: two handles of one process may replace one file at once.
+    static ATTEMPT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let attempt = ATTEMPT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let temporary = format!(".{name}.tmp-{}-{attempt}", std::process::id());
     let path = format!("{display}/{name}");
-    let _ = dir.remove_file(&temporary); // a leftover of a crashed attempt by this pid
     let mut file = dir.open_with(&temporary, &private_new()).map_err(io(path.clone(), "create"))?;
     let written =
         file.write_all(bytes).and_then(|()| file.sync_all()).and_then(|()| dir.rename(&temporary, dir, name));
@@ -72,6 +74,11 @@ pub const READ_BOUND: u64 = 1 << 20;
 /// bytes. A second name would let a tool's write through it (or a planted
 /// link to another run's entry) decide which claim a job settles.
 pub fn read(dir: &Dir, display: &str, name: &str) -> Result<Option<Vec<u8>>, LogError> {
+    read_bounded(dir, display, name, READ_BOUND)
+}
+
+/// [`read`] with another bound (a log's checkpoint grows with the log).
+pub fn read_bounded(dir: &Dir, display: &str, name: &str, bound: u64) -> Result<Option<Vec<u8>>, LogError> {
     use std::io::Read;
     let path = format!("{display}/{name}");
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
@@ -100,11 +107,11 @@ pub fn read(dir: &Dir, display: &str, name: &str) -> Result<Option<Vec<u8>>, Log
         });
     }
     let mut bytes = Vec::new();
-    std::fs::File::from(fd).take(READ_BOUND + 1).read_to_end(&mut bytes).map_err(io(path.clone(), "read"))?;
-    if bytes.len() as u64 > READ_BOUND {
+    std::fs::File::from(fd).take(bound + 1).read_to_end(&mut bytes).map_err(io(path.clone(), "read"))?;
+    if bytes.len() as u64 > bound {
         return Err(LogError::Refused {
             path,
-            reason: format!("larger than {READ_BOUND} bytes; not a control-plane file"),
+            reason: format!("larger than {bound} bytes; not a control-plane file"),
         });
     }
     Ok(Some(bytes))

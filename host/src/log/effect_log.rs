@@ -1,29 +1,43 @@
 //! [`EffectLog`]: one handle on one lineage's log, over any [`Storage`].
 //!
-//! Append protocol (LOG-2, LOG-3, LOG-4), every step under one exclusive
-//! `flock`:
+//! Append protocol (LOG-2, and LOG-3 / LOG-4 of SPEC revision 2):
 //!
 //! 1. **lock** exclusively;
-//! 2. **merge**: read only the bytes other writers appended since this handle
-//!    last read, decode and admit them; a torn tail left by a dead writer is cut
-//!    off (its bytes kept in `<log>.broken`) and the cut is fsynced;
-//! 3. **allocate** the next position from the merged tail;
-//! 4. **validate** the record against the merged history (an outcome for an
+//! 2. **refuse** if the log is poisoned: its `<log>.poisoned` marker says an
+//!    fsync of it failed, in this writer or another;
+//! 3. **merge**: read only the bytes other writers appended since this handle
+//!    last read, decode and admit them; a torn tail left by a crash (`scan`)
+//!    is cut off (its bytes kept in `<log>.broken`) and the cut is fsynced;
+//! 4. **allocate** the next position from the merged tail;
+//! 5. **validate** the record against the merged history (an outcome for an
 //!    effect another writer settled is refused here);
-//! 5. **write** the framed line at the end; on failure cut back to the old
+//! 6. **write** the framed lines at the end; on failure cut back to the old
 //!    length and return [`LogError::Persistence`];
-//! 6. **fsync** the file (`fdatasync`: the data and the length needed to read
-//!    it), and on this handle's first append its directory (`fsync`); on
-//!    failure cut back, fsync the cut, poison the handle and return
-//!    [`LogError::DurabilityUnknown`] (Linux may report a later fsync as
-//!    success after losing the pages, so the handle never trusts the file again);
-//! 7. **unlock**.
+//! 7. **unlock**;
+//! 8. **fsync** (`fdatasync`, and on this handle's first sync its directory),
+//!    outside the lock, when the batch holds a record that is durable on
+//!    return (a claim, a command's processes, a decision:
+//!    [`Record::durable_on_return`]). Outcomes, observations and verifier runs
+//!    ride the log's next fsync: this handle's next durable append, an explicit
+//!    [`EffectLog::sync`], or its drop; or any other writer's, since an
+//!    `fdatasync` makes every byte of the file written before it durable,
+//!    whoever wrote it. Writers therefore share fsyncs instead of taking turns
+//!    holding the lock across them.
+//!
+//! A failed fsync cannot be cut back (other writers may have appended after
+//! the bytes it was for) and says nothing about what is on disk (Linux may
+//! report a later fsync as success after dropping the pages). So it
+//! **poisons the log** for every writer: the handle refuses appends, and the
+//! `<log>.poisoned` marker, written under the lock, makes every other writer
+//! refuse them at step 2, until `effects log recover` has examined the tail
+//! ([`EffectLog::clear_poison`]).
 //!
 //! Readers merge under a shared lock and never repair: a torn tail seen there
 //! is simply not read yet.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
+use super::checkpoint::{self, CHECKPOINT_EVERY};
 use super::error::LogError;
 use super::frame::{self, Framed, OperatorKey};
 use super::history::{ClaimState, History};
@@ -32,7 +46,7 @@ use super::record::{
     VerifierRecord,
 };
 use super::scan::{self, scan};
-use super::storage::{LockKind, Storage, read_range};
+use super::storage::{LockKind, Sidecar, Storage, read_range};
 use crate::model::{CleanupState, Execution, Impact, Outcome, ProducerFacts};
 
 /// What recovery's judge (LOG-7) found of an unsettled claim.
@@ -94,17 +108,48 @@ fn copy_failure(path: &str) -> LogError {
     }
 }
 
+/// Whether a handle starts at the log's checkpoint and keeps it (LOG-10).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Checkpoints {
+    /// Read every record from the first (what `log verify` and a decision
+    /// need) and write no checkpoint.
+    #[default]
+    Ignore,
+    /// Start at the checkpoint if it verifies; write none (a reader).
+    Use,
+    /// Start at it, and write a new one every [`CHECKPOINT_EVERY`] records
+    /// (a writer: the ledger's handles).
+    Keep,
+}
+
 /// One handle on a lineage's log.
 pub struct EffectLog<S: Storage> {
     storage: S,
     path: String,
     key: Option<OperatorKey>,
     history: History,
+    /// The records read or written, from position `base` on.
     records: Vec<Framed>,
+    /// The first position `records` holds: 0, or the records a checkpoint
+    /// covered (LOG-10).
+    base: Position,
+    /// Records before `base` a writer still needs: open claims and their
+    /// processes records, from the checkpoint.
+    pinned: BTreeMap<Position, Framed>,
+    checkpoints: Checkpoints,
+    /// Records covered by the newest checkpoint this handle knows of.
+    checkpointed: Position,
     /// File offset up to which this handle has read (always a line boundary).
     read_offset: u64,
+    /// Where the last record read or written starts.
+    last_line: u64,
     last_check: [u8; 32],
     directory_synced: bool,
+    /// Bytes this handle appended that no fsync of its own has covered yet.
+    unsynced: bool,
+    /// Where the history stood at this handle's last successful fsync
+    /// (position, offset): everything before it was durable then.
+    synced: (Position, u64),
     poisoned: bool,
     degraded: BTreeSet<String>,
 }
@@ -113,20 +158,100 @@ impl<S: Storage> EffectLog<S> {
     /// A handle over `storage`, reading everything in it strictly (LOG-6). A
     /// torn tail is tolerated (not read) and repaired by the first append.
     pub fn open(storage: S, path: impl Into<String>, key: Option<OperatorKey>) -> Result<Self, LogError> {
+        Self::open_with(storage, path, key, Checkpoints::Ignore)
+    }
+
+    /// [`EffectLog::open`], starting at the log's checkpoint when
+    /// `checkpoints` says so and it verifies (LOG-10): then only the records
+    /// after it are read, and [`EffectLog::records`] holds those. A
+    /// checkpoint that does not verify, or after which the log does not
+    /// continue as it says, is not used: the whole log is read.
+    pub fn open_with(
+        storage: S,
+        path: impl Into<String>,
+        key: Option<OperatorKey>,
+        checkpoints: Checkpoints,
+    ) -> Result<Self, LogError> {
         let mut log = Self {
             storage,
             path: path.into(),
             key,
             history: History::new(),
             records: Vec::new(),
+            base: 0,
+            pinned: BTreeMap::new(),
+            checkpoints,
+            checkpointed: 0,
             read_offset: 0,
+            last_line: 0,
             last_check: scan::genesis(),
             directory_synced: false,
+            unsynced: false,
+            synced: (0, 0),
             poisoned: false,
             degraded: BTreeSet::new(),
         };
-        log.with_lock(LockKind::Shared, |log| log.merge(false).map(drop))?;
+        log.with_lock(LockKind::Shared, |log| {
+            if checkpoints == Checkpoints::Ignore || !log.start_at_checkpoint() {
+                return log.merge(false).map(drop);
+            }
+            match log.merge(false) {
+                Ok(_) => Ok(()),
+                Err(error) => {
+                    tracing::warn!(path = %log.path, "the log does not continue as its checkpoint says ({error}); reading the whole log");
+                    log.restart();
+                    log.merge(false).map(drop)
+                }
+            }
+        })?;
         Ok(log)
+    }
+
+    /// Starts this handle at the log's checkpoint, if it has one that
+    /// verifies; true when it did.
+    fn start_at_checkpoint(&mut self) -> bool {
+        let bytes = match self.storage.read_sidecar(Sidecar::Checkpoint) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return false,
+            Err(error) => {
+                tracing::warn!(path = %self.path, "the checkpoint cannot be read ({error}); reading the whole log");
+                return false;
+            }
+        };
+        let length = match self.storage.length() {
+            Ok(length) => length,
+            Err(_) => return false,
+        };
+        let storage = &self.storage;
+        let verified = checkpoint::verify(&bytes, self.key.as_ref(), length, |start, end| {
+            read_range(storage, start, end - start)
+        });
+        match verified {
+            Ok(found) => {
+                self.history = found.history;
+                self.base = found.records;
+                self.checkpointed = found.records;
+                self.read_offset = found.offset;
+                self.last_check = found.head;
+                self.pinned = found.open.into_iter().map(|framed| (framed.position, framed)).collect();
+                true
+            }
+            Err(why) => {
+                tracing::warn!(path = %self.path, "the checkpoint is not used ({why}); reading the whole log");
+                false
+            }
+        }
+    }
+
+    /// Forgets everything read, to read the log again from its first record.
+    fn restart(&mut self) {
+        self.history = History::new();
+        self.records.clear();
+        self.base = 0;
+        self.pinned.clear();
+        self.read_offset = 0;
+        self.last_line = 0;
+        self.last_check = scan::genesis();
     }
 
     /// The path, for messages.
@@ -199,13 +324,15 @@ impl<S: Storage> EffectLog<S> {
         self.records.extend(scanned.records);
         self.read_offset += scanned.consumed;
         self.last_check = scanned.last_check;
+        if let Some(start) = scanned.last_start {
+            self.last_line = start;
+        }
         if scanned.torn > 0 && repair {
             let torn = &bytes[scanned.consumed as usize..];
             self.storage.preserve_broken(torn).map_err(self.io("preserving a torn tail"))?;
             if let Err(source) = self.storage.truncate(self.read_offset).and_then(|()| self.storage.sync()) {
-                // LOG-4's rule for any failed fsync: nothing written through
-                // this handle can be trusted to be on disk any more.
-                self.poisoned = true;
+                // LOG-4's rule for any failed fsync: the log is poisoned.
+                self.mark_poisoned(&source);
                 return Err(LogError::DurabilityUnknown { path: self.path.clone(), source });
             }
             tracing::warn!(path = %self.path, bytes = scanned.torn, "cut a torn tail left by a crashed writer");
@@ -213,40 +340,67 @@ impl<S: Storage> EffectLog<S> {
         Ok(scanned.torn)
     }
 
-    /// Steps 1-7 for one record.
+    /// Steps 1-8 for one record.
     fn append(&mut self, run_id: &str, record: &Record) -> Result<Position, LogError> {
         self.append_batch(&[(run_id, record)]).pop().expect("one result per record")
     }
 
-    /// Steps 1-7 for a batch under one lock, one write and one fsync (group
-    /// commit). Each record is validated against the history as extended by
-    /// the batch's earlier records; a refused record gets its own
-    /// [`LogError::Rejected`] and the rest go on. A failed write or fsync fails
-    /// every record of the batch with LOG-4's semantics: cut back, and after a
-    /// failed fsync the handle is poisoned. Results are in input order.
+    /// Steps 1-8 for a batch under one lock, one write and at most one fsync
+    /// (group commit). Each record is validated against the history as
+    /// extended by the batch's earlier records; a refused record gets its own
+    /// [`LogError::Rejected`] and the rest go on. A failed write fails every
+    /// record of the batch (cut back, [`LogError::Persistence`]); a failed
+    /// fsync fails every record of it with [`LogError::DurabilityUnknown`] and
+    /// poisons the log. Results are in input order.
     pub fn append_batch(&mut self, batch: &[(&str, &Record)]) -> Vec<Result<Position, LogError>> {
         if self.poisoned {
-            return batch.iter().map(|_| Err(LogError::Poisoned { path: self.path.clone() })).collect();
+            return batch.iter().map(|_| Err(self.poisoned_error())).collect();
         }
         let outcome = self.with_lock(LockKind::Exclusive, |log| {
+            log.refuse_if_poisoned()?;
             log.merge(true)?;
             Ok(log.write_batch(batch))
         });
-        match outcome {
-            Ok(results) => results,
+        let (results, written) = match outcome {
+            Ok(written) => written,
             Err(error) => {
                 let first = Err(error);
                 let path = self.path.clone();
-                std::iter::once(first).chain(batch.iter().skip(1).map(|_| Err(copy_failure(&path)))).collect()
+                return std::iter::once(first)
+                    .chain(batch.iter().skip(1).map(|_| Err(copy_failure(&path))))
+                    .collect();
+            }
+        };
+        if !written {
+            return results;
+        }
+        if !batch.iter().any(|(_, record)| record.durable_on_return()) {
+            self.unsynced = true; // LOG-3: rides the next fsync
+            return results;
+        }
+        match self.sync_now() {
+            Ok(()) => results,
+            Err(source) => {
+                let mut failure = Some(LogError::DurabilityUnknown { path: self.path.clone(), source });
+                results
+                    .into_iter()
+                    .map(|result| match result {
+                        Ok(_) => Err(failure.take().unwrap_or_else(|| copy_failure_of(&self.path, true))),
+                        rejected => rejected,
+                    })
+                    .collect()
             }
         }
     }
 
-    /// Steps 3-6 under the exclusive lock, after the merge.
-    fn write_batch(&mut self, batch: &[(&str, &Record)]) -> Vec<Result<Position, LogError>> {
+    /// Steps 4-6 under the exclusive lock, after the merge. Returns the
+    /// results and whether anything was written (and admitted: the history
+    /// now holds it, as the file does).
+    fn write_batch(&mut self, batch: &[(&str, &Record)]) -> (Vec<Result<Position, LogError>>, bool) {
         self.history.begin();
         let mut chain = self.last_check;
         let mut bytes = Vec::new();
+        let mut last_line = 0;
         let mut accepted = Vec::new();
         let mut results: Vec<Result<Position, LogError>> = Vec::with_capacity(batch.len());
         for (run_id, record) in batch {
@@ -256,6 +410,7 @@ impl<S: Storage> EffectLog<S> {
             }
             let position = self.history.len() - 1;
             let (line, check) = frame::encode(position, run_id, record, &chain, self.key.as_ref());
+            last_line = bytes.len() as u64;
             bytes.extend_from_slice(&line);
             chain = check;
             accepted.push(Framed {
@@ -268,36 +423,24 @@ impl<S: Storage> EffectLog<S> {
         }
         if accepted.is_empty() {
             self.history.commit();
-            return results;
+            return (results, false);
         }
         let before = self.read_offset;
-        let failure = if let Err(source) = self.storage.write_at(before, &bytes) {
+        if let Err(source) = self.storage.write_at(before, &bytes) {
             // LOG-4: not written. Cut back whatever part of the batch landed,
             // durably; if even that fails, complete lines of the batch may
             // survive, so the answer is "durability unknown", not "not written".
-            match self.storage.truncate(before).and_then(|()| self.storage.sync()) {
-                Ok(()) => Some(LogError::Persistence { path: self.path.clone(), source }),
+            let failure = match self.storage.truncate(before).and_then(|()| self.storage.sync()) {
+                Ok(()) => LogError::Persistence { path: self.path.clone(), source },
                 Err(cut) => {
                     tracing::error!(path = %self.path, "cutting back a failed write failed too: {cut}");
-                    self.poisoned = true;
-                    Some(LogError::DurabilityUnknown { path: self.path.clone(), source })
+                    self.mark_poisoned(&cut);
+                    LogError::DurabilityUnknown { path: self.path.clone(), source }
                 }
-            }
-        } else if let Err(source) = self
-            .storage
-            .sync()
-            .and_then(|()| if self.directory_synced { Ok(()) } else { self.storage.sync_directory() })
-        {
-            self.poisoned = true;
-            let _ = self.storage.truncate(before).and_then(|()| self.storage.sync());
-            Some(LogError::DurabilityUnknown { path: self.path.clone(), source })
-        } else {
-            None
-        };
-        if let Some(failure) = failure {
+            };
             self.history.rollback();
             let mut failure = Some(failure);
-            return results
+            let results = results
                 .into_iter()
                 .map(|result| match result {
                     Ok(_) => {
@@ -306,23 +449,201 @@ impl<S: Storage> EffectLog<S> {
                     rejected => rejected,
                 })
                 .collect();
+            return (results, false);
         }
-        self.directory_synced = true;
         self.history.commit();
         self.records.extend(accepted);
         self.read_offset = before + bytes.len() as u64;
+        self.last_line = before + last_line;
         self.last_check = chain;
-        results
+        (results, true)
     }
 
-    /// Appends a claim; durable when it returns (LOG-3). On any error the
-    /// caller must not run the backend (LOG-4).
+    /// Step 8: fsyncs the file (and, the first time, its directory). A
+    /// failure poisons the log.
+    fn sync_now(&mut self) -> std::io::Result<()> {
+        let at = (self.history.len(), self.read_offset);
+        let synced = self
+            .storage
+            .sync()
+            .and_then(|()| if self.directory_synced { Ok(()) } else { self.storage.sync_directory() });
+        match synced {
+            Ok(()) => {
+                self.directory_synced = true;
+                self.unsynced = false;
+                self.synced = at;
+                self.checkpoint_if_due();
+                Ok(())
+            }
+            Err(source) => {
+                // The lock is not held here (step 8): take it to leave the
+                // marker, so a writer that locks after us sees it.
+                let marked = self.with_lock(LockKind::Exclusive, |log| {
+                    log.mark_poisoned(&source);
+                    Ok(())
+                });
+                if let Err(error) = marked {
+                    tracing::error!(path = %self.path, "locking to mark the log poisoned failed: {error}");
+                    self.poisoned = true;
+                }
+                Err(source)
+            }
+        }
+    }
+
+    /// Whether a writer's checkpoint is due: it keeps one, and it has read
+    /// or written [`CHECKPOINT_EVERY`] records past the newest it knows of.
+    fn checkpoint_due(&self) -> bool {
+        self.checkpoints == Checkpoints::Keep && self.history.len() >= self.checkpointed + CHECKPOINT_EVERY
+    }
+
+    /// LOG-10: writes a checkpoint over everything this handle has read or
+    /// written, when one is due. Called right after a successful fsync, so
+    /// all of it is durable. A checkpoint only saves work: failing to write
+    /// one is a warning.
+    fn checkpoint_if_due(&mut self) {
+        if !self.checkpoint_due() {
+            return;
+        }
+        let mut open = Vec::new();
+        for claim in self.history.open_claims() {
+            let Some(framed) = self.record(claim) else {
+                tracing::warn!(path = %self.path, claim, "no checkpoint: an open claim's record is not at hand");
+                return;
+            };
+            open.push(framed);
+            if let Some(processes) = self.processes_framed(claim) {
+                open.push(processes);
+            }
+        }
+        let cover = checkpoint::Cover {
+            records: self.history.len(),
+            offset: self.read_offset,
+            last_line: self.last_line,
+            head: self.last_check,
+            history: &self.history,
+            open,
+        };
+        let bytes = checkpoint::encode(&cover, self.key.as_ref());
+        match self.storage.write_sidecar(Sidecar::Checkpoint, &bytes) {
+            Ok(()) => self.checkpointed = self.history.len(),
+            Err(error) => tracing::warn!(path = %self.path, "the checkpoint could not be written: {error}"),
+        }
+    }
+
+    /// Makes every record this handle has read or written durable: one
+    /// fsync of the file, which covers other writers' bytes too (LOG-3: what
+    /// a decision is made over, and what a process ends with). A failure
+    /// poisons the log and is [`LogError::DurabilityUnknown`].
+    pub fn sync(&mut self) -> Result<(), LogError> {
+        if self.poisoned {
+            return Err(self.poisoned_error());
+        }
+        self.sync_now().map_err(|source| LogError::DurabilityUnknown { path: self.path.clone(), source })
+    }
+
+    /// Whether this handle appended records no fsync of its own covered yet.
+    pub fn has_unsynced(&self) -> bool {
+        self.unsynced
+    }
+
+    /// LOG-4: poisons this handle and leaves the marker that poisons the log
+    /// for every other writer. Called with the exclusive lock held. The
+    /// marker says from where durability is unknown: everything before this
+    /// handle's last successful fsync was durable then.
+    fn mark_poisoned(&mut self, source: &std::io::Error) {
+        self.poisoned = true;
+        let marker = serde_json::json!({
+            "error": source.to_string(),
+            "pid": std::process::id(),
+            "unknown_from_position": self.synced.0,
+            "unknown_from_offset": self.synced.1,
+            "through_offset": self.read_offset,
+        });
+        let bytes = format!("{marker}\n");
+        if let Err(error) = self.storage.write_sidecar(Sidecar::Poisoned, bytes.as_bytes()) {
+            tracing::error!(
+                path = %self.path,
+                "an fsync of the log failed ({source}) and the poison marker could not be written ({error}); \
+                 this handle refuses appends, other writers may not know"
+            );
+        }
+    }
+
+    /// Step 2: a marker left by any writer's failed fsync refuses the append.
+    fn refuse_if_poisoned(&mut self) -> Result<(), LogError> {
+        match self.storage.read_sidecar(Sidecar::Poisoned) {
+            Ok(None) => Ok(()),
+            // Not this handle's own failure: once `effects log recover` has
+            // cleared the marker, this handle appends again.
+            Ok(Some(_)) => Err(self.poisoned_error()),
+            Err(source) => {
+                Err(LogError::Io { path: self.path.clone(), operation: "read the poison marker", source })
+            }
+        }
+    }
+
+    fn poisoned_error(&self) -> LogError {
+        let detail = match self.storage.read_sidecar(Sidecar::Poisoned) {
+            Ok(Some(bytes)) => String::from_utf8_lossy(&bytes).trim().to_owned(),
+            _ => "this handle's own fsync failed".to_owned(),
+        };
+        LogError::Poisoned { path: self.path.clone(), detail }
+    }
+
+    /// The poison marker's text, if the log is poisoned (LOG-4).
+    pub fn poison_marker(&self) -> Result<Option<String>, LogError> {
+        self.storage
+            .read_sidecar(Sidecar::Poisoned)
+            .map(|bytes| bytes.map(|bytes| String::from_utf8_lossy(&bytes).trim().to_owned()))
+            .map_err(|source| LogError::Io {
+                path: self.path.clone(),
+                operation: "read the poison marker",
+                source,
+            })
+    }
+
+    /// The operator's answer to a poisoned log (`effects log recover`):
+    /// under the exclusive lock, reads whatever this handle has not read yet
+    /// strictly (a torn tail is cut, corruption fails closed and keeps the
+    /// poison), fsyncs the whole file again, and only when that succeeds
+    /// removes the marker. Returns the marker it cleared, if any. What it
+    /// cannot know: Linux may keep pages it failed to write back readable in
+    /// its cache, so records read here after a failed fsync may still be
+    /// missing from the disk; the marker's offsets name those records.
+    pub fn clear_poison(&mut self) -> Result<Option<String>, LogError> {
+        let marker = self.poison_marker()?;
+        if marker.is_none() && !self.poisoned {
+            return Ok(None);
+        }
+        self.with_lock(LockKind::Exclusive, |log| {
+            log.merge(true)?;
+            log.storage
+                .sync()
+                .map_err(|source| LogError::DurabilityUnknown { path: log.path.clone(), source })?;
+            log.storage.remove_sidecar(Sidecar::Poisoned).map_err(|source| LogError::Io {
+                path: log.path.clone(),
+                operation: "remove the poison marker",
+                source,
+            })?;
+            log.poisoned = false;
+            log.unsynced = false;
+            log.synced = (log.history.len(), log.read_offset);
+            Ok(())
+        })?;
+        Ok(marker.or_else(|| Some("this handle's own fsync failed".to_owned())))
+    }
+
+    /// Appends a claim; durable when it returns (LOG-3), and with it every
+    /// record written before it. On any error the caller must not run the
+    /// backend (LOG-4).
     pub fn claim(&mut self, run_id: &str, claim: ClaimRecord) -> Result<Position, LogError> {
         self.append(run_id, &Record::Claim(claim))
     }
 
-    /// Appends an outcome. A failure marks `run_id` degraded (LOG-5): its claim
-    /// stays unsettled on disk and replays as unknown.
+    /// Appends an outcome, durable with the log's next fsync (LOG-3). A
+    /// failure marks `run_id` degraded (LOG-5): its claim stays unsettled on
+    /// disk and replays as unknown.
     pub fn record_outcome(&mut self, run_id: &str, outcome: OutcomeRecord) -> Result<Position, LogError> {
         let result = self.append(run_id, &Record::Outcome(outcome));
         self.mark_degraded_on_failure(run_id, &result);
@@ -340,7 +661,7 @@ impl<S: Storage> EffectLog<S> {
         result
     }
 
-    /// Appends observations as one batch (one write, one fsync); a failure
+    /// Appends observations as one batch (one write); a failure
     /// marks `run_id` degraded (LOG-5). Positions in input order.
     pub fn record_observations(
         &mut self,
@@ -374,17 +695,37 @@ impl<S: Storage> EffectLog<S> {
 
     /// The processes record of the claim at `claim`, if it has one.
     pub fn processes_of(&self, claim: Position) -> Option<&ProcessesRecord> {
-        if !self.history.has_processes(claim) {
-            return None;
-        }
-        self.records[claim as usize..].iter().find_map(|framed| match &framed.record {
-            Record::Processes(processes) if processes.claim == claim => Some(processes),
-            _ => None,
+        self.processes_framed(claim).map(|framed| match &framed.record {
+            Record::Processes(processes) => processes,
+            _ => unreachable!("processes_framed finds processes records only"),
         })
     }
 
-    /// Appends a completion decision (POL-4). A decision is not evidence: a
-    /// failure here leaves the evidence as it was and marks nothing degraded.
+    fn processes_framed(&self, claim: Position) -> Option<&Framed> {
+        if !self.history.has_processes(claim) {
+            return None;
+        }
+        let is_its = |framed: &&Framed| matches!(&framed.record, Record::Processes(p) if p.claim == claim);
+        let from = claim.saturating_sub(self.base) as usize;
+        self.pinned
+            .values()
+            .find(is_its)
+            .or_else(|| self.records[from.min(self.records.len())..].iter().find(is_its))
+    }
+
+    /// The record at `position`, if this handle holds it: every record it
+    /// read or wrote, and of the part a checkpoint covered only the open
+    /// claims and their processes records.
+    pub fn record(&self, position: Position) -> Option<&Framed> {
+        match position.checked_sub(self.base) {
+            Some(index) => self.records.get(index as usize),
+            None => self.pinned.get(&position),
+        }
+    }
+
+    /// Appends a completion decision (POL-4), durable when it returns with
+    /// all it was made over (LOG-3). A decision is not evidence: a failure
+    /// here leaves the evidence as it was and marks nothing degraded.
     pub fn record_decision(&mut self, run_id: &str, decision: DecisionRecord) -> Result<Position, LogError> {
         self.append(run_id, &Record::Decision(decision))
     }
@@ -400,16 +741,52 @@ impl<S: Storage> EffectLog<S> {
         &self.degraded
     }
 
-    /// True after a failed fsync (LOG-4).
+    /// True after a failed fsync of this handle's own (LOG-4): it never
+    /// appends again, whatever the marker says. (A handle that found another
+    /// writer's marker refuses appends while the marker is there.)
     pub fn is_poisoned(&self) -> bool {
         self.poisoned
     }
 
     /// The whole history, merged with what other writers appended (under a
-    /// shared lock). A torn tail is not read.
+    /// shared lock). A torn tail is not read. A handle that started at a
+    /// checkpoint reads the part it skipped now, from the first record
+    /// (LOG-6 for all of it: a decision is over the whole log).
     pub fn history(&mut self) -> Result<&[Framed], LogError> {
-        self.with_lock(LockKind::Shared, |log| log.merge(false).map(drop))?;
+        self.with_lock(LockKind::Shared, |log| {
+            if log.base > 0 {
+                let kept = (log.history.clone(), log.records.clone(), log.base, log.pinned.clone());
+                let at = (log.read_offset, log.last_line, log.last_check);
+                log.restart();
+                if let Err(error) = log.merge(false) {
+                    (log.history, log.records, log.base, log.pinned) = kept;
+                    (log.read_offset, log.last_line, log.last_check) = at;
+                    return Err(error);
+                }
+                return Ok(());
+            }
+            log.merge(false).map(drop)
+        })?;
         Ok(&self.records)
+    }
+
+    /// Merges what other writers appended (under a shared lock), without
+    /// reading what a checkpoint skipped: what [`EffectLog::record`], the
+    /// claim states and the runs' roots then answer from.
+    pub fn refresh(&mut self) -> Result<(), LogError> {
+        self.with_lock(LockKind::Shared, |log| log.merge(false).map(drop))
+    }
+
+    /// The history rules' view of the log as of the last merge: claim
+    /// states, the runs and their roots, for every record.
+    pub fn rules(&self) -> &History {
+        &self.history
+    }
+
+    /// The first position [`EffectLog::records`] holds: 0 unless the handle
+    /// started at a checkpoint.
+    pub fn base(&self) -> Position {
+        self.base
     }
 
     /// The byte offset just past the last complete record this handle read.
@@ -417,7 +794,8 @@ impl<S: Storage> EffectLog<S> {
         self.read_offset
     }
 
-    /// The records this handle has read so far, without merging.
+    /// The records this handle has read so far, without merging, from
+    /// position [`EffectLog::base`] on.
     pub fn records(&self) -> &[Framed] {
         &self.records
     }
@@ -431,7 +809,7 @@ impl<S: Storage> EffectLog<S> {
     /// number of bytes cut (kept in `<log>.broken`).
     pub fn repair(&mut self) -> Result<u64, LogError> {
         if self.poisoned {
-            return Err(LogError::Poisoned { path: self.path.clone() });
+            return Err(self.poisoned_error());
         }
         self.with_lock(LockKind::Exclusive, |log| log.merge(true))
     }
@@ -451,8 +829,9 @@ impl<S: Storage> EffectLog<S> {
         self.with_lock(LockKind::Shared, |log| log.merge(false).map(drop))?;
         let mut candidates: Vec<(Position, String, Record)> = Vec::new();
         let mut judged_without_processes = Vec::new();
-        for claim in self.history.unsettled_claims() {
-            let framed = &self.records[claim as usize];
+        let unsettled: Vec<Position> = self.history.unsettled_claims().collect();
+        for claim in unsettled {
+            let Some(framed) = self.record(claim) else { continue };
             let Record::Claim(record) = &framed.record else { continue };
             let processes = self.processes_of(claim);
             if let Recovery::Dead { cleanup } = judge(record, processes) {
@@ -469,8 +848,8 @@ impl<S: Storage> EffectLog<S> {
             self.with_lock(LockKind::Shared, |log| log.merge(false).map(drop))?;
             for index in judged_without_processes {
                 let claim = candidates[index].0;
-                let (Some(processes), Record::Claim(record)) =
-                    (self.processes_of(claim), &self.records[claim as usize].record)
+                let (Some(processes), Some(Framed { record: Record::Claim(record), .. })) =
+                    (self.processes_of(claim), self.record(claim))
                 else {
                     continue;
                 };
@@ -495,5 +874,22 @@ impl<S: Storage> EffectLog<S> {
             }
         }
         Ok(recovered)
+    }
+}
+
+impl<S: Storage> Drop for EffectLog<S> {
+    /// LOG-3: what this handle appended without an fsync becomes durable when
+    /// it is dropped at the latest (a process's end). A failure here poisons
+    /// the log like any other; nobody is left to tell but the diagnostics.
+    fn drop(&mut self) {
+        // A writer that read far past its checkpoint (a log from before
+        // checkpoints, or others' appends) fsyncs first: a checkpoint covers
+        // durable records only.
+        if (self.unsynced || self.checkpoint_due())
+            && !self.poisoned
+            && let Err(error) = self.sync()
+        {
+            tracing::error!(path = %self.path, "the log's last records may not be durable: {error}");
+        }
     }
 }

@@ -48,10 +48,11 @@ pub enum LogError {
         /// The OS error.
         source: io::Error,
     },
-    /// fsync failed: the record may or may not be durable; it was cut back and
-    /// this handle is poisoned (LOG-4).
+    /// fsync failed: the record may or may not be durable, and the log is
+    /// poisoned for every writer (LOG-4).
     #[error(
-        "{path}: durability unknown: fsync failed ({source}); the record was cut back and this handle accepts no more appends"
+        "{path}: durability unknown: fsync failed ({source}); the record may or may not be on disk, and the log \
+         accepts no more appends until `effects log recover` has examined its tail"
     )]
     DurabilityUnknown {
         /// The log.
@@ -59,11 +60,17 @@ pub enum LogError {
         /// The OS error.
         source: io::Error,
     },
-    /// An earlier fsync failure poisoned this handle.
-    #[error("{path}: handle poisoned by an earlier fsync failure; open the log again")]
+    /// An earlier fsync failure, by this writer or another, poisoned the log
+    /// (LOG-4): nothing was written.
+    #[error(
+        "{path}: durability unknown: an fsync of this log failed ({detail}); appends are refused until \
+         `effects log recover` has examined its tail"
+    )]
     Poisoned {
         /// The log.
         path: String,
+        /// The poison marker, or what this handle saw.
+        detail: String,
     },
     /// The merged history refuses the record (LOG-2).
     #[error("{path}: record refused: {source}")]

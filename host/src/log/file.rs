@@ -15,7 +15,7 @@ use std::fs::File;
 use cap_std::fs::{Dir, DirBuilder};
 use rustix::fs::{FileType, Mode, OFlags};
 
-use super::EffectLog;
+use super::effect_log::{Checkpoints, EffectLog};
 use super::error::LogError;
 use super::frame::OperatorKey;
 use super::storage::DiskFile;
@@ -54,11 +54,14 @@ pub struct OpenOptionsLog {
     /// (LOG-7, SPEC 9 "eager recovery"): tear their commands' survivors down
     /// and record them INTERRUPTED. Readers that must not write turn it off.
     pub recover: bool,
+    /// Start at the log's checkpoint, and keep one (LOG-10). A read-only
+    /// handle never writes one, whatever this says.
+    pub checkpoints: Checkpoints,
 }
 
 impl Default for OpenOptionsLog {
     fn default() -> Self {
-        Self { mode: OpenMode::ReadWrite, key: None, recover: true }
+        Self { mode: OpenMode::ReadWrite, key: None, recover: true, checkpoints: Checkpoints::Ignore }
     }
 }
 
@@ -159,12 +162,22 @@ pub fn open_lineage(
         operation: "clone directory handle",
         source,
     })?;
-    let storage = DiskFile::new(file, directory, &name);
-    let mut log = EffectLog::open(storage, path, options.key.clone())?;
+    let storage = DiskFile::new(file, directory, display_dir, &name);
+    let checkpoints = match (options.mode, options.checkpoints) {
+        (OpenMode::ReadOnly, Checkpoints::Keep) => Checkpoints::Use,
+        (_, checkpoints) => checkpoints,
+    };
+    let mut log = EffectLog::open_with(storage, path, options.key.clone(), checkpoints)?;
     if options.recover && options.mode == OpenMode::ReadWrite {
-        let recovered = log.recover_interrupted(crate::executor::judge)?;
-        if !recovered.is_empty() {
-            tracing::info!(path = %log.path(), ?recovered, "recorded claims of dead executors as INTERRUPTED");
+        match log.recover_interrupted(crate::executor::judge) {
+            Ok(recovered) if recovered.is_empty() => {}
+            Ok(recovered) => {
+                tracing::info!(path = %log.path(), ?recovered, "recorded claims of dead executors as INTERRUPTED");
+            }
+            // LOG-4: a poisoned log still opens, to be read; every append,
+            // recovery's included, waits for `effects log recover`.
+            Err(error @ LogError::Poisoned { .. }) => tracing::warn!("{error}"),
+            Err(error) => return Err(error),
         }
     }
     Ok(Some(log))

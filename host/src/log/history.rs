@@ -22,9 +22,9 @@
 //! - a decision is over earlier records only: the positions it was taken
 //!   through come before its own, so a replay's cut is in the log.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use crate::model::Execution;
+use crate::model::{Execution, FilesystemRoot};
 
 use super::record::{Position, Record};
 
@@ -161,18 +161,80 @@ fn describe(state: ClaimState) -> &'static str {
 #[derive(Debug, Clone, Default)]
 pub struct History {
     slots: Vec<Slot>,
-    /// Each run's root (device, inode), from its first claim that records one.
-    roots: HashMap<String, (u64, u64)>,
+    /// Each run's root, from its first claim that records one.
+    roots: HashMap<String, FilesystemRoot>,
+    /// The root of the lineage's first claim that records one, by any run.
+    lineage_root: Option<FilesystemRoot>,
+    /// Every run with a record here.
+    runs: HashSet<String>,
     journal: Option<Journal>,
 }
 
-/// Changes since `begin`: the length then, each overwritten slot, and the
-/// runs whose root was first seen.
+/// Changes since `begin`: the length then, each overwritten slot, the runs
+/// whose root was first seen, the runs first seen, and whether the
+/// lineage's root was.
 #[derive(Debug, Clone, Default)]
 struct Journal {
     len: usize,
     overwritten: Vec<(usize, Slot)>,
     rooted: Vec<String>,
+    seen: Vec<String>,
+    lineage_rooted: bool,
+}
+
+/// A [`History`] written down, for a checkpoint (LOG-10): one character per
+/// position, and the runs with their roots. A position is `o` (not a
+/// claim), or a claim: `a` unsettled, `r` RUNNING, or settled, one letter
+/// per [`Execution`] (`n` not executed, `s` reported success, `f` failed,
+/// `t` timed out, `c` cancelled, `i` interrupted, `u` unknown); upper case
+/// when its processes are recorded.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistorySnapshot {
+    slots: String,
+    roots: Vec<(String, FilesystemRoot)>,
+    lineage_root: Option<FilesystemRoot>,
+    runs: Vec<String>,
+}
+
+const EXECUTIONS: [(Execution, u8); 8] = [
+    (Execution::NotExecuted, b'n'),
+    (Execution::ReportedSuccess, b's'),
+    (Execution::Failed, b'f'),
+    (Execution::TimedOut, b't'),
+    (Execution::Cancelled, b'c'),
+    (Execution::Running, b'r'),
+    (Execution::Interrupted, b'i'),
+    (Execution::Unknown, b'u'),
+];
+
+fn slot_code(slot: Slot) -> u8 {
+    let (state, processes) = match slot {
+        Slot::Other => return b'o',
+        Slot::Claim(state, processes) => (state, processes),
+    };
+    let code = match state {
+        ClaimState::Attempted => b'a',
+        ClaimState::Running => b'r',
+        ClaimState::Settled(execution) => EXECUTIONS
+            .iter()
+            .find(|(e, _)| *e == execution)
+            .map(|(_, c)| *c)
+            .expect("every execution has a code"),
+    };
+    if processes { code.to_ascii_uppercase() } else { code }
+}
+
+fn slot_of(code: u8) -> Option<Slot> {
+    let processes = code.is_ascii_uppercase();
+    let state = match code.to_ascii_lowercase() {
+        b'o' if !processes => return Some(Slot::Other),
+        b'a' => ClaimState::Attempted,
+        // A settled RUNNING is not a state (RUNNING is its own): `r` is RUNNING.
+        b'r' => ClaimState::Running,
+        other => ClaimState::Settled(EXECUTIONS.iter().find(|(_, c)| *c == other)?.0),
+    };
+    Some(Slot::Claim(state, processes))
 }
 
 impl History {
@@ -204,6 +266,70 @@ impl History {
         matches!(self.slots.get(position as usize), Some(Slot::Claim(_, true)))
     }
 
+    /// Claims with no settled outcome (none, or RUNNING), in order: what a
+    /// checkpoint keeps the records of (LOG-10).
+    pub fn open_claims(&self) -> impl Iterator<Item = Position> + '_ {
+        self.slots.iter().enumerate().filter_map(|(position, slot)| {
+            matches!(slot, Slot::Claim(ClaimState::Attempted | ClaimState::Running, _))
+                .then_some(position as Position)
+        })
+    }
+
+    /// RUNNING claims, in order (background launches: what the monitor reads).
+    pub fn running_claims(&self) -> impl Iterator<Item = Position> + '_ {
+        self.slots.iter().enumerate().filter_map(|(position, slot)| {
+            matches!(slot, Slot::Claim(ClaimState::Running, _)).then_some(position as Position)
+        })
+    }
+
+    /// The root `run`'s claims record (ID-5), from its first that records one.
+    pub fn run_root(&self, run: &str) -> Option<&FilesystemRoot> {
+        self.roots.get(run)
+    }
+
+    /// The root of the lineage's first claim that records one.
+    pub fn lineage_root(&self) -> Option<&FilesystemRoot> {
+        self.lineage_root.as_ref()
+    }
+
+    /// Whether `run` has any record here.
+    pub fn has_run(&self, run: &str) -> bool {
+        self.runs.contains(run)
+    }
+
+    /// This history written down, for a checkpoint.
+    pub fn snapshot(&self) -> HistorySnapshot {
+        let mut roots: Vec<_> = self.roots.iter().map(|(run, root)| (run.clone(), root.clone())).collect();
+        roots.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut runs: Vec<_> = self.runs.iter().cloned().collect();
+        runs.sort();
+        HistorySnapshot {
+            slots: self.slots.iter().map(|slot| slot_code(*slot) as char).collect(),
+            roots,
+            lineage_root: self.lineage_root.clone(),
+            runs,
+        }
+    }
+
+    /// The history a snapshot wrote down; `None` when it is not one
+    /// [`History::snapshot`] writes (an unknown code, a root of a run with
+    /// no records, a root for the lineage without one of a run).
+    pub fn restore(snapshot: HistorySnapshot) -> Option<History> {
+        let slots = snapshot.slots.bytes().map(slot_of).collect::<Option<Vec<_>>>()?;
+        let runs: HashSet<String> = snapshot.runs.into_iter().collect();
+        let roots: HashMap<String, FilesystemRoot> = snapshot.roots.into_iter().collect();
+        let consistent = roots.keys().all(|run| runs.contains(run))
+            && snapshot.lineage_root.as_ref().is_none_or(|root| roots.values().any(|r| r == root))
+            && (snapshot.lineage_root.is_some() || roots.is_empty());
+        consistent.then_some(History {
+            slots,
+            roots,
+            lineage_root: snapshot.lineage_root,
+            runs,
+            journal: None,
+        })
+    }
+
     /// Claims with no outcome at all, in order (what LOG-7 recovers).
     pub fn unsettled_claims(&self) -> impl Iterator<Item = Position> + '_ {
         self.slots.iter().enumerate().filter_map(|(position, slot)| {
@@ -220,9 +346,10 @@ impl History {
     /// ID-5: a claim's root is its run's.
     fn check_root(&self, run_id: &str, record: &Record) -> Result<(), HistoryError> {
         let Record::Claim(claim) = record else { return Ok(()) };
-        let (Some(root), Some(&(run_device, run_inode))) = (&claim.root, self.roots.get(run_id)) else {
+        let (Some(root), Some(run_root)) = (&claim.root, self.roots.get(run_id)) else {
             return Ok(());
         };
+        let (run_device, run_inode) = (run_root.device, run_root.inode);
         if (root.device, root.inode) == (run_device, run_inode) {
             return Ok(());
         }
@@ -237,7 +364,7 @@ impl History {
 
     /// Starts journaling changes, for a [`History::rollback`].
     pub fn begin(&mut self) {
-        self.journal = Some(Journal { len: self.slots.len(), overwritten: Vec::new(), rooted: Vec::new() });
+        self.journal = Some(Journal { len: self.slots.len(), ..Journal::default() });
     }
 
     /// Keeps every change since [`History::begin`].
@@ -255,6 +382,12 @@ impl History {
             for run in journal.rooted {
                 self.roots.remove(&run);
             }
+            for run in journal.seen {
+                self.runs.remove(&run);
+            }
+            if journal.lineage_rooted {
+                self.lineage_root = None;
+            }
         }
     }
 
@@ -266,9 +399,21 @@ impl History {
             && let Some(root) = &claim.root
             && !self.roots.contains_key(run_id)
         {
-            self.roots.insert(run_id.to_owned(), (root.device, root.inode));
+            self.roots.insert(run_id.to_owned(), root.clone());
             if let Some(journal) = &mut self.journal {
                 journal.rooted.push(run_id.to_owned());
+            }
+            if self.lineage_root.is_none() {
+                self.lineage_root = Some(root.clone());
+                if let Some(journal) = &mut self.journal {
+                    journal.lineage_rooted = true;
+                }
+            }
+        }
+        if !self.runs.contains(run_id) {
+            self.runs.insert(run_id.to_owned());
+            if let Some(journal) = &mut self.journal {
+                journal.seen.push(run_id.to_owned());
             }
         }
         if let Some((claim, state)) = update {

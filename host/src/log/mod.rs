@@ -4,13 +4,16 @@
 //! checksummed and hash-chained (`frame`); the history rules decide which
 //! records may follow which (`history`); `scan` reads bytes into records and
 //! tells a torn tail from corruption; [`EffectLog`] runs the append protocol
-//! (lock, merge, allocate, validate, write, fsync, unlock) over the one IO seam
-//! [`Storage`]; `file` opens the real file with the LOG-1 checks; `launch` is
-//! the launch index (LOG-8), written through `durable`'s whole-file replace.
+//! (lock, merge, allocate, validate, write, unlock, fsync) over the one IO
+//! seam [`Storage`]; `checkpoint` lets a continuing process read only what
+//! follows a verified checkpoint (LOG-10); `file` opens the real file with
+//! the LOG-1 checks; `launch` is the launch index (LOG-8), written through
+//! `durable`'s whole-file replace.
 //!
 //! Record format and fsync protocol: see `frame.rs` and `effect_log.rs`; both
 //! are written down at the top of those files.
 
+mod checkpoint;
 pub mod durable;
 mod effect_log;
 mod error;
@@ -23,16 +26,17 @@ mod record;
 mod scan;
 mod storage;
 
-pub use effect_log::{EffectLog, Recovery};
+pub use checkpoint::CHECKPOINT_EVERY;
+pub use effect_log::{Checkpoints, EffectLog, Recovery};
 pub use error::LogError;
 pub use file::{DiskLog, OpenMode, OpenOptionsLog, check_file, check_run_id, open_effects_dir, open_lineage};
 pub use frame::{Framed, OperatorKey};
 pub use group::GroupLog;
-pub use history::{ClaimState, History, HistoryError};
+pub use history::{ClaimState, History, HistoryError, HistorySnapshot};
 pub use launch::{LaunchIndex, read_launch_index, reserve_launch, write_launch_index};
 pub use record::{
     ClaimRecord, DecisionDetail, DecisionRecord, EvaluatorRun, Executor, Obligation, ObservationRecord,
     OperationRef, OutcomeRecord, Position, ProcessesRecord, Record, VerifierRecord,
 };
 pub use scan::{Defect, Scanned, scan};
-pub use storage::{DiskFile, Faults, LockKind, MemoryFile, Storage};
+pub use storage::{DiskFile, Faults, LockKind, MemoryFile, Sidecar, Storage};

@@ -276,4 +276,13 @@ impl Record {
             Record::Processes(_) => "processes",
         }
     }
+
+    /// Whether an append of this record is fsynced before it returns
+    /// (LOG-3, revision 2): a claim, before its backend runs; a command's
+    /// processes, before the command runs (PROC-2); a decision, before it is
+    /// returned. Outcomes, observations and verifier runs ride the log's next
+    /// fsync: lost in a crash, their claim recovers as INTERRUPTED.
+    pub fn durable_on_return(&self) -> bool {
+        matches!(self, Record::Claim(_) | Record::Processes(_) | Record::Decision(_))
+    }
 }

@@ -6,7 +6,9 @@
 //!
 //! The contract mirrors POSIX: `write_at` may fail after writing part of its
 //! bytes (ENOSPC, a short write), `sync` may fail (EIO) and after a failed sync
-//! nothing is known about durability, `lock` is `flock(2)`.
+//! nothing is known about durability, `lock` is `flock(2)`. Beside the log live
+//! its [`Sidecar`]s, small files each written whole and durably: the poison
+//! marker a failed fsync leaves (LOG-4) and the verified checkpoint (LOG-10).
 
 use std::fs::File;
 use std::io;
@@ -23,6 +25,30 @@ pub enum LockKind {
     Shared,
     /// Appends and repairs run under an exclusive lock.
     Exclusive,
+}
+
+/// A small file beside the log, named after it (`<log>.poisoned`,
+/// `<log>.checkpoint`): written whole and durably, read whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Sidecar {
+    /// LOG-4: an fsync of the log failed; appends are refused until the
+    /// operator's recovery has examined the tail.
+    Poisoned,
+    /// LOG-10: where a reader may start instead of reading the whole log.
+    Checkpoint,
+}
+
+impl Sidecar {
+    fn suffix(self) -> &'static str {
+        match self {
+            Sidecar::Poisoned => "poisoned",
+            Sidecar::Checkpoint => "checkpoint",
+        }
+    }
+
+    /// The largest sidecar read: a checkpoint holds one byte per record
+    /// (`history.rs`), so 64 MiB is a log of some sixty million records.
+    const READ_BOUND: u64 = 64 << 20;
 }
 
 /// What the effect log needs from a file.
@@ -46,6 +72,13 @@ pub trait Storage {
     fn unlock(&self) -> io::Result<()>;
     /// Keeps bytes cut from a torn tail beside the log (`<log>.broken`).
     fn preserve_broken(&mut self, bytes: &[u8]) -> io::Result<()>;
+    /// The sidecar's bytes; `None` when there is none.
+    fn read_sidecar(&self, which: Sidecar) -> io::Result<Option<Vec<u8>>>;
+    /// Replaces the sidecar with `bytes`, durably (a reader sees the old
+    /// one or the new one, never a mix).
+    fn write_sidecar(&mut self, which: Sidecar, bytes: &[u8]) -> io::Result<()>;
+    /// Removes the sidecar, durably; no error when there is none.
+    fn remove_sidecar(&mut self, which: Sidecar) -> io::Result<()>;
 }
 
 /// Reads `len` bytes from `offset` (fewer only at end of file).
@@ -66,13 +99,30 @@ pub(crate) fn read_range(storage: &impl Storage, offset: u64, len: u64) -> io::R
 pub struct DiskFile {
     file: File,
     directory: Dir,
+    /// The directory's name, for messages.
+    display: String,
+    name: String,
     broken_name: String,
 }
 
 impl DiskFile {
-    pub(crate) fn new(file: File, directory: Dir, name: &str) -> Self {
-        Self { file, directory, broken_name: format!("{name}.broken") }
+    pub(crate) fn new(file: File, directory: Dir, display: &str, name: &str) -> Self {
+        Self {
+            file,
+            directory,
+            display: display.to_owned(),
+            name: name.to_owned(),
+            broken_name: format!("{name}.broken"),
+        }
     }
+
+    fn sidecar_name(&self, which: Sidecar) -> String {
+        format!("{}.{}", self.name, which.suffix())
+    }
+}
+
+fn as_io(error: super::LogError) -> io::Error {
+    io::Error::other(error.to_string())
 }
 
 impl Storage for DiskFile {
@@ -161,6 +211,30 @@ impl Storage for DiskFile {
         broken.write_all(bytes)?;
         broken.sync_all()
     }
+
+    fn read_sidecar(&self, which: Sidecar) -> io::Result<Option<Vec<u8>>> {
+        // Checked like every control-plane file: regular, one name, bounded.
+        super::durable::read_bounded(
+            &self.directory,
+            &self.display,
+            &self.sidecar_name(which),
+            Sidecar::READ_BOUND,
+        )
+        .map_err(as_io)
+    }
+
+    fn write_sidecar(&mut self, which: Sidecar, bytes: &[u8]) -> io::Result<()> {
+        super::durable::replace(&self.directory, &self.display, &self.sidecar_name(which), bytes)
+            .map_err(as_io)
+    }
+
+    fn remove_sidecar(&mut self, which: Sidecar) -> io::Result<()> {
+        match self.directory.remove_file(self.sidecar_name(which)) {
+            Ok(()) => super::durable::sync_dir(&self.directory, &self.display).map_err(as_io),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(error) => Err(error),
+        }
+    }
 }
 
 /// Faults a [`MemoryFile`] can be told to inject.
@@ -187,6 +261,8 @@ struct MemoryState {
     /// this is the only way durable and current bytes diverge.)
     durable_before_truncation: Option<Vec<u8>>,
     broken: Vec<u8>,
+    /// Sidecars are written durably, so a crash keeps them.
+    sidecars: std::collections::HashMap<Sidecar, Vec<u8>>,
     faults: Faults,
     syncs: u64,
     directory_syncs: u64,
@@ -255,7 +331,17 @@ impl MemoryFile {
         }
         let file = MemoryFile::new();
         file.set_contents(after);
+        file.state().sidecars = state.sidecars.clone();
         file
+    }
+
+    /// Plants (or, with `None`, removes) a sidecar, e.g. a forged checkpoint.
+    pub fn set_sidecar(&self, which: Sidecar, bytes: Option<Vec<u8>>) {
+        let mut state = self.state();
+        match bytes {
+            Some(bytes) => state.sidecars.insert(which, bytes),
+            None => state.sidecars.remove(&which),
+        };
     }
 }
 
@@ -332,6 +418,20 @@ impl Storage for MemoryFile {
 
     fn preserve_broken(&mut self, bytes: &[u8]) -> io::Result<()> {
         self.state().broken.extend_from_slice(bytes);
+        Ok(())
+    }
+
+    fn read_sidecar(&self, which: Sidecar) -> io::Result<Option<Vec<u8>>> {
+        Ok(self.state().sidecars.get(&which).cloned())
+    }
+
+    fn write_sidecar(&mut self, which: Sidecar, bytes: &[u8]) -> io::Result<()> {
+        self.state().sidecars.insert(which, bytes.to_vec());
+        Ok(())
+    }
+
+    fn remove_sidecar(&mut self, which: Sidecar) -> io::Result<()> {
+        self.state().sidecars.remove(&which);
         Ok(())
     }
 }

@@ -307,6 +307,15 @@ impl SessionArgs {
                 out!("{report}");
             }
         }
+        // LOG-3: the outcomes and observations of the last steps ride this
+        // fsync; a session that cannot make them durable says so.
+        let synced = ledger.sync();
+        if let Err(error) = &synced {
+            eprintln!(
+                "effects: the last steps' outcomes may not be durable: {error}; after a crash their claims \
+                 recover as INTERRUPTED"
+            );
+        }
         let claims = tally.claims;
         // A continued run and a child both write to a log that exists.
         let log = (claims > 0 || self.run.is_some() || self.child_of.is_some())
@@ -361,7 +370,7 @@ impl SessionArgs {
         // caller that reads only the status must not take BLOCKED steps (their
         // claims were never durable, so they never ran) or unrecorded ones
         // for work done.
-        let mut problems = false;
+        let mut problems = synced.is_err();
         if tally.blocked > 0 {
             eprintln!(
                 "effects: {} step(s) were BLOCKED: their claims could not be made durable, so they never \

@@ -1,0 +1,188 @@
+//! Verified checkpoints (LOG-10): continuing a run costs O(new records).
+//!
+//! A checkpoint, `<log>.checkpoint` beside the log, says where a reader may
+//! start instead of reading the whole log:
+//!
+//! ```text
+//! {"version":1,"keyed":false,"records":N,"offset":X,"last_line":L,"head":"<64 hex>",
+//!  "history":{...},"open":[{framed record}, ...]}\n
+//! <64 hex seal>\n
+//! ```
+//!
+//! - `records` and `offset`: it covers the first N records, which end at
+//!   byte X (a line boundary);
+//! - `last_line` and `head`: record N-1 starts at byte L and its check is
+//!   `head`, so a reader verifies the checkpoint against the log itself by
+//!   reading that one line (position, checksum or HMAC, check);
+//! - `history`: the history rules' state after those records (a
+//!   [`HistorySnapshot`]: one byte per record, and the runs' roots);
+//! - `open`: the records a writer still needs of the covered part: every
+//!   claim with no settled outcome, with its processes record (recovery's
+//!   judge, LOG-7, and the monitor of background jobs read them);
+//! - the seal: SHA-256 of the first line, or HMAC-SHA-256 under the operator
+//!   key when the log is keyed, so a checkpoint stands for the log exactly as
+//!   much as its records do.
+//!
+//! A checkpoint is written only over records that are durable (right after an
+//! fsync of the log) and only by a writable handle, every
+//! [`CHECKPOINT_EVERY`] records. A checkpoint that does not verify (a wrong
+//! seal, a line that is not the one it names, a log shorter than it says, an
+//! unknown version) is not used: the reader falls back to a full load, and
+//! says so in its diagnostics. What it does not check is the covered prefix
+//! itself: a full load (a decision, `effects log verify`) still reads every
+//! record from the first and fails closed on damage the checkpoint skipped.
+
+use serde::{Deserialize, Serialize};
+
+use super::frame::{self, Framed, OperatorKey};
+use super::history::{History, HistorySnapshot};
+use super::record::{Position, Record};
+
+/// How many records a writer appends or reads past its last checkpoint
+/// before it writes a new one: the most a continuing process reads.
+pub const CHECKPOINT_EVERY: u64 = 1024;
+
+/// The version this host writes and reads.
+const VERSION: u32 = 1;
+
+/// A checkpoint, as written.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Body {
+    version: u32,
+    keyed: bool,
+    records: Position,
+    offset: u64,
+    last_line: u64,
+    head: String,
+    history: HistorySnapshot,
+    open: Vec<OpenRecord>,
+}
+
+/// One record a checkpoint keeps (see the module doc).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OpenRecord {
+    position: Position,
+    run_id: String,
+    record: Record,
+    check: String,
+}
+
+/// A verified checkpoint: where to start and what was before it.
+#[derive(Debug)]
+pub struct Checkpoint {
+    /// Records covered: the next position.
+    pub records: Position,
+    /// Bytes covered.
+    pub offset: u64,
+    /// The last covered record's check, which the next `prev` must equal.
+    pub head: [u8; 32],
+    /// The history rules' state after the covered records.
+    pub history: History,
+    /// The open claims of the covered part and their processes records.
+    pub open: Vec<Framed>,
+}
+
+/// What a writer hands [`encode`]: the state it has just made durable.
+pub struct Cover<'a> {
+    /// Records covered.
+    pub records: Position,
+    /// Bytes covered.
+    pub offset: u64,
+    /// Where the last covered record starts.
+    pub last_line: u64,
+    /// Its check.
+    pub head: [u8; 32],
+    /// The history after them.
+    pub history: &'a History,
+    /// The open claims' records and their processes records.
+    pub open: Vec<&'a Framed>,
+}
+
+/// The checkpoint's bytes.
+pub fn encode(cover: &Cover<'_>, key: Option<&OperatorKey>) -> Vec<u8> {
+    let body = Body {
+        version: VERSION,
+        keyed: key.is_some(),
+        records: cover.records,
+        offset: cover.offset,
+        last_line: cover.last_line,
+        head: hex::encode(cover.head),
+        history: cover.history.snapshot(),
+        open: cover
+            .open
+            .iter()
+            .map(|framed| OpenRecord {
+                position: framed.position,
+                run_id: framed.run_id.clone(),
+                record: framed.record.clone(),
+                check: hex::encode(framed.check),
+            })
+            .collect(),
+    };
+    let mut bytes = serde_json::to_vec(&body).expect("a checkpoint serializes");
+    let seal = frame::seal(key, &bytes);
+    bytes.push(b'\n');
+    bytes.extend_from_slice(seal.as_bytes());
+    bytes.push(b'\n');
+    bytes
+}
+
+/// Verifies a checkpoint's bytes against its seal and against the log's own
+/// line (`read_line(start, end)` reads the log's bytes `start..end`).
+/// `Err` says why it is not used.
+pub fn verify(
+    bytes: &[u8],
+    key: Option<&OperatorKey>,
+    log_length: u64,
+    read_line: impl FnOnce(u64, u64) -> std::io::Result<Vec<u8>>,
+) -> Result<Checkpoint, String> {
+    let text = bytes.strip_suffix(b"\n").ok_or("it does not end with a newline")?;
+    let split = text.iter().rposition(|&b| b == b'\n').ok_or("it has no seal")?;
+    let (body_bytes, seal) = (&text[..split], &text[split + 1..]);
+    if frame::seal(key, body_bytes).as_bytes() != seal {
+        return Err(match key {
+            Some(_) => "its seal is not the operator key's HMAC of it".into(),
+            None => "its seal is not the SHA-256 of it".into(),
+        });
+    }
+    let body: Body = crate::model::resource::trusted(|| serde_json::from_slice(body_bytes))
+        .map_err(|e| format!("it is not a checkpoint: {e}"))?;
+    if body.version != VERSION {
+        return Err(format!("version {} (this host reads {VERSION})", body.version));
+    }
+    if body.keyed != key.is_some() {
+        return Err("it was written with another keying than the log is read with".into());
+    }
+    if body.records == 0 || body.offset > log_length || body.last_line >= body.offset {
+        return Err(format!(
+            "it covers {} records and {} bytes of a log of {log_length} bytes",
+            body.records, body.offset
+        ));
+    }
+    let line = read_line(body.last_line, body.offset).map_err(|e| format!("reading its last line: {e}"))?;
+    let line = line.strip_suffix(b"\n").ok_or("the log has no line ending where it says")?;
+    let (last, _) = frame::decode_alone(line, key).map_err(|e| format!("the line it names: {e}"))?;
+    if last.position + 1 != body.records || hex::encode(last.check) != body.head {
+        return Err("the line it names is not the record it covers".into());
+    }
+    let history = History::restore(body.history).ok_or("its history is malformed")?;
+    if history.len() != body.records {
+        return Err("its history does not cover its records".into());
+    }
+    let mut open = Vec::with_capacity(body.open.len());
+    for kept in body.open {
+        let mut check = [0u8; 32];
+        hex::decode_to_slice(&kept.check, &mut check).map_err(|_| "a kept record's check is not hex")?;
+        let is_open_claim = matches!(kept.record, Record::Claim(_))
+            && history.open_claims().any(|claim| claim == kept.position);
+        let is_processes = matches!(&kept.record, Record::Processes(p) if history.has_processes(p.claim));
+        if kept.position >= body.records || !(is_open_claim || is_processes) {
+            return Err(format!("it keeps record {} that is no open claim or its processes", kept.position));
+        }
+        open.push(Framed { position: kept.position, run_id: kept.run_id, record: kept.record, check });
+    }
+    let head = last.check;
+    Ok(Checkpoint { records: body.records, offset: body.offset, head, history, open })
+}

@@ -1,0 +1,326 @@
+//! LOG-3, LOG-4 and LOG-10 of SPEC revision 2 over the in-memory crash model
+//! (`MemoryFile`), doing the bad things: crashes that lose the records that
+//! ride the next fsync, zeros where pages were never written back, a failed
+//! fsync seen by several writers, and checkpoints that are forged, stale or
+//! cover damage. The same `EffectLog` code runs on disk (`log_disk.rs` does
+//! it with real processes, `strace` and SIGKILL).
+
+use effect_ledger::log::{
+    CHECKPOINT_EVERY, Checkpoints, ClaimRecord, ClaimState, EffectLog, Faults, LogError, MemoryFile,
+    OperatorKey, OutcomeRecord, ProcessesRecord, Record, Recovery, Sidecar, Storage, VerifierRecord,
+};
+use effect_ledger::procfs::ProcessIdentity;
+use effect_ledger::model::{CleanupState, Execution, Impact, Outcome, ProducerFacts};
+use support::claim;
+
+use crate::support;
+
+fn outcome(claim: u64, execution: Execution) -> OutcomeRecord {
+    OutcomeRecord {
+        claim,
+        outcome: Outcome {
+            execution,
+            impact: Impact::Possible,
+            cleanup: CleanupState::NotApplicable,
+            replayed: false,
+            remote_acknowledged: false,
+            detached: false,
+        },
+        facts: ProducerFacts { executed: true, ..ProducerFacts::default() },
+        recovery: false,
+    }
+}
+
+/// A check's report on its own (settled) run: a record that, like an
+/// observation, rides the next fsync.
+fn check(claim: u64) -> VerifierRecord {
+    VerifierRecord { claim, command: "cargo test".into(), passed: true, exit_code: Some(0), timed_out: false }
+}
+
+fn open(file: &MemoryFile) -> EffectLog<MemoryFile> {
+    EffectLog::open(file.clone(), "mem.log", None).expect("log opens")
+}
+
+fn open_keep(file: &MemoryFile, key: Option<&OperatorKey>) -> EffectLog<MemoryFile> {
+    EffectLog::open_with(file.clone(), "mem.log", key.cloned(), Checkpoints::Keep).expect("log opens")
+}
+
+/// Every recovery judge here finds the executor dead.
+fn dead(_: &ClaimRecord, _: Option<&ProcessesRecord>) -> Recovery {
+    Recovery::Dead { cleanup: CleanupState::NotApplicable }
+}
+
+/// One step: a claim, its outcome, and a record after them that rides the
+/// next fsync too (as a readback does).
+fn step(log: &mut EffectLog<MemoryFile>, action: &str) -> u64 {
+    let position = log.claim("r1", claim(action)).unwrap();
+    log.record_outcome("r1", outcome(position, Execution::ReportedSuccess)).unwrap();
+    log.record_verifier("r1", check(position)).unwrap();
+    position
+}
+
+/// Byte range of line `index` (0-based) in `bytes`, without its newline.
+fn line_range(bytes: &[u8], index: usize) -> std::ops::Range<usize> {
+    let starts: Vec<usize> =
+        std::iter::once(0).chain(bytes.iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(i, _)| i + 1)).collect();
+    starts[index]..starts[index + 1] - 1
+}
+
+#[test]
+fn a_step_costs_one_fsync_its_claims_and_the_rest_ride_it() {
+    let file = MemoryFile::new();
+    let mut log = open(&file);
+    step(&mut log, "a0");
+    assert_eq!(file.sync_counts(), (1, 1), "claim fsynced; outcome and check report not");
+    assert!(log.has_unsynced());
+    step(&mut log, "a1");
+    assert_eq!(file.sync_counts().0, 2, "the second claim's fsync is the only other one");
+    drop(log);
+    assert_eq!(file.sync_counts().0, 3, "dropping the handle makes its last records durable");
+}
+
+#[test]
+fn an_outcome_lost_in_a_crash_leaves_its_claim_to_recover_as_interrupted() {
+    let file = MemoryFile::new();
+    let mut log = open(&file);
+    let claimed = log.claim("r1", claim("a0")).unwrap();
+    log.record_outcome("r1", outcome(claimed, Execution::ReportedSuccess)).unwrap();
+    // The crash comes before any fsync covers the outcome.
+    let after = file.crash(0);
+    std::mem::forget(log); // the process died: nothing ran its drop
+    let mut reopened = open(&after);
+    assert_eq!(reopened.claim_state(claimed), Some(ClaimState::Attempted), "the claim survives, unsettled");
+    assert_eq!(reopened.recover_interrupted(dead).unwrap(), vec![claimed]);
+    let history = reopened.history().unwrap();
+    let Record::Outcome(recovered) = &history[1].record else { panic!("{:?}", history[1]) };
+    assert_eq!(recovered.outcome.execution, Execution::Interrupted, "never success");
+    assert!(recovered.recovery);
+}
+
+#[test]
+fn the_next_claims_fsync_makes_earlier_outcomes_durable() {
+    let file = MemoryFile::new();
+    let mut log = open(&file);
+    let first = step(&mut log, "a0");
+    log.claim("r1", claim("a1")).unwrap();
+    let after = file.crash(0);
+    std::mem::forget(log);
+    let reopened = open(&after);
+    assert!(matches!(reopened.claim_state(first), Some(ClaimState::Settled(Execution::ReportedSuccess))));
+    assert_eq!(reopened.records().len(), 4);
+}
+
+#[test]
+fn zeros_where_unsynced_records_were_never_written_back_are_a_torn_tail() {
+    let file = MemoryFile::new();
+    let mut log = open(&file);
+    let claimed = step(&mut log, "a0");
+    std::mem::forget(log);
+    // The outcome's page never reached the disk; the next record's did.
+    let mut bytes = file.contents();
+    for b in &mut bytes[line_range(&file.contents(), 1)] {
+        *b = 0;
+    }
+    let crashed = MemoryFile::new();
+    crashed.set_contents(bytes.clone());
+    let mut reopened = open(&crashed);
+    assert_eq!(reopened.records().len(), 1, "only the claim is read");
+    assert!(reopened.read_offset() < bytes.len() as u64);
+    assert!(reopened.repair().unwrap() > 0, "the lost tail is cut");
+    assert_eq!(crashed.broken(), bytes[line_range(&bytes, 1).start..].to_vec(), "its bytes are kept");
+    assert_eq!(reopened.recover_interrupted(dead).unwrap(), vec![claimed], "the claim recovers INTERRUPTED");
+}
+
+#[test]
+fn zeros_before_a_durable_claim_are_corruption_not_a_lost_tail() {
+    let file = MemoryFile::new();
+    let mut log = open(&file);
+    step(&mut log, "a0");
+    log.claim("r1", claim("a1")).unwrap(); // fsynced after the outcome was written
+    std::mem::forget(log);
+    let mut bytes = file.contents();
+    for b in &mut bytes[line_range(&file.contents(), 1)] {
+        *b = 0;
+    }
+    let damaged = MemoryFile::new();
+    damaged.set_contents(bytes);
+    match EffectLog::open(damaged, "mem.log", None) {
+        Err(LogError::Corrupt { line: 2, reason, .. }) => assert!(reason.contains("claim record follows"), "{reason}"),
+        Err(other) => panic!("expected corruption at line 2, got {other}"),
+        Ok(_) => panic!("damage inside the durable log must fail closed"),
+    }
+}
+
+#[test]
+fn a_stray_byte_in_the_last_outcome_is_corruption_not_a_lost_tail() {
+    let file = MemoryFile::new();
+    let mut log = open(&file);
+    let claimed = log.claim("r1", claim("a0")).unwrap();
+    log.record_outcome("r1", outcome(claimed, Execution::Failed)).unwrap();
+    drop(log);
+    let mut bytes = file.contents();
+    let outcome_line = line_range(&bytes, 1);
+    bytes[outcome_line.start] = b'['; // no crash writes this
+    let damaged = MemoryFile::new();
+    damaged.set_contents(bytes);
+    assert!(matches!(EffectLog::open(damaged, "mem.log", None), Err(LogError::Corrupt { line: 2, .. })));
+}
+
+#[test]
+fn a_failed_fsync_poisons_the_log_for_every_writer_until_it_is_examined() {
+    let file = MemoryFile::new();
+    let (mut first, mut second) = (open(&file), open(&file));
+    first.claim("r1", claim("a0")).unwrap();
+    file.set_faults(Faults { failing_syncs: 1, ..Faults::default() });
+    assert!(matches!(first.claim("r1", claim("a1")), Err(LogError::DurabilityUnknown { .. })));
+    assert!(file.read_sidecar(Sidecar::Poisoned).unwrap().is_some(), "a durable marker for the others");
+    // The other writer's fsync would succeed now (Linux may say so after
+    // dropping the pages): it must not get the chance.
+    let before = file.contents().len();
+    match second.claim("r1", claim("b0")) {
+        Err(error @ LogError::Poisoned { .. }) => {
+            assert!(error.to_string().contains("effects log recover"), "{error}");
+            assert!(error.not_persisted());
+        }
+        other => panic!("expected the log poisoned for the second writer, got {other:?}"),
+    }
+    assert!(matches!(open(&file).claim("r1", claim("c0")), Err(LogError::Poisoned { .. })), "and a new one");
+    assert_eq!(file.contents().len(), before, "nothing was written while poisoned");
+    // The failed claim stays in the file (others may have appended after
+    // it), unsettled: its executor never ran the backend.
+    let mut operator = open(&file);
+    assert_eq!(operator.claim_state(1), Some(ClaimState::Attempted));
+    assert!(operator.clear_poison().unwrap().is_some());
+    assert!(file.read_sidecar(Sidecar::Poisoned).unwrap().is_none());
+    assert!(second.claim("r1", claim("b1")).is_ok(), "a writer poisoned by the marker appends again");
+    assert!(matches!(first.claim("r1", claim("a2")), Err(LogError::Poisoned { .. })), "the failed one never");
+}
+
+#[test]
+fn a_continuing_handle_reads_only_what_follows_the_checkpoint() {
+    let file = MemoryFile::new();
+    let mut log = open_keep(&file, None);
+    let open_claim = log.claim("r1", claim("open")).unwrap();
+    let settled = step(&mut log, "first");
+    let steps = CHECKPOINT_EVERY / 3 + 10;
+    for i in 0..steps {
+        step(&mut log, &format!("s{i}"));
+    }
+    drop(log);
+    assert!(file.read_sidecar(Sidecar::Checkpoint).unwrap().is_some(), "a checkpoint was written");
+    let total = 1 + 3 * (steps + 1);
+
+    let mut continued = open_keep(&file, None);
+    assert!(continued.base() >= CHECKPOINT_EVERY, "started at the checkpoint: base {}", continued.base());
+    assert!((continued.records().len() as u64) < CHECKPOINT_EVERY, "read only what follows it");
+    assert_eq!(continued.rules().len(), total, "yet the rules see every record");
+    assert!(continued.record(open_claim).is_some(), "an open claim's record is kept");
+    // The history rules still hold across the checkpoint.
+    assert!(matches!(
+        continued.record_outcome("r1", outcome(settled, Execution::Failed)),
+        Err(LogError::Rejected { .. })
+    ));
+    continued.record_outcome("r1", outcome(open_claim, Execution::Failed)).unwrap();
+    assert_eq!(continued.history().unwrap().len() as u64, total + 1, "a decision reads the whole log");
+    assert_eq!(continued.base(), 0);
+}
+
+#[test]
+fn an_open_claim_from_before_the_checkpoint_is_still_recovered_with_its_processes() {
+    let file = MemoryFile::new();
+    let mut log = open_keep(&file, None);
+    let open_claim = log.claim("r1", claim("open")).unwrap();
+    let processes = ProcessesRecord {
+        claim: open_claim,
+        leader: ProcessIdentity { pid: 4_000_000, start_token: 1, boot_id: "boot".into() },
+        group: 4_000_000,
+        session: 4_000_000,
+    };
+    log.record_processes("r1", processes).unwrap();
+    for i in 0..CHECKPOINT_EVERY / 3 + 10 {
+        step(&mut log, &format!("s{i}"));
+    }
+    drop(log);
+    let mut continued = open_keep(&file, None);
+    assert!(continued.base() > open_claim + 1);
+    assert!(continued.processes_of(open_claim).is_some(), "its processes record is kept too");
+    let mut judged = Vec::new();
+    let recovered = continued
+        .recover_interrupted(|record, processes| {
+            judged.push((record.action_id.clone(), processes.is_some()));
+            Recovery::Dead { cleanup: CleanupState::Clean }
+        })
+        .unwrap();
+    assert_eq!(recovered, vec![open_claim]);
+    assert_eq!(judged, vec![("open".to_owned(), true)]);
+}
+
+/// A log with a checkpoint, and the checkpoint's bytes.
+fn checkpointed(key: Option<&OperatorKey>, actions: &str) -> (MemoryFile, Vec<u8>) {
+    let file = MemoryFile::new();
+    let mut log = open_keep(&file, key);
+    for i in 0..CHECKPOINT_EVERY / 3 + 10 {
+        step(&mut log, &format!("{actions}{i}"));
+    }
+    drop(log);
+    let sidecar = file.read_sidecar(Sidecar::Checkpoint).unwrap().expect("a checkpoint");
+    (file, sidecar)
+}
+
+#[test]
+fn a_tampered_or_stale_checkpoint_is_not_used() {
+    let (file, sidecar) = checkpointed(None, "s");
+    assert!(open_keep(&file, None).base() > 0, "the checkpoint verifies as written");
+    // A byte of it changed: its seal fails.
+    let mut tampered = sidecar.clone();
+    let at = tampered.iter().position(|&b| b == b'a').unwrap();
+    tampered[at] = b'o';
+    file.set_sidecar(Sidecar::Checkpoint, Some(tampered));
+    let reader = EffectLog::open_with(file.clone(), "mem.log", None, Checkpoints::Use).unwrap();
+    assert_eq!(reader.base(), 0, "a tampered checkpoint falls back to a full load");
+    // The log was replaced by a shorter one: the checkpoint is stale.
+    file.set_sidecar(Sidecar::Checkpoint, Some(sidecar.clone()));
+    let short = MemoryFile::new();
+    let bytes = file.contents();
+    short.set_contents(bytes[..line_range(&bytes, 10).end + 1].to_vec());
+    short.set_sidecar(Sidecar::Checkpoint, Some(sidecar.clone()));
+    let reader = EffectLog::open_with(short.clone(), "mem.log", None, Checkpoints::Use).unwrap();
+    assert_eq!((reader.base(), reader.records().len()), (0, 11));
+    // Another log of as many records (other actions): the line the
+    // checkpoint names is not there, and the whole log is read.
+    let other = checkpointed(None, "t").0;
+    other.set_sidecar(Sidecar::Checkpoint, Some(sidecar));
+    let reader = EffectLog::open_with(other.clone(), "mem.log", None, Checkpoints::Use);
+    assert_eq!(reader.unwrap().base(), 0);
+}
+
+#[test]
+fn a_keyed_logs_checkpoint_cannot_be_forged_without_the_key() {
+    let key = OperatorKey::new(vec![7; 32]).unwrap();
+    let (file, sidecar) = checkpointed(Some(&key), "s");
+    assert!(open_keep(&file, Some(&key)).base() > 0);
+    // Re-sealed with SHA-256 (all an attacker without the key can do): the
+    // keyed reader does not take it.
+    let text = String::from_utf8(sidecar).unwrap();
+    let body = text.lines().next().unwrap();
+    let forged_body = body.replace("\"keyed\":true", "\"keyed\":true ");
+    let resealed = format!("{forged_body}\n{}\n", hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&forged_body)));
+    file.set_sidecar(Sidecar::Checkpoint, Some(resealed.into_bytes()));
+    assert_eq!(EffectLog::open_with(file, "mem.log", Some(key), Checkpoints::Use).unwrap().base(), 0);
+}
+
+#[test]
+fn damage_the_checkpoint_skipped_still_fails_the_full_load() {
+    let (file, _) = checkpointed(None, "s");
+    let mut bytes = file.contents();
+    let early = line_range(&bytes, 3);
+    bytes[early.start + 1] = b'X'; // a record the checkpoint covers
+    file.set_contents(bytes);
+    // Continuing the run trusts the checkpoint, which verifies...
+    let mut continued = open_keep(&file, None);
+    assert!(continued.base() > 3);
+    continued.claim("r1", claim("after")).unwrap();
+    // ...but a decision reads the whole log, and fails closed.
+    assert!(matches!(continued.history(), Err(LogError::Corrupt { line: 4, .. })));
+    assert!(matches!(EffectLog::open(file, "mem.log", None), Err(LogError::Corrupt { line: 4, .. })));
+}
