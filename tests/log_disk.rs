@@ -296,7 +296,10 @@ fn an_fsync_failure_in_one_writer_stops_every_other_writer_of_the_log() {
     assert!(writer(dir.path(), "fsync", 1, "ok", &[]).stdout(Stdio::null()).status().unwrap().success());
     // A healthy writer appending as fast as it can, started first...
     let mut busy = KillOnDrop(
-        writer(dir.path(), "fsync", 10_000_000, "busy", &["--until-error"]).stdout(Stdio::piped()).spawn().unwrap(),
+        writer(dir.path(), "fsync", 10_000_000, "busy", &["--until-error"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap(),
     );
     let mut lines = BufReader::new(busy.0.stdout.take().unwrap()).lines();
     for _ in 0..5 {

@@ -9,8 +9,8 @@ use effect_ledger::log::{
     CHECKPOINT_EVERY, Checkpoints, ClaimRecord, ClaimState, EffectLog, Faults, LogError, MemoryFile,
     OperatorKey, OutcomeRecord, ProcessesRecord, Record, Recovery, Sidecar, Storage, VerifierRecord,
 };
-use effect_ledger::procfs::ProcessIdentity;
 use effect_ledger::model::{CleanupState, Execution, Impact, Outcome, ProducerFacts};
+use effect_ledger::procfs::ProcessIdentity;
 use support::claim;
 
 use crate::support;
@@ -61,8 +61,9 @@ fn step(log: &mut EffectLog<MemoryFile>, action: &str) -> u64 {
 
 /// Byte range of line `index` (0-based) in `bytes`, without its newline.
 fn line_range(bytes: &[u8], index: usize) -> std::ops::Range<usize> {
-    let starts: Vec<usize> =
-        std::iter::once(0).chain(bytes.iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(i, _)| i + 1)).collect();
+    let starts: Vec<usize> = std::iter::once(0)
+        .chain(bytes.iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(i, _)| i + 1))
+        .collect();
     starts[index]..starts[index + 1] - 1
 }
 
@@ -145,7 +146,9 @@ fn zeros_before_a_durable_claim_are_corruption_not_a_lost_tail() {
     let damaged = MemoryFile::new();
     damaged.set_contents(bytes);
     match EffectLog::open(damaged, "mem.log", None) {
-        Err(LogError::Corrupt { line: 2, reason, .. }) => assert!(reason.contains("claim record follows"), "{reason}"),
+        Err(LogError::Corrupt { line: 2, reason, .. }) => {
+            assert!(reason.contains("claim record follows"), "{reason}")
+        }
         Err(other) => panic!("expected corruption at line 2, got {other}"),
         Ok(_) => panic!("damage inside the durable log must fail closed"),
     }
@@ -304,7 +307,8 @@ fn a_keyed_logs_checkpoint_cannot_be_forged_without_the_key() {
     let text = String::from_utf8(sidecar).unwrap();
     let body = text.lines().next().unwrap();
     let forged_body = body.replace("\"keyed\":true", "\"keyed\":true ");
-    let resealed = format!("{forged_body}\n{}\n", hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&forged_body)));
+    let resealed =
+        format!("{forged_body}\n{}\n", hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&forged_body)));
     file.set_sidecar(Sidecar::Checkpoint, Some(resealed.into_bytes()));
     assert_eq!(EffectLog::open_with(file, "mem.log", Some(key), Checkpoints::Use).unwrap().base(), 0);
 }

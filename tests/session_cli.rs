@@ -331,3 +331,50 @@ fn a_closed_stdout_ends_the_session_quietly_between_steps() {
     assert_eq!(claims, outcomes, "no claim left unsettled by the closed pipe");
     assert!(claims < 50, "it stopped at the first line it could not print");
 }
+
+/// LOG-10 end to end: a run long enough to be checkpointed is continued by a
+/// process that reads only what follows the checkpoint, so damage planted in
+/// the part the checkpoint covers does not stop it; a decision reads the
+/// whole log and fails closed on that damage.
+#[test]
+fn continuing_a_checkpointed_run_reads_only_what_follows_and_deciding_reads_it_all() {
+    let s = session();
+    // 600 write steps: a claim and an outcome each, past the
+    // 1,024 records after which a writer leaves a checkpoint.
+    let script: String = (0..600)
+        .map(|i| format!("{{\"tool\": \"write_file\", \"input\": {{\"path\": \"f{i}.txt\", \"content\": \"{i}\\n\"}}}}\n"))
+        .collect();
+    let first = s.run(&script, &["--new-run", "long"]);
+    assert!(first.status.success(), "{}", String::from_utf8_lossy(&first.stderr));
+    let log = s.data.join("effects/long.log");
+    assert!(s.data.join("effects/long.log.checkpoint").exists(), "the long session left a checkpoint");
+    // Alter a record the checkpoint covers (a stray byte inside line 5).
+    let mut bytes = std::fs::read(&log).unwrap();
+    let line5 = bytes.iter().enumerate().filter(|(_, b)| **b == b'\n').nth(3).unwrap().0 + 1;
+    bytes[line5 + 2] = b'X';
+    std::fs::write(&log, &bytes).unwrap();
+    // The next process continues the run from the checkpoint.
+    let next = s.run(&format!("{WRITE}\n"), &["--run", "long"]);
+    assert!(
+        next.status.success(),
+        "continuing reads only the tail: {}",
+        String::from_utf8_lossy(&next.stderr)
+    );
+    assert_eq!(reports(&next)[0]["status"], "RAN");
+    // A decision is over the whole log, and refuses it.
+    let decided = Command::new(env!("CARGO_BIN_EXE_effects"))
+        .arg("--data-dir")
+        .arg(&s.data)
+        .args(["decide", "--run", "long", "--require", "a.txt", "--answer", "I wrote a.txt."])
+        .output()
+        .unwrap();
+    assert!(!decided.status.success(), "{}", String::from_utf8_lossy(&decided.stdout));
+    assert!(
+        String::from_utf8_lossy(&decided.stderr).contains("line 5"),
+        "{}",
+        String::from_utf8_lossy(&decided.stderr)
+    );
+    let verified =
+        Command::new(env!("CARGO_BIN_EXE_effects")).arg("log").arg("verify").arg(&log).output().unwrap();
+    assert!(!verified.status.success(), "log verify reads every record");
+}
