@@ -76,6 +76,8 @@ pub struct Checkpoint {
     pub records: Position,
     /// Bytes covered.
     pub offset: u64,
+    /// Where the last covered record starts.
+    pub last_line: u64,
     /// The last covered record's check, which the next `prev` must equal.
     pub head: [u8; 32],
     /// The history rules' state after the covered records.
@@ -184,5 +186,12 @@ pub fn verify(
         open.push(Framed { position: kept.position, run_id: kept.run_id, record: kept.record, check });
     }
     let head = last.check;
-    Ok(Checkpoint { records: body.records, offset: body.offset, head, history, open })
+    Ok(Checkpoint {
+        records: body.records,
+        offset: body.offset,
+        last_line: body.last_line,
+        head,
+        history,
+        open,
+    })
 }

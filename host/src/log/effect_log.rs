@@ -232,6 +232,7 @@ impl<S: Storage> EffectLog<S> {
                 self.base = found.records;
                 self.checkpointed = found.records;
                 self.read_offset = found.offset;
+                self.last_line = found.last_line;
                 self.last_check = found.head;
                 self.pinned = found.open.into_iter().map(|framed| (framed.position, framed)).collect();
                 true
