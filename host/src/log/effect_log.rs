@@ -355,7 +355,9 @@ impl<S: Storage> EffectLog<S> {
     /// poisons the log. Results are in input order.
     pub fn append_batch(&mut self, batch: &[(&str, &Record)]) -> Vec<Result<Position, LogError>> {
         if self.poisoned {
-            return batch.iter().map(|_| Err(self.poisoned_error())).collect();
+            let detail = self.poisoned_detail();
+            let refused = || LogError::Poisoned { path: self.path.clone(), detail: detail.clone() };
+            return batch.iter().map(|_| Err(refused())).collect();
         }
         let outcome = self.with_lock(LockKind::Exclusive, |log| {
             log.refuse_if_poisoned()?;
@@ -577,7 +579,10 @@ impl<S: Storage> EffectLog<S> {
             Ok(None) => Ok(()),
             // Not this handle's own failure: once `effects log recover` has
             // cleared the marker, this handle appends again.
-            Ok(Some(_)) => Err(self.poisoned_error()),
+            Ok(Some(marker)) => Err(LogError::Poisoned {
+                path: self.path.clone(),
+                detail: String::from_utf8_lossy(&marker).trim().to_owned(),
+            }),
             Err(source) => {
                 Err(LogError::Io { path: self.path.clone(), operation: "read the poison marker", source })
             }
@@ -585,11 +590,15 @@ impl<S: Storage> EffectLog<S> {
     }
 
     fn poisoned_error(&self) -> LogError {
-        let detail = match self.storage.read_sidecar(Sidecar::Poisoned) {
+        LogError::Poisoned { path: self.path.clone(), detail: self.poisoned_detail() }
+    }
+
+    /// The poison marker's text, or what this handle saw itself.
+    fn poisoned_detail(&self) -> String {
+        match self.storage.read_sidecar(Sidecar::Poisoned) {
             Ok(Some(bytes)) => String::from_utf8_lossy(&bytes).trim().to_owned(),
             _ => "this handle's own fsync failed".to_owned(),
-        };
-        LogError::Poisoned { path: self.path.clone(), detail }
+        }
     }
 
     /// The poison marker's text, if the log is poisoned (LOG-4).
