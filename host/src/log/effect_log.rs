@@ -575,17 +575,11 @@ impl<S: Storage> EffectLog<S> {
 
     /// Step 2: a marker left by any writer's failed fsync refuses the append.
     fn refuse_if_poisoned(&mut self) -> Result<(), LogError> {
-        match self.storage.read_sidecar(Sidecar::Poisoned) {
-            Ok(None) => Ok(()),
+        match self.poison_marker()? {
+            None => Ok(()),
             // Not this handle's own failure: once `effects log recover` has
             // cleared the marker, this handle appends again.
-            Ok(Some(marker)) => Err(LogError::Poisoned {
-                path: self.path.clone(),
-                detail: String::from_utf8_lossy(&marker).trim().to_owned(),
-            }),
-            Err(source) => {
-                Err(LogError::Io { path: self.path.clone(), operation: "read the poison marker", source })
-            }
+            Some(detail) => Err(LogError::Poisoned { path: self.path.clone(), detail }),
         }
     }
 
@@ -595,8 +589,8 @@ impl<S: Storage> EffectLog<S> {
 
     /// The poison marker's text, or what this handle saw itself.
     fn poisoned_detail(&self) -> String {
-        match self.storage.read_sidecar(Sidecar::Poisoned) {
-            Ok(Some(bytes)) => String::from_utf8_lossy(&bytes).trim().to_owned(),
+        match self.poison_marker() {
+            Ok(Some(marker)) => marker,
             _ => "this handle's own fsync failed".to_owned(),
         }
     }
