@@ -17,7 +17,8 @@ mod common;
 use std::os::unix::process::CommandExt;
 use std::time::{Duration, Instant};
 
-use common::{median_us, samples, scratch, seal};
+use common::report::Figure;
+use common::{latency, median_us, samples, scratch, seal};
 use effect_ledger::ledger::Dispatch;
 use effect_ledger::producers::process::{ProcessRequest, run};
 use serde_json::json;
@@ -66,6 +67,22 @@ fn main() {
             _ => (chained(), spawned(), direct()),
         };
     }
+    Figure::new(
+        "chain_bash",
+        "chain_vs_producer",
+        "bash -c true through the chain vs the supervised producer alone",
+        latency("chain", &mut chain),
+    )
+    .against(latency("supervised producer", &mut alone))
+    .print();
+    Figure::new(
+        "chain_bash",
+        "producer_vs_spawn",
+        "the supervised producer vs a bare spawn in a process group",
+        latency("supervised producer", &mut alone),
+    )
+    .against(latency("bare spawn", &mut bare))
+    .print();
     let (bare, alone, chain) = (median_us(&mut bare), median_us(&mut alone), median_us(&mut chain));
     println!("bash -c true, {samples} samples each, medians (interleaved):");
     println!("  bare spawn in a group     {bare:>9.1} us");

@@ -15,7 +15,8 @@ use std::time::Instant;
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
-use common::{median_us, samples, scratch};
+use common::report::Figure;
+use common::{latency, median_us, samples, scratch};
 use effect_ledger::digest::Sha256Digest;
 use effect_ledger::ledger::{Dispatch, Ledger};
 use effect_ledger::producers::fs::write_file;
@@ -73,6 +74,14 @@ fn main() {
             }
         }
     }
+    Figure::new(
+        "decide_read",
+        "require_all_vs_none",
+        format!("complete requiring all {FILES} written files vs requiring none"),
+        latency("requiring all", &mut all),
+    )
+    .against(latency("requiring none", &mut none))
+    .print();
     let (none, all, direct) = (median_us(&mut none), median_us(&mut all), median_us(&mut direct));
     println!("complete over {FILES} verified 4 KiB writes, {samples} samples each, medians (interleaved):");
     println!("  requiring none of them     {none:>9.1} us");

@@ -29,11 +29,15 @@
 
 #![allow(clippy::disallowed_methods)] // the bench reads a fixture file
 
+mod common;
+
 // The allocator the `effects` binary runs with, so the figures are its figures.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::time::{Duration, Instant};
+
+use common::report::{Figure, Goal, value};
 
 use effect_ledger::completion::Evaluator;
 use effect_ledger::completion::vectors::{
@@ -164,6 +168,31 @@ fn main() {
             fuel[i]
         );
     }
+    for (i, &(n, m)) in shapes.iter().enumerate() {
+        let (nat, comp) = (ms(medians[2 * i]), ms(medians[2 * i + 1]));
+        let figure = match i {
+            0 => "component_vs_native_1k",
+            1 => "component_vs_native_10k",
+            _ => "component_vs_native_10k_on_1k",
+        };
+        Figure::new(
+            "evaluate",
+            figure,
+            format!("decision over {n} effects on {m} files: component vs native"),
+            value("component", "ms", comp, None),
+        )
+        .against(value("native", "ms", nat, None))
+        .print();
+    }
+    Figure::new(
+        "evaluate",
+        "growth_1k_to_10k",
+        "component decision, 10,000 effects vs 1,000 (10x is linear)",
+        value("10k effects", "ms", ms(medians[3]), None),
+    )
+    .against(value("1k effects", "ms", ms(medians[1]), None))
+    .goal(Goal::AtMost(12.0))
+    .print();
     println!(
         "  growth 1k -> 10k distinct files: native {:.1}x, component {:.1}x (10x is linear)",
         medians[2].as_secs_f64() / medians[0].as_secs_f64(),

@@ -5,11 +5,14 @@
 //!   directory and fails, naming the component, if any shipped byte differs.
 //! - `fixtures`: build the hostile test guests into `target/policy-fixtures/`.
 //! - `test`: the whole test suite, as a new user and CI run it.
+//! - `bench [--quick] [--only NAME]...`: every host bench, collected into
+//!   docs/benchmarks.md (`--quick`: scaled down, into target/bench-report.md).
 //! - `setup`: install the wasm guest toolchain (Debian route) if missing.
 
 // xtask is a build tool: ambient filesystem authority is its job.
 #![allow(clippy::disallowed_methods)]
 
+mod bench;
 mod guests;
 mod toolchain;
 
@@ -57,6 +60,21 @@ enum Task {
     },
     /// Install the wasm guest toolchain (Debian route) when it is missing.
     Setup,
+    /// Run every host bench and write docs/benchmarks.md from their figures.
+    Bench {
+        /// Scale every bench down (a tenth) and write target/bench-report.md
+        /// instead of the tracked page (what CI runs).
+        #[arg(long)]
+        quick: bool,
+        /// Run only this bench (repeatable): log_append, log_contention,
+        /// chain_write, chain_bash, session_continue, decide_read, evaluate,
+        /// policy_call.
+        #[arg(long, value_name = "NAME")]
+        only: Vec<String>,
+        /// Write the page here instead.
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
 }
 
 fn project_root() -> PathBuf {
@@ -71,6 +89,7 @@ fn main() -> Result<()> {
         Task::Fixtures { route } => build_fixtures(&root, route).map(drop),
         Task::Test { cargo_test_args } => test(&root, &cargo_test_args),
         Task::Setup => toolchain::ensure_debian_installed(),
+        Task::Bench { quick, only, out } => bench::run(&root, &bench::Options { quick, only, out }),
     }
 }
 
