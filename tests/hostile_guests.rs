@@ -9,7 +9,8 @@ use crate::support;
 use effect_ledger::completion::Evaluator;
 use effect_ledger::model::{Classification, EvidenceLedger, Execution, ReadbackContext, ReasonCode, Verdict};
 use effect_ledger::policy::{
-    LoadedComponent, PolicyError, PolicyOptions, PolicySet, SandboxLimits, World, load_unpinned,
+    InstanceReuse, LoadedComponent, PolicyError, PolicyOptions, PolicySet, SandboxLimits, World,
+    load_unpinned,
 };
 use support::{PolicyCopy, fixture, operation, settle_request};
 
@@ -251,6 +252,47 @@ fn an_evaluator_that_spins_traps_or_lies_gives_blocked_policy_failure_never_comp
         assert_eq!(fine.decision.verdict, Verdict::Completed, "after {mode}");
         assert!(fine.evaluator.unwrap().fuel_used.is_some_and(|f| f > 0));
     }
+}
+
+/// What `memory-snoop` answers: how many calls its instance served and how
+/// many bytes an earlier instance left in its data pages and its heap.
+fn snoop(component: &mut effect_ledger::policy::ClassifierComponent) -> String {
+    match component.classify(&operation()) {
+        Ok(called) => match called.value {
+            Classification::Refused(answer) => answer,
+            other => panic!("memory-snoop answers with a refusal, got {other:?}"),
+        },
+        Err(error) => panic!("memory-snoop should answer: {error}"),
+    }
+}
+
+/// A fresh instance starts from the component's own image however often its
+/// pooled memory slot served an earlier instance, which marked 1 MiB of data
+/// pages and 256 KiB of grown heap (POL-3: no call sees another's state). The
+/// slot reset only touches the pages an instance dirtied, so this is the test
+/// that the reset finds them all. A warm instance keeps its state, which
+/// shows the fixture can see a survivor.
+#[test]
+fn a_fresh_instance_sees_nothing_an_earlier_instance_left_in_memory() {
+    const CLEAN: &str = "calls 1, stale data 0, stale heap 0";
+    let fresh_options = PolicyOptions { reuse: InstanceReuse::FreshPerCall, ..PolicyOptions::default() };
+    let Ok(LoadedComponent::Classifier(mut fresh)) =
+        load_unpinned("memory-snoop", World::Classifier, &fixture("memory-snoop"), &fresh_options)
+    else {
+        panic!("memory-snoop loads as a classifier")
+    };
+    for call in 0..20 {
+        assert_eq!(snoop(&mut fresh), CLEAN, "fresh call {call}");
+    }
+    let mut warm = classifier("memory-snoop", SandboxLimits::default());
+    assert_eq!(snoop(&mut warm), CLEAN);
+    assert_eq!(
+        snoop(&mut warm),
+        "calls 2, stale data 1048576, stale heap 0",
+        "the warm instance kept its state"
+    );
+    warm.discard_instance();
+    assert_eq!(snoop(&mut warm), CLEAN, "after a discard the slot is reset");
 }
 
 /// Every fixture crate in guest/fixtures has a test in this file (the

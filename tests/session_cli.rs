@@ -339,8 +339,8 @@ fn a_closed_stdout_ends_the_session_quietly_between_steps() {
 #[test]
 fn continuing_a_checkpointed_run_reads_only_what_follows_and_deciding_reads_it_all() {
     let s = session();
-    // 600 write steps: a claim and an outcome each, past the
-    // 1,024 records after which a writer leaves a checkpoint.
+    // 600 write steps: a claim and an outcome each, well past the
+    // `CHECKPOINT_EVERY` (256) records after which a writer leaves a checkpoint.
     let script: String = (0..600)
         .map(|i| format!("{{\"tool\": \"write_file\", \"input\": {{\"path\": \"f{i}.txt\", \"content\": \"{i}\\n\"}}}}\n"))
         .collect();

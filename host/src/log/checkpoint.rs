@@ -40,7 +40,7 @@ use super::record::{Position, Record};
 
 /// How many records a writer appends or reads past its last checkpoint
 /// before it writes a new one: the most a continuing process reads.
-pub const CHECKPOINT_EVERY: u64 = 1024;
+pub const CHECKPOINT_EVERY: u64 = 256;
 
 /// The version this host writes and reads.
 const VERSION: u32 = 1;
