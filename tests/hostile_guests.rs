@@ -267,14 +267,13 @@ fn snoop(component: &mut effect_ledger::policy::ClassifierComponent) -> String {
 }
 
 /// A fresh instance starts from the component's own image however often its
-/// pooled memory slot served an earlier instance, which marked 1 MiB of data
-/// pages and 256 KiB of grown heap (POL-3: no call sees another's state). The
-/// slot reset only touches the pages an instance dirtied, so this is the test
-/// that the reset finds them all. A warm instance keeps its state, which
-/// shows the fixture can see a survivor.
+/// pooled memory slot served an earlier instance, which changed 1 MiB of
+/// zero-initialized data, 64 KiB of data from the image and 256 KiB of grown
+/// memory (POL-3: no call sees another's state). A warm instance keeps its
+/// state, which shows the fixture can see a survivor.
 #[test]
 fn a_fresh_instance_sees_nothing_an_earlier_instance_left_in_memory() {
-    const CLEAN: &str = "calls 1, stale data 0, stale heap 0";
+    const CLEAN: &str = "calls 1, stale data 0, stale image 0, stale heap 0";
     let fresh_options = PolicyOptions { reuse: InstanceReuse::FreshPerCall, ..PolicyOptions::default() };
     let Ok(LoadedComponent::Classifier(mut fresh)) =
         load_unpinned("memory-snoop", World::Classifier, &fixture("memory-snoop"), &fresh_options)
@@ -288,7 +287,7 @@ fn a_fresh_instance_sees_nothing_an_earlier_instance_left_in_memory() {
     assert_eq!(snoop(&mut warm), CLEAN);
     assert_eq!(
         snoop(&mut warm),
-        "calls 2, stale data 1048576, stale heap 0",
+        "calls 2, stale data 1048576, stale image 65536, stale heap 0",
         "the warm instance kept its state"
     );
     warm.discard_instance();

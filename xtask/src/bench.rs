@@ -62,7 +62,14 @@ pub fn run(root: &Path, options: &Options) -> Result<()> {
     let out = options.out.clone().unwrap_or_else(|| {
         if options.quick { root.join("target/bench-report.md") } else { root.join("docs/benchmarks.md") }
     });
-    let page = render(&figures, &machine(root), options.quick);
+    let mut page = render(&figures, &machine(root), options.quick);
+    if !options.only.is_empty()
+        && let Ok(old) = std::fs::read_to_string(&out)
+    {
+        // One bench rerun: the other benches keep their sections (each names
+        // the commit and time it was measured at).
+        page.push_str(&sections_not_in(&old, &page));
+    }
     std::fs::write(&out, page).with_context(|| format!("writing {}", out.display()))?;
     let unmet: Vec<String> = figures
         .iter()
@@ -111,6 +118,25 @@ fn run_bench(root: &Path, cargo: &str, name: &str, criterion: bool, quick: bool)
 /// What the page says about where it was measured.
 struct Machine {
     lines: Vec<(&'static str, String)>,
+}
+
+impl Machine {
+    fn get(&self, key: &str) -> &str {
+        self.lines.iter().find(|(k, _)| *k == key).map(|(_, v)| v.as_str()).unwrap_or("")
+    }
+}
+
+/// The `## bench` sections of `old` whose bench `new` does not have.
+fn sections_not_in(old: &str, new: &str) -> String {
+    let have: Vec<&str> = new.split("\n## ").skip(1).filter_map(|s| s.lines().next()).collect();
+    old.split("\n## ")
+        .skip(1)
+        .filter(|section| {
+            let name = section.lines().next().unwrap_or("");
+            BENCHES.iter().any(|(bench, _)| *bench == name) && !have.contains(&name)
+        })
+        .map(|section| format!("\n## {}", section.trim_end_matches('\n').to_owned() + "\n"))
+        .collect()
 }
 
 fn read_trimmed(path: &str) -> Option<String> {
@@ -176,7 +202,8 @@ own header (host/benches/NAME.rs) says exactly what it times and why the \
 baseline is the fair one.
 
 Regenerate this page with `cargo xtask bench` (about 15 minutes; \
-`cargo xtask bench --only NAME` for one bench). Each bench prints one \
+`cargo xtask bench --only NAME` reruns one bench and keeps the other \
+sections, each of which names the commit it was measured at). Each bench prints one \
 `BENCH {json}` line per figure, which is all this page is made from.";
 
 fn number(value: &Value) -> Option<f64> {
@@ -230,9 +257,12 @@ fn render(figures: &[Value], machine: &Machine, quick: bool) -> String {
     }
     for bench in benches {
         page.push_str(&format!(
-            "\n## {bench}\n\n`cargo bench --bench {bench}`\n\n\
+            "\n## {bench}\n\n`cargo bench --bench {bench}`, measured at {} ({}) on {}\n\n\
              | figure | measured (p50 / p99) | baseline (p50 / p99) | ratio | goal | met |\n\
-             | --- | --- | --- | --- | --- | --- |\n"
+             | --- | --- | --- | --- | --- | --- |\n",
+            machine.get("commit"),
+            machine.get("measured"),
+            machine.get("host"),
         ));
         for figure in figures.iter().filter(|f| f["bench"] == bench) {
             let ratio = figure.get("ratio").and_then(number).map(|r| format!("{r:.2}x")).unwrap_or_default();
@@ -275,5 +305,13 @@ mod tests {
         );
         assert!(page.contains("- host: h"));
         assert!(page.contains("## log_append"));
+    }
+
+    #[test]
+    fn a_rerun_of_one_bench_keeps_the_other_benches_sections() {
+        let old = "# Benchmarks\n\n## Machine\n\n- host: a\n\n## log_append\n\nold claims\n\n## evaluate\n\nold decisions\n";
+        let new = "# Benchmarks\n\n## Machine\n\n- host: b\n\n## evaluate\n\nnew decisions\n";
+        let kept = sections_not_in(old, new);
+        assert_eq!(kept, "\n## log_append\n\nold claims\n");
     }
 }

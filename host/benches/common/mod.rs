@@ -15,7 +15,8 @@ use cap_std::fs::Dir;
 use effect_ledger::identity::{ControlPlane, SealedRoot};
 use effect_ledger::ledger::{Ledger, LedgerConfig};
 use effect_ledger::log::{
-    ClaimRecord, DiskLog, EffectLog, MemoryFile, OpenMode, OpenOptionsLog, OperationRef, open_lineage,
+    Checkpoints, ClaimRecord, DiskLog, EffectLog, MemoryFile, OpenMode, OpenOptionsLog, OperationRef,
+    open_lineage,
 };
 use effect_ledger::model::{ResourceRef, ResourceRole};
 use effect_ledger::policy::{PolicyOptions, PolicySet, PolicySource};
@@ -133,10 +134,15 @@ pub fn claim_line(i: usize) -> Vec<u8> {
 }
 
 /// Lineage `run_id` in `dir`, opened for appending without eager recovery
-/// (several writers share it).
+/// (several writers share it), keeping checkpoints as the ledger's handle
+/// does (so a bench pays for them where the ledger would).
 pub fn open_log(dir: &Path, run_id: &str) -> DiskLog {
     let handle = Dir::open_ambient_dir(dir, ambient_authority()).unwrap();
-    let options =
-        OpenOptionsLog { mode: OpenMode::ReadWrite, key: None, recover: false, ..Default::default() };
+    let options = OpenOptionsLog {
+        mode: OpenMode::ReadWrite,
+        key: None,
+        recover: false,
+        checkpoints: Checkpoints::Keep,
+    };
     open_lineage(&handle, "bench", run_id, &options).unwrap().unwrap()
 }

@@ -55,13 +55,15 @@ pub(crate) fn engine(limits: &SandboxLimits) -> wasmtime::Result<Engine> {
 const POOLED_INSTANCES: u32 = 32;
 
 /// Bytes of a memory slot kept resident when its instance is dropped: they are
-/// reset in place for the next instance instead of being returned to the
+/// zeroed with `memset` for the next instance instead of being returned to the
 /// kernel, so a fresh evaluator does not page-fault its way through the ledger
-/// it lifts (each decision runs on a fresh instance). Where the kernel has
-/// `PAGEMAP_SCAN` (Linux 6.7+), only the pages the instance dirtied are reset,
-/// so a fresh classifier no longer pays to zero the evaluator-sized slot
-/// (issue 18: 64 µs to about 26 µs a fresh call); elsewhere the first
-/// `KEEP_RESIDENT` bytes are `memset`.
+/// it lifts (each decision runs on a fresh instance).
+///
+/// Wasmtime's `PAGEMAP_SCAN` reset (only the pages an instance dirtied) would
+/// halve a fresh classifier's cost, but in wasmtime 48 it resets only dirty
+/// pages that are present: one swapped out or migrated at that moment keeps
+/// the last instance's bytes for the next (upstream PR #14357). Isolation
+/// between instances comes first (POL-3), so it stays off.
 const KEEP_RESIDENT: usize = 64 << 20;
 
 /// Bytes of a table slot reset with `memset` rather than `madvise` on drop:
@@ -80,7 +82,7 @@ fn pool(limits: &SandboxLimits) -> PoolingAllocationConfig {
         .total_tables(POOLED_INSTANCES * 4)
         .max_memory_size(limits.memory_bytes)
         .linear_memory_keep_resident(KEEP_RESIDENT)
-        .pagemap_scan(Enabled::Auto)
+        .pagemap_scan(Enabled::No)
         .table_keep_resident(KEEP_RESIDENT_TABLES);
     pool
 }
