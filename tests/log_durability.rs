@@ -297,6 +297,24 @@ fn a_tampered_or_stale_checkpoint_is_not_used() {
     assert_eq!(reader.unwrap().base(), 0);
 }
 
+/// A checkpoint is not fsynced (it only saves work): what a crash can leave
+/// of one (nothing, an empty file, a torn prefix, zeros where the data never
+/// reached the disk) is not used, and the whole log is read.
+#[test]
+fn what_a_crash_leaves_of_a_checkpoint_is_not_used() {
+    let (file, sidecar) = checkpointed(None, "s");
+    let records =
+        EffectLog::open_with(file.clone(), "mem.log", None, Checkpoints::Ignore).unwrap().records().len();
+    let leftovers =
+        [None, Some(Vec::new()), Some(sidecar[..sidecar.len() / 2].to_vec()), Some(vec![0; sidecar.len()])];
+    for leftover in leftovers {
+        let shown = leftover.as_ref().map(Vec::len);
+        file.set_sidecar(Sidecar::Checkpoint, leftover);
+        let reader = EffectLog::open_with(file.clone(), "mem.log", None, Checkpoints::Use).unwrap();
+        assert_eq!((reader.base(), reader.records().len()), (0, records), "leftover of {shown:?} bytes");
+    }
+}
+
 #[test]
 fn a_keyed_logs_checkpoint_cannot_be_forged_without_the_key() {
     let key = OperatorKey::new(vec![7; 32]).unwrap();

@@ -33,19 +33,32 @@ fn private_new() -> OpenOptions {
 /// Replaces `name` in `dir` with `bytes`: temporary file, fsync, rename
 /// over, directory fsync.
 pub fn replace(dir: &Dir, display: &str, name: &str, bytes: &[u8]) -> Result<(), LogError> {
+    replace_with(dir, display, name, bytes, true)
+}
+
+/// Replaces `name` in `dir` with `bytes` by a rename over it, with no fsync:
+/// for a file that only saves work (a checkpoint, LOG-10), which a crash may
+/// leave old, empty or torn, and whose reader checks it and falls back.
+pub fn replace_unsynced(dir: &Dir, display: &str, name: &str, bytes: &[u8]) -> Result<(), LogError> {
+    replace_with(dir, display, name, bytes, false)
+}
+
+fn replace_with(dir: &Dir, display: &str, name: &str, bytes: &[u8], durable: bool) -> Result<(), LogError> {
     // Unique per call: two handles of one process may replace one file at once.
     static ATTEMPT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let attempt = ATTEMPT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let temporary = format!(".{name}.tmp-{}-{attempt}", std::process::id());
     let path = format!("{display}/{name}");
     let mut file = dir.open_with(&temporary, &private_new()).map_err(io(path.clone(), "create"))?;
-    let written =
-        file.write_all(bytes).and_then(|()| file.sync_all()).and_then(|()| dir.rename(&temporary, dir, name));
+    let written = file
+        .write_all(bytes)
+        .and_then(|()| if durable { file.sync_all() } else { Ok(()) })
+        .and_then(|()| dir.rename(&temporary, dir, name));
     if let Err(error) = written {
         let _ = dir.remove_file(&temporary);
         return Err(io(path, "write, fsync and rename")(error));
     }
-    sync_dir(dir, display)
+    if durable { sync_dir(dir, display) } else { Ok(()) }
 }
 
 /// Creates `name` with `bytes` only if nothing is there yet; `Ok(false)` when

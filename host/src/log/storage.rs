@@ -224,8 +224,18 @@ impl Storage for DiskFile {
     }
 
     fn write_sidecar(&mut self, which: Sidecar, bytes: &[u8]) -> io::Result<()> {
-        super::durable::replace(&self.directory, &self.display, &self.sidecar_name(which), bytes)
-            .map_err(as_io)
+        let name = self.sidecar_name(which);
+        match which {
+            // The poison marker must outlive a crash (LOG-4).
+            Sidecar::Poisoned => super::durable::replace(&self.directory, &self.display, &name, bytes),
+            // A checkpoint only saves work: it is written after the fsync of
+            // the records it covers, so whatever a crash leaves of it names
+            // durable records or fails its seal (LOG-10); no fsync of its own.
+            Sidecar::Checkpoint => {
+                super::durable::replace_unsynced(&self.directory, &self.display, &name, bytes)
+            }
+        }
+        .map_err(as_io)
     }
 
     fn remove_sidecar(&mut self, which: Sidecar) -> io::Result<()> {
