@@ -27,12 +27,13 @@
 //! fsync of the log) and only by a writable handle, every
 //! [`CHECKPOINT_EVERY`] records. It is not fsynced itself (a rename over the
 //! old one): a crash may leave the old one, none, or a torn or zeroed file,
-//! and each of those either names durable records or fails its seal. A checkpoint that does not verify (a wrong
-//! seal, a line that is not the one it names, a log shorter than it says, an
-//! unknown version) is not used: the reader falls back to a full load, and
-//! says so in its diagnostics. What it does not check is the covered prefix
-//! itself: a full load (a decision, `effects log verify`) still reads every
-//! record from the first and fails closed on damage the checkpoint skipped.
+//! and each of those either names durable records or fails its seal. A
+//! checkpoint that does not verify (a wrong seal, a line that is not the one
+//! it names, a log shorter than it says, an unknown version) is not used:
+//! the reader falls back to a full load, and says so in its diagnostics. What
+//! it does not check is the covered prefix itself: a full load (a decision,
+//! `effects log verify`) still reads every record from the first and fails
+//! closed on damage the checkpoint skipped.
 
 use serde::{Deserialize, Serialize};
 
