@@ -47,8 +47,7 @@ struct Latencies(Vec<Duration>);
 
 impl Latencies {
     fn percentile(&mut self, p: f64) -> Duration {
-        self.0.sort_unstable();
-        self.0[((self.0.len() as f64 - 1.0) * p).round() as usize]
+        common::percentile(&mut self.0, p)
     }
 
     /// The median and 99th percentile as a report value named `name`.

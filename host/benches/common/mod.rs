@@ -32,11 +32,15 @@ pub fn median_us(samples: &mut [Duration]) -> f64 {
     percentile_us(samples, 0.5)
 }
 
-/// The `p` quantile (0.5 the median, 0.99 the 99th percentile), in
-/// microseconds.
-pub fn percentile_us(samples: &mut [Duration], p: f64) -> f64 {
+/// The `p` quantile (0.5 the median, 0.99 the 99th percentile).
+pub fn percentile(samples: &mut [Duration], p: f64) -> Duration {
     samples.sort_unstable();
-    samples[((samples.len() as f64 - 1.0) * p).round() as usize].as_secs_f64() * 1e6
+    samples[((samples.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// [`percentile`], in microseconds.
+pub fn percentile_us(samples: &mut [Duration], p: f64) -> f64 {
+    percentile(samples, p).as_secs_f64() * 1e6
 }
 
 /// The median and the 99th percentile of `samples` as a report value.
