@@ -13,6 +13,7 @@
 mod support;
 
 mod effect_log;
+mod embed;
 mod identity;
 mod identity_open;
 mod jobs;

@@ -39,6 +39,7 @@ fn claim(action_id: String) -> ClaimRecord {
         executor: Some(effect_ledger::executor::current()),
         root: None,
         confined: false,
+        profile: None,
     }
 }
 

@@ -119,5 +119,6 @@ pub fn claim(action: &str) -> ClaimRecord {
         executor: None,
         root: None,
         confined: false,
+        profile: None,
     }
 }

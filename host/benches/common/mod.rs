@@ -126,6 +126,7 @@ pub fn claim(i: usize) -> ClaimRecord {
         executor: Some(effect_ledger::executor::current()),
         root: None,
         confined: false,
+        profile: None,
     }
 }
 

@@ -262,6 +262,7 @@ mod tests {
             executor: None,
             root: None,
             confined: false,
+            profile: None,
         })
     }
 

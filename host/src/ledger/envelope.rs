@@ -106,7 +106,7 @@ pub struct ObservationView {
 }
 
 impl ObservationView {
-    fn of(position: Position, record: &ObservationRecord) -> Self {
+    pub(super) fn of(position: Position, record: &ObservationRecord) -> Self {
         let path = match record.resource.location() {
             Location::Filesystem(file) => Some(file.path.clone()),
             _ => None,

@@ -39,6 +39,7 @@
 
 pub mod bind;
 mod complete;
+mod embed;
 pub mod envelope;
 mod jobs;
 pub mod readback;
@@ -73,6 +74,7 @@ use crate::tools::Call;
 
 pub use bind::Bound;
 pub use complete::{CompleteError, Completion};
+pub use embed::{ClaimStatus, Claimed, PROFILES};
 pub use envelope::{StepResult, StepStatus, ToolResult};
 pub use jobs::LaunchLink;
 pub use runs::{Run, RunError, recorded_root, root_of_records};
@@ -139,6 +141,9 @@ pub struct Dispatched {
     /// The background launch or job it is tied to, if any: set only by
     /// dispatch (a job is validated there), read with [`Dispatched::link`].
     link: Option<LaunchLink>,
+    /// EMB-3: the claim is one that already stood for this request id (its
+    /// action id and position are that claim's; nothing was written).
+    pub duplicate: bool,
 }
 
 impl Dispatched {
@@ -198,6 +203,9 @@ pub struct Ledger {
     /// Gates of started jobs whose RUNNING outcome is not yet durable, by
     /// launch generation (`jobs.rs`).
     gates: HashMap<u64, crate::producers::supervisor::Gate>,
+    /// Calls the embedding runtime runs, claimed here and not yet settled,
+    /// by run and request id (`embed.rs`).
+    runtime: HashMap<(String, String), Dispatched>,
     /// Why the data dir may not serve this root (ID-4), if it may not: then
     /// every call is refused.
     misplaced: Option<String>,
@@ -273,7 +281,14 @@ impl Ledger {
                 }
             }
         }
-        Self { config, logs: HashMap::new(), actions: AtomicU64::new(0), gates: HashMap::new(), misplaced }
+        Self {
+            config,
+            logs: HashMap::new(),
+            actions: AtomicU64::new(0),
+            gates: HashMap::new(),
+            runtime: HashMap::new(),
+            misplaced,
+        }
     }
 
     /// The sealed root.
@@ -424,7 +439,7 @@ impl Ledger {
         request_id: &str,
         executor: crate::log::Executor,
     ) -> Dispatch {
-        self.claim_call(run, call, None, request_id, executor)
+        self.claim_call(run, call, None, request_id, executor, None)
     }
 
     /// [`Ledger::dispatch`] for an effect another process runs or reports
@@ -439,13 +454,17 @@ impl Ledger {
         executor: crate::log::Executor,
     ) -> Dispatch {
         match Call::parse(tool, input) {
-            Ok(call) => self.claim_call(run, call, None, request_id, executor),
+            Ok(call) => self.claim_call(run, call, None, request_id, executor, None),
             Err(error) => Dispatch::Refused(error.to_string()),
         }
     }
 
     /// Binds, classifies and claims `call` (its operation's action replaced
-    /// by `action` when given: a verifier run).
+    /// by `action` when given: a verifier run). With a producer `profile`
+    /// the embedding runtime runs the call (EMB-4): its facts are the
+    /// runtime's, so the operation is not producer-bound and a command is
+    /// not confined; and its request id is claimed once (EMB-3: a claim
+    /// already standing for it is answered, `duplicate`).
     pub(crate) fn claim_call(
         &mut self,
         run: &Run,
@@ -453,6 +472,7 @@ impl Ledger {
         action: Option<&str>,
         request_id: &str,
         executor: crate::log::Executor,
+        profile: Option<&str>,
     ) -> Dispatch {
         if let Some(misplaced) = &self.misplaced {
             return Dispatch::Refused(misplaced.clone());
@@ -461,6 +481,9 @@ impl Ledger {
             Ok(bound) => bound,
             Err(error) => return Dispatch::Refused(error.to_string()),
         };
+        if profile.is_some() {
+            bound.operation.producer_bound = false;
+        }
         let tool = bound.operation.tool.clone();
         let link = match self.link(run, &mut bound) {
             Ok(link) => link,
@@ -476,8 +499,15 @@ impl Ledger {
             .map(|called| called.value);
         let (plan, policy_failure) = match classified {
             Ok(Classification::ReadOnly) => {
-                let admitted =
-                    Dispatched { action_id, bound, plan: None, claim: None, policy_failure: None, link };
+                let admitted = Dispatched {
+                    action_id,
+                    bound,
+                    plan: None,
+                    claim: None,
+                    policy_failure: None,
+                    link,
+                    duplicate: false,
+                };
                 return Dispatch::Run(Box::new(admitted));
             }
             Ok(Classification::Refused(reason)) => return Dispatch::Refused(reason),
@@ -538,13 +568,20 @@ impl Ledger {
             // runs is not, whatever Landlock offers here.
             confined: crate::tools::is_command(&tool)
                 && self.config.confine.confined()
-                && executor == crate::executor::current(),
+                && executor == crate::executor::current()
+                && profile.is_none(),
+            profile: profile.map(str::to_owned),
         };
-        let position = self
-            .log(&run.lineage, true)
-            .and_then(|log| log.expect("created on demand").claim(&run.id, claim));
-        let position = match position {
-            Ok(position) => position,
+        let claimed = self.log(&run.lineage, true).and_then(|log| {
+            let log = log.expect("created on demand");
+            match profile {
+                Some(_) => log.claim_once(&run.id, claim),
+                None => log.claim(&run.id, claim).map(|position| (position, true)),
+            }
+        });
+        let position = match claimed {
+            Ok((position, true)) => position,
+            Ok((first, false)) => return self.standing_claim(run, first, bound),
             Err(error) => return Dispatch::Blocked(format!("the claim could not be persisted: {error}")),
         };
         // LOG-8: a launch is indexed before it may start. If the index cannot
@@ -559,6 +596,7 @@ impl Ledger {
                 claim: Some(position),
                 policy_failure,
                 link: None,
+                duplicate: false,
             };
             let _ = self.record_facts(run, &never, &ProducerFacts::default());
             return Dispatch::Blocked(format!("the launch index could not be written (LOG-8): {error}"));
@@ -570,6 +608,7 @@ impl Ledger {
             claim: Some(position),
             policy_failure,
             link,
+            duplicate: false,
         }))
     }
 

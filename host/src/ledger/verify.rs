@@ -58,7 +58,7 @@ impl Ledger {
             background: false,
         });
         let executor = crate::executor::current();
-        let dispatched = match self.claim_call(run, check, Some("verify"), "verify", executor) {
+        let dispatched = match self.claim_call(run, check, Some("verify"), "verify", executor, None) {
             Dispatch::Run(dispatched) => dispatched,
             Dispatch::Refused(reason) => return Err(VerifyError::Refused(reason)),
             Dispatch::Blocked(reason) => return Err(VerifyError::Blocked(reason)),

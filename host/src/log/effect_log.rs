@@ -45,6 +45,7 @@ use super::record::{
     ClaimRecord, DecisionRecord, ObservationRecord, OutcomeRecord, Position, ProcessesRecord, Record,
     VerifierRecord,
 };
+use super::requests::RequestIndex;
 use super::scan::{self, scan};
 use super::storage::{LockKind, Sidecar, Storage, read_range};
 use crate::model::{CleanupState, Execution, Impact, Outcome, ProducerFacts};
@@ -152,6 +153,8 @@ pub struct EffectLog<S: Storage> {
     synced: (Position, u64),
     poisoned: bool,
     degraded: BTreeSet<String>,
+    /// The first claim of each request id, for [`EffectLog::claim_once`].
+    requests: RequestIndex,
 }
 
 impl<S: Storage> EffectLog<S> {
@@ -190,6 +193,7 @@ impl<S: Storage> EffectLog<S> {
             synced: (0, 0),
             poisoned: false,
             degraded: BTreeSet::new(),
+            requests: RequestIndex::default(),
         };
         log.with_lock(LockKind::Shared, |log| {
             if checkpoints == Checkpoints::Ignore || !log.start_at_checkpoint() {
@@ -643,6 +647,50 @@ impl<S: Storage> EffectLog<S> {
     /// backend (LOG-4).
     pub fn claim(&mut self, run_id: &str, claim: ClaimRecord) -> Result<Position, LogError> {
         self.append(run_id, &Record::Claim(claim))
+    }
+
+    /// EMB-3: appends `claim` unless `run_id` already has a claim with its
+    /// request id, and answers the claim that stands and whether it is this
+    /// one. The check and the write are under one exclusive lock, so two
+    /// writers claiming one request id at once get one claim. Durable when
+    /// it returns either way: an earlier claim another writer made may not
+    /// have been fsynced yet, so a found claim is fsynced before it is
+    /// answered (EMB-1).
+    pub fn claim_once(&mut self, run_id: &str, claim: ClaimRecord) -> Result<(Position, bool), LogError> {
+        if self.poisoned {
+            return Err(LogError::Poisoned { path: self.path.clone(), detail: self.poisoned_detail() });
+        }
+        let request_id = claim.operation.request_id.clone();
+        let record = Record::Claim(claim);
+        let outcome = self.with_lock(LockKind::Exclusive, |log| {
+            log.refuse_if_poisoned()?;
+            log.merge(true)?;
+            match log.requests.find(log.base, &log.pinned, &log.records, run_id, &request_id) {
+                Some(found) => Ok(Err(found)),
+                None => Ok(Ok(log.write_batch(&[(run_id, &record)]))),
+            }
+        })?;
+        let (position, fresh) = match outcome {
+            Err(found) => (found, false),
+            Ok((mut results, _)) => (results.pop().expect("one result per record")?, true),
+        };
+        self.sync_now().map_err(|source| LogError::DurabilityUnknown { path: self.path.clone(), source })?;
+        Ok((position, fresh))
+    }
+
+    /// EMB-3: the first claim of `request_id` in `run` among the records
+    /// this handle holds, as of its last merge ([`EffectLog::refresh`]).
+    pub fn claim_of_request(&mut self, run_id: &str, request_id: &str) -> Option<Position> {
+        self.requests.find(self.base, &self.pinned, &self.records, run_id, request_id)
+    }
+
+    /// The outcome that settled the claim at `claim`, if this handle holds it.
+    pub fn outcome_of(&self, claim: Position) -> Option<(Position, &OutcomeRecord)> {
+        let from = claim.saturating_sub(self.base) as usize;
+        self.records[from.min(self.records.len())..].iter().find_map(|framed| match &framed.record {
+            Record::Outcome(outcome) if outcome.claim == claim => Some((framed.position, outcome)),
+            _ => None,
+        })
     }
 
     /// Appends an outcome, durable with the log's next fsync (LOG-3). A

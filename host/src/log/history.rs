@@ -549,6 +549,7 @@ mod tests {
             executor: None,
             root: None,
             confined: false,
+            profile: None,
         })
     }
 

@@ -23,6 +23,7 @@ mod group;
 mod history;
 mod launch;
 mod record;
+mod requests;
 mod scan;
 mod storage;
 

@@ -83,6 +83,13 @@ pub struct ClaimRecord {
     /// The decision discloses every executed command claim without it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub confined: bool,
+    /// EMB-4: the producer profile that predicts what the tool writes when
+    /// the embedding runtime runs it (`effects`), which also says the
+    /// runtime, not the ledger, runs it: such a claim is settled by request
+    /// id, possibly by another process (EMB-3). Absent for a claim whose
+    /// effect the ledger's own producer runs, and in older logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
 }
 
 /// The executor of a claim (LOG-7): the process that runs or reports its

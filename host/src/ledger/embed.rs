@@ -1,0 +1,443 @@
+//! Tools the embedding runtime runs itself (SPEC section 12): claimed here,
+//! run by the runtime, settled by request id.
+//!
+//! - EMB-1: [`Ledger::claim`] answers [`ClaimStatus::Run`] only once the
+//!   claim is durable; any other answer means the runtime must not run it.
+//! - EMB-3: a request id is claimed once per run, across processes (the
+//!   log's [`crate::log::EffectLog::claim_once`]): a retried claim answers
+//!   the first. [`Ledger::settle`] settles by request id; a process that did
+//!   not make the claim is given the call again, checked against the
+//!   claim's input digest, and settles what the claim recorded (its scope,
+//!   its obligations), never a plan of its own. A settled claim is settled
+//!   once: settling it again answers the first outcome and writes nothing.
+//! - EMB-4: what a runtime-run catalogued tool writes is predicted by its
+//!   producer profile. `effects`, the only one so far, is the reference
+//!   producers' semantics, so the claim's postconditions are those of the
+//!   host's own tools. The runtime's facts are exit status only (the
+//!   operation is not producer-bound, TRU-1), and after settling the ledger
+//!   reads back every file of the claim's scope itself, whatever the runtime
+//!   reported: a backend that wrote other bytes is CONTRADICTED.
+//!
+//! Background commands and `bg_job` are the ledger's own (a job is gated on
+//! its durable launch, LOG-8): they are refused here and run through
+//! [`Ledger::step`].
+
+use serde::Serialize;
+
+use crate::log::{ClaimRecord, ObservationRecord, Position};
+use crate::model::{
+    BindingIndex, ClaimPlan, Coverage, Location, Mechanism, PlannedObligation, PlannedScope, ReadbackRequest,
+};
+use crate::tools::Call;
+
+use super::envelope::{ObservationView, OutcomeView, StepResult, StepStatus, ToolResult};
+use super::step::Reported;
+use super::{Bound, Dispatch, Dispatched, Ledger, Run, bind, readback};
+
+/// The producer profiles this ledger predicts runtime-run tools with (EMB-4).
+pub const PROFILES: &[&str] = &["effects"];
+
+/// What [`Ledger::claim`] answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClaimStatus {
+    /// The runtime may run the tool: its claim (if it is an effect) is durable.
+    Run,
+    /// Refused before any claim (an escape, the store, a policy refusal, bad
+    /// input): never run it.
+    Refused,
+    /// The claim could not be made durable: never run it (LOG-4).
+    Blocked,
+}
+
+/// The answer to a claim for a tool the runtime runs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Claimed {
+    /// Whether the runtime may run it.
+    pub status: ClaimStatus,
+    /// Why not, when refused or blocked.
+    pub reason: Option<String>,
+    /// The action id (the first claim's, for a duplicate).
+    pub action_id: Option<String>,
+    /// The claim's position; `None` for an admitted read or no claim.
+    pub claim: Option<Position>,
+    /// EMB-3: the claim already stood for this request id; nothing was written.
+    pub duplicate: bool,
+    /// Why classification fell back to unknown scope (POL-4), if it did.
+    pub policy_failure: Option<String>,
+}
+
+impl Claimed {
+    fn not(status: ClaimStatus, reason: String) -> Self {
+        Self {
+            status,
+            reason: Some(reason),
+            action_id: None,
+            claim: None,
+            duplicate: false,
+            policy_failure: None,
+        }
+    }
+
+    fn run(dispatched: &Dispatched, duplicate: bool) -> Self {
+        Self {
+            status: ClaimStatus::Run,
+            reason: None,
+            action_id: Some(dispatched.action_id.clone()),
+            claim: dispatched.claim,
+            duplicate,
+            policy_failure: dispatched.policy_failure.clone(),
+        }
+    }
+}
+
+/// The plan a claim record holds, over `bound`'s bindings: each claimed
+/// resource is the binding at its location, given the incarnation the claim
+/// recorded (what the claim's evidence is about), and each obligation keeps
+/// its postcondition. `Err` when the call does not bind what was claimed.
+fn dispatched_from_claim(
+    position: Position,
+    claim: &ClaimRecord,
+    mut bound: Bound,
+    duplicate: bool,
+) -> Result<Dispatched, String> {
+    let mut index_of = |claimed: &crate::model::ResourceRef| -> Result<BindingIndex, String> {
+        let bindings = &mut bound.operation.bindings;
+        let index = bindings
+            .iter()
+            .position(|binding| binding.resource.location() == claimed.location())
+            .ok_or_else(|| {
+                format!("the call does not bind {:?}, which claim #{position} names", claimed.location())
+            })?;
+        bindings[index].resource = claimed.clone();
+        Ok(index as BindingIndex)
+    };
+    let scope = claim.impact_scope.iter().map(&mut index_of).collect::<Result<Vec<_>, _>>()?;
+    let dependencies = claim.dependencies.iter().map(&mut index_of).collect::<Result<Vec<_>, _>>()?;
+    let obligations = claim
+        .obligations
+        .iter()
+        .map(|obligation| PlannedObligation {
+            target: scope[obligation.target as usize],
+            postcondition: obligation.postcondition.clone(),
+        })
+        .collect();
+    let plan = ClaimPlan {
+        scope: if scope.is_empty() { PlannedScope::Unknown } else { PlannedScope::Exact(scope) },
+        dependencies,
+        obligations,
+        external: claim.external,
+    };
+    Ok(Dispatched {
+        action_id: claim.action_id.clone(),
+        bound,
+        plan: Some(plan),
+        claim: Some(position),
+        policy_failure: claim.policy_failure.clone(),
+        link: None,
+        duplicate,
+    })
+}
+
+/// Whether `bound` is the call `claim` recorded: its tool and its canonical
+/// input's digest.
+fn same_call(claim: &ClaimRecord, bound: &Bound) -> Result<(), String> {
+    let recorded = &claim.operation;
+    if recorded.tool != bound.operation.tool || recorded.input_sha256 != bound.operation.input_sha256 {
+        return Err(format!(
+            "request id {:?} was claimed for another call ({} with input sha256 {}); a request id names one call",
+            recorded.request_id, recorded.tool, recorded.input_sha256
+        ));
+    }
+    Ok(())
+}
+
+impl Ledger {
+    /// EMB-1: binds, classifies and durably claims `call` for the embedding
+    /// runtime to run, its writes predicted by producer `profile` (EMB-4).
+    /// The claim's executor is this process (LOG-7): while it lives the
+    /// claim is its to settle; once it is gone, recovery records the claim
+    /// INTERRUPTED. A claim already standing for `request_id` in `run`, made
+    /// by any process, is answered as it is (`duplicate`).
+    pub fn claim(&mut self, run: &Run, request_id: &str, call: Call, profile: &str) -> Claimed {
+        if !PROFILES.contains(&profile) {
+            let known = PROFILES.join(", ");
+            return Claimed::not(
+                ClaimStatus::Refused,
+                format!("unknown producer profile {profile:?}; this ledger predicts tools with: {known}"),
+            );
+        }
+        if call.is_background() || matches!(call, Call::BgJob(_)) {
+            return Claimed::not(
+                ClaimStatus::Refused,
+                format!(
+                    "{}: background jobs are the ledger's own (a job starts only behind its durable launch, \
+                     LOG-8); run it through the ledger (effect/execute)",
+                    call.tool()
+                ),
+            );
+        }
+        let key = (run.id.clone(), request_id.to_owned());
+        if let Some(dispatched) = self.runtime.get(&key) {
+            let input = call.input().to_string();
+            if crate::digest::Sha256Digest::of(input.as_bytes()).to_string()
+                != dispatched.bound.operation.input_sha256
+                || call.tool() != dispatched.bound.operation.tool
+            {
+                return Claimed::not(
+                    ClaimStatus::Refused,
+                    format!(
+                        "request id {request_id:?} was claimed for another call; a request id names one call"
+                    ),
+                );
+            }
+            return Claimed::run(dispatched, true);
+        }
+        match self.claim_call(run, call, None, request_id, crate::executor::current(), Some(profile)) {
+            Dispatch::Run(dispatched) => {
+                let claimed = Claimed::run(&dispatched, dispatched.duplicate);
+                self.runtime.insert(key, *dispatched);
+                claimed
+            }
+            Dispatch::Refused(reason) => Claimed::not(ClaimStatus::Refused, reason),
+            Dispatch::Blocked(reason) => Claimed::not(ClaimStatus::Blocked, reason),
+        }
+    }
+
+    /// The claim that already stood at `first` for a request id another
+    /// process claimed: what [`Ledger::claim`] answers instead of claiming
+    /// again.
+    pub(super) fn standing_claim(&mut self, run: &Run, first: Position, bound: Bound) -> Dispatch {
+        let claim = match self.claim_record(run, first) {
+            Ok(claim) => claim,
+            Err(why) => return Dispatch::Refused(why),
+        };
+        if let Err(why) = same_call(&claim, &bound) {
+            return Dispatch::Refused(why);
+        }
+        match dispatched_from_claim(first, &claim, bound, true) {
+            Ok(dispatched) => Dispatch::Run(Box::new(dispatched)),
+            Err(why) => Dispatch::Refused(why),
+        }
+    }
+
+    fn claim_record(&mut self, run: &Run, position: Position) -> Result<ClaimRecord, String> {
+        let log = match self.log(&run.lineage, false) {
+            Ok(Some(log)) => log,
+            Ok(None) => return Err(format!("run {} has no log here", run.id)),
+            Err(error) => return Err(error.to_string()),
+        };
+        match log.record(position).map(|framed| &framed.record) {
+            Some(crate::log::Record::Claim(claim)) => Ok(claim.clone()),
+            _ => Err(format!("position #{position} of run {} is not a claim this ledger can read", run.id)),
+        }
+    }
+
+    /// EMB-3: settles the claim of `request_id` in `run` with the facts the
+    /// runtime `reported`, then reads back the claim's files itself (EMB-4).
+    /// `call` is the call again: needed when another process made the claim,
+    /// and checked against the claim when given. Every answer is a step
+    /// result (EMB-2): refused when there is nothing to settle or the call
+    /// is not the one claimed (nothing written), the first outcome when the
+    /// claim is already settled.
+    pub fn settle(
+        &mut self,
+        run: &Run,
+        request_id: &str,
+        reported: &Reported,
+        call: Option<Call>,
+    ) -> StepResult {
+        let key = (run.id.clone(), request_id.to_owned());
+        let tool = match (&call, self.runtime.get(&key)) {
+            (Some(call), _) => call.tool().to_owned(),
+            (None, Some(dispatched)) => dispatched.bound.operation.tool.clone(),
+            (None, None) => String::new(),
+        };
+        let result = StepResult::new(run, 0, request_id, &tool);
+        let facts = reported.facts();
+        if let Err(error) = facts.check() {
+            let why =
+                format!("the reported facts contradict each other (OUT-2): {error}; nothing was recorded");
+            return result.ended(StepStatus::Refused, why);
+        }
+        let dispatched = match self.runtime.get(&key).cloned() {
+            Some(dispatched) => match &call {
+                Some(call) => {
+                    match self.bind_again(&dispatched.bound.operation.action, request_id, call.clone()) {
+                        Ok(bound)
+                            if bound.operation.input_sha256 == dispatched.bound.operation.input_sha256 =>
+                        {
+                            dispatched
+                        }
+                        Ok(_) => {
+                            let why = format!(
+                                "request id {request_id:?} was claimed for another call; nothing was recorded"
+                            );
+                            return result.ended(StepStatus::Refused, why);
+                        }
+                        Err(why) => return result.ended(StepStatus::Refused, why),
+                    }
+                }
+                None => dispatched,
+            },
+            None => match self.claimed_elsewhere(run, request_id, call) {
+                Ok(dispatched) => dispatched,
+                Err(why) => return result.ended(StepStatus::Refused, why),
+            },
+        };
+        self.settle_dispatched(run, &key, &dispatched, reported, result)
+    }
+
+    fn bind_again(&self, action: &str, request_id: &str, call: Call) -> Result<Bound, String> {
+        let mut bound = bind::bind(&self.config.root, call, Some(action), request_id, self.config.read_cap)
+            .map_err(|error| error.to_string())?;
+        bound.operation.producer_bound = false;
+        Ok(bound)
+    }
+
+    /// A claim another process made for `request_id`, as a dispatched call
+    /// over `call` bound again here.
+    fn claimed_elsewhere(
+        &mut self,
+        run: &Run,
+        request_id: &str,
+        call: Option<Call>,
+    ) -> Result<Dispatched, String> {
+        let found = match self.log(&run.lineage, false) {
+            Ok(Some(log)) => {
+                log.refresh().map_err(|error| error.to_string())?;
+                log.claim_of_request(&run.id, request_id)
+            }
+            Ok(None) => None,
+            Err(error) => return Err(error.to_string()),
+        };
+        let Some(position) = found else {
+            return Err(format!(
+                "run {} has no claim of request id {request_id:?}: claim it (effect/claim) before the tool runs",
+                run.id
+            ));
+        };
+        let claim = self.claim_record(run, position)?;
+        if claim.profile.is_none() {
+            return Err(format!(
+                "claim #{position} of request id {request_id:?} is run by the ledger's own producer; the process \
+                 that runs it settles it"
+            ));
+        }
+        let Some(call) = call else {
+            return Err(format!(
+                "request id {request_id:?} was claimed by another process (#{position}): give its tool and input \
+                 again to settle it here"
+            ));
+        };
+        let bound = self.bind_again(&claim.operation.action, request_id, call)?;
+        same_call(&claim, &bound)?;
+        dispatched_from_claim(position, &claim, bound, false)
+    }
+
+    fn settle_dispatched(
+        &mut self,
+        run: &Run,
+        key: &(String, String),
+        dispatched: &Dispatched,
+        reported: &Reported,
+        mut result: StepResult,
+    ) -> StepResult {
+        result.dispatched(dispatched);
+        result.result = ToolResult::reported(reported);
+        if let Some(claim) = dispatched.claim
+            && let Some(first) = self.settlement(run, claim)
+        {
+            self.runtime.remove(key);
+            let at = first.position.map(|p| format!(" (#{p})")).unwrap_or_default();
+            result.outcome = Some(first);
+            result.reason =
+                Some(format!("claim #{claim} was already settled{at}; this settle recorded nothing"));
+            return result;
+        }
+        let recorded = match self.record(run, dispatched, &reported.facts()) {
+            Ok(recorded) => recorded,
+            Err(error) => {
+                result.status_because(StepStatus::NotRecorded, error.to_string());
+                return result;
+            }
+        };
+        self.runtime.remove(key);
+        result.recorded(dispatched, &recorded);
+        match self.read_back_scope(run, dispatched, &recorded.observations) {
+            Ok(observations) => {
+                result.observations.extend(observations.iter().map(|(p, o)| ObservationView::of(*p, o)))
+            }
+            Err(error) => result.status_because(StepStatus::NotRecorded, error.to_string()),
+        }
+        result
+    }
+
+    /// The outcome that already settled `claim`, if one did (by any process).
+    fn settlement(&mut self, run: &Run, claim: Position) -> Option<OutcomeView> {
+        let log = self.log(&run.lineage, false).ok()??;
+        log.refresh().ok()?;
+        match log.claim_state(claim)? {
+            crate::log::ClaimState::Settled(_) => {}
+            crate::log::ClaimState::Attempted | crate::log::ClaimState::Running => return None,
+        }
+        let found = log.outcome_of(claim);
+        let (position, outcome) = match found {
+            Some((position, record)) => (Some(position), record.outcome.clone()),
+            None => return None,
+        };
+        Some(OutcomeView {
+            position,
+            execution: outcome.execution,
+            impact: outcome.impact,
+            cleanup: outcome.cleanup,
+        })
+    }
+
+    /// EMB-4: reads back, completely, every file of the claim's exact scope
+    /// that no readback of the classifier's observed already, and records
+    /// the observations.
+    fn read_back_scope(
+        &mut self,
+        run: &Run,
+        dispatched: &Dispatched,
+        already: &[(Position, ObservationRecord)],
+    ) -> Result<Vec<(Position, ObservationRecord)>, crate::log::LogError> {
+        let Some(ClaimPlan { scope: PlannedScope::Exact(scope), .. }) = &dispatched.plan else {
+            return Ok(Vec::new());
+        };
+        let bindings = &dispatched.bound.operation.bindings;
+        let mut observations = Vec::new();
+        for &index in scope {
+            let resource = &bindings[index as usize].resource;
+            let observed = already.iter().any(|(_, o)| o.resource.location() == resource.location());
+            if observed || !matches!(resource.location(), Location::Filesystem(_)) {
+                continue;
+            }
+            let request = ReadbackRequest {
+                binding: index,
+                mechanism: Mechanism::FilesystemRead,
+                coverage: Coverage::Complete,
+            };
+            let path = &dispatched.bound.paths[index as usize];
+            let cap = self.config.read_cap;
+            let observation = readback::perform(
+                &self.config.root,
+                path,
+                &request,
+                &dispatched.action_id,
+                dispatched.claim,
+                cap,
+            );
+            observations.extend(observation);
+        }
+        let mut recorded = Vec::with_capacity(observations.len());
+        if let Some(log) = self.log(&run.lineage, false)? {
+            for observation in observations {
+                let position = log.record_observation(&run.id, observation.clone())?;
+                recorded.push((position, observation));
+            }
+        }
+        Ok(recorded)
+    }
+}
