@@ -75,6 +75,8 @@ fn a_runtime_write_is_claimed_before_it_runs_settled_by_request_id_and_read_back
     assert!(!setup.root.join("a.txt").exists());
 
     std::fs::write(setup.root.join("a.txt"), "hi\n").unwrap(); // the runtime's own backend
+    let other = ledger.settle(&run, "call-1", &exit(0), Some(write("a.txt", "bye\n")));
+    assert_eq!(other.status, StepStatus::Refused, "another call never settles this claim");
     let settled = ledger.settle(&run, "call-1", &exit(0), None);
     assert_eq!(settled.status, StepStatus::Ran, "{settled:?}");
     assert_eq!(settled.claim, Some(claim));

@@ -152,6 +152,14 @@ fn same_call(claim: &ClaimRecord, bound: &Bound) -> Result<(), String> {
     Ok(())
 }
 
+/// Whether `call` is the call `dispatched` bound: its tool and the digest of
+/// its canonical input (what `bind` hashes into `input_sha256`).
+fn is_call_of(call: &Call, dispatched: &Dispatched) -> bool {
+    let operation = &dispatched.bound.operation;
+    let digest = crate::digest::Sha256Digest::of(call.input().to_string().as_bytes()).to_string();
+    call.tool() == operation.tool && digest == operation.input_sha256
+}
+
 impl Ledger {
     /// EMB-1: binds, classifies and durably claims `call` for the embedding
     /// runtime to run, its writes predicted by producer `profile` (EMB-4).
@@ -179,11 +187,7 @@ impl Ledger {
         }
         let key = (run.id.clone(), request_id.to_owned());
         if let Some(dispatched) = self.runtime.get(&key) {
-            let input = call.input().to_string();
-            if crate::digest::Sha256Digest::of(input.as_bytes()).to_string()
-                != dispatched.bound.operation.input_sha256
-                || call.tool() != dispatched.bound.operation.tool
-            {
+            if !is_call_of(&call, dispatched) {
                 return Claimed::not(
                     ClaimStatus::Refused,
                     format!(
@@ -262,23 +266,13 @@ impl Ledger {
         }
         let dispatched = match self.runtime.get(&key).cloned() {
             Some(dispatched) => match &call {
-                Some(call) => {
-                    match self.bind_again(&dispatched.bound.operation.action, request_id, call.clone()) {
-                        Ok(bound)
-                            if bound.operation.input_sha256 == dispatched.bound.operation.input_sha256 =>
-                        {
-                            dispatched
-                        }
-                        Ok(_) => {
-                            let why = format!(
-                                "request id {request_id:?} was claimed for another call; nothing was recorded"
-                            );
-                            return result.ended(StepStatus::Refused, why);
-                        }
-                        Err(why) => return result.ended(StepStatus::Refused, why),
-                    }
+                Some(call) if !is_call_of(call, &dispatched) => {
+                    let why = format!(
+                        "request id {request_id:?} was claimed for another call; nothing was recorded"
+                    );
+                    return result.ended(StepStatus::Refused, why);
                 }
-                None => dispatched,
+                _ => dispatched,
             },
             None => match self.claimed_elsewhere(run, request_id, call) {
                 Ok(dispatched) => dispatched,
