@@ -34,7 +34,14 @@ fn outcome(claim: u64, execution: Execution) -> OutcomeRecord {
 /// A check's report on its own (settled) run: a record that, like an
 /// observation, rides the next fsync.
 fn check(claim: u64) -> VerifierRecord {
-    VerifierRecord { claim, command: "cargo test".into(), passed: true, exit_code: Some(0), timed_out: false }
+    VerifierRecord {
+        claim,
+        command: "cargo test".into(),
+        passed: true,
+        exit_code: Some(0),
+        timed_out: false,
+        cancelled: false,
+    }
 }
 
 fn open(file: &MemoryFile) -> EffectLog<MemoryFile> {

@@ -4,7 +4,9 @@
 //!   `policies/manifest.toml`; `--check` rebuilds from scratch in a temporary
 //!   directory and fails, naming the component, if any shipped byte differs.
 //! - `fixtures`: build the hostile test guests into `target/policy-fixtures/`.
-//! - `test`: the whole test suite, as a new user and CI run it.
+//! - `test`: the whole test suite, as a new user and CI run it: guests, host,
+//!   then the Python and TypeScript clients against the server (`clients.rs`;
+//!   skipped when `cargo test` arguments narrow the run).
 //! - `bench [--quick] [--only NAME]...`: every host bench, collected into
 //!   docs/benchmarks.md (`--quick`: scaled down, into target/bench-report.md).
 //! - `setup`: install the wasm guest toolchain (Debian route) if missing.
@@ -13,6 +15,7 @@
 #![allow(clippy::disallowed_methods)]
 
 mod bench;
+mod clients;
 mod guests;
 mod toolchain;
 
@@ -52,7 +55,10 @@ enum Task {
         #[arg(long, value_enum)]
         route: Option<Route>,
     },
-    /// Run every test: guest unit tests, fixtures, then the host workspace.
+    /// Run every test: guest unit tests, fixtures, the host workspace, then
+    /// the Python and TypeScript clients against `effects serve` (their
+    /// pinned packages installed from the registries on first use). Extra
+    /// arguments narrow the host run and skip the clients.
     Test {
         /// Extra arguments for `cargo test` of the host workspace.
         #[arg(trailing_var_arg = true)]
@@ -231,5 +237,6 @@ fn test(root: &Path, cargo_test_args: &[String]) -> Result<()> {
         .current_dir(root)
         .args(["test", "--release", "--locked", "--workspace"])
         .args(cargo_test_args)
-        .env("EFFECTS_FIXTURES_DIR", fixtures_dir(root)))
+        .env("EFFECTS_FIXTURES_DIR", fixtures_dir(root)))?;
+    if cargo_test_args.is_empty() { clients::test(root) } else { Ok(()) }
 }

@@ -24,7 +24,8 @@ use effect_ledger::completion::{Recorded, Replay, ReplayError};
 use effect_ledger::data_dir::DataDir;
 use effect_ledger::digest::Sha256Digest;
 use effect_ledger::ledger::{CompleteError, Completion, Run, RunError, recorded_root};
-use effect_ledger::log::{DiskLog, LogError, OperatorKey};
+use effect_ledger::log::{DiskLog, EvaluatorRun, LogError, OperatorKey, Position};
+use effect_ledger::model::{EffectAssessment, Reason, Verdict};
 use effect_ledger::policy::{self, EvaluatorComponent, LoadedComponent, PolicyOptions, PolicySet, World};
 
 use super::input::{read_bounded, read_key};
@@ -303,21 +304,52 @@ fn describe_replay(report: &Value) -> String {
     out
 }
 
-/// The decision as JSON: `verdict`, `reasons`, `disclosures`, `assessments`,
-/// `answer` (the presented answer), and how it was reached.
+/// A decision as every surface shows it: `verdict`, `reasons`,
+/// `disclosures`, `assessments`, `answer` (the presented answer), and how it
+/// was reached (`evaluator`, `policy_failure`, where it was `recorded`, how
+/// many evidence records it was taken over).
+#[derive(Debug, Clone, serde::Serialize, schemars::JsonSchema)]
+pub(super) struct DecisionView {
+    /// COMPLETED, FAILED, BLOCKED or UNVERIFIED.
+    pub verdict: Verdict,
+    /// Why, each with what would clear it.
+    pub reasons: Vec<Reason>,
+    /// What the answer must carry.
+    pub disclosures: Vec<String>,
+    /// Every effect's assessment.
+    pub assessments: Vec<EffectAssessment>,
+    /// The presented answer: what the agent may show, disclosures included.
+    pub answer: String,
+    /// The evaluator that decided (POL-4).
+    pub evaluator: Option<EvaluatorRun>,
+    /// Why evaluation failed, if it did (the verdict is then BLOCKED).
+    pub policy_failure: Option<String>,
+    /// Its position in the log; `null` for a run without one.
+    pub recorded: Option<Position>,
+    /// How many evidence records it was taken over.
+    pub evidence_records: usize,
+}
+
+impl DecisionView {
+    pub(super) fn of(completion: &Completion) -> Self {
+        let decision = &completion.decided.decision;
+        Self {
+            verdict: decision.verdict,
+            reasons: decision.reasons.clone(),
+            disclosures: decision.disclosures.clone(),
+            assessments: decision.assessments.clone(),
+            answer: decision.presented_answer.clone(),
+            evaluator: completion.decided.evaluator.clone(),
+            policy_failure: completion.decided.policy_failure.clone(),
+            recorded: completion.recorded,
+            evidence_records: completion.ledger.records.len(),
+        }
+    }
+}
+
+/// The decision as JSON ([`DecisionView`]).
 pub(super) fn decision_json(completion: &Completion) -> Value {
-    let decision = &completion.decided.decision;
-    json!({
-        "verdict": decision.verdict,
-        "reasons": decision.reasons,
-        "disclosures": decision.disclosures,
-        "assessments": decision.assessments,
-        "answer": decision.presented_answer,
-        "evaluator": completion.decided.evaluator,
-        "policy_failure": completion.decided.policy_failure,
-        "recorded": completion.recorded,
-        "evidence_records": completion.ledger.records.len(),
-    })
+    serde_json::to_value(DecisionView::of(completion)).expect("a decision serializes")
 }
 
 /// The decision for a terminal: verdict, reasons (each with what would clear

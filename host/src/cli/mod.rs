@@ -8,6 +8,7 @@ mod log;
 pub(crate) mod output;
 mod policy;
 mod runtime;
+mod serve;
 mod session;
 mod tools;
 
@@ -104,6 +105,10 @@ enum Command {
     /// List, verify, show and recover effect logs (for operators).
     #[command(subcommand)]
     Log(log::LogCommand),
+    /// Serve the ledger to a runtime over JSON-RPC on stdin/stdout (Python,
+    /// TypeScript, any language): claims, settlements, steps, checks and
+    /// decisions, one message per line (docs/serve.md).
+    Serve(serve::ServeArgs),
     /// Say whether commands run confined here (Landlock, ID-6).
     Doctor(doctor::DoctorArgs),
     /// List the tools the ledger knows, with their input schemas (`--json`:
@@ -121,6 +126,7 @@ impl Cli {
             Command::Decide(args) => args.run(data_dir),
             Command::Policy(command) => command.run(data_dir),
             Command::Log(command) => command.run(data_dir),
+            Command::Serve(args) => args.run(data_dir),
             Command::Doctor(args) => args.run(),
             Command::Tools(args) => args.run(),
         }

@@ -162,3 +162,23 @@ impl Ledger {
             .map(|framed| framed.position))
     }
 }
+
+impl Ledger {
+    /// The prose gate for a message shown mid-run (an `ask_user` question, a
+    /// progress report): the evaluator decides over `run`'s durable history
+    /// with `text` as the answer, requiring no artifact, and **nothing is
+    /// written**, neither readbacks nor the decision. The presented answer
+    /// is `text` with the disclosures it must carry.
+    pub fn annotate(&mut self, run: &Run, text: &str) -> Result<Decided, LogError> {
+        let ledger = match self.log(&run.lineage, false)? {
+            Some(log) => assemble(log.history()?, &[], &[], text),
+            None => assemble(&[], &[], &[], text),
+        };
+        Ok(evaluator_of(self.config.policies.evaluator()).decide(&ledger))
+    }
+
+    /// The policy manifest this ledger classifies and decides with.
+    pub fn manifest(&self) -> &crate::policy::Manifest {
+        self.config.policies.manifest()
+    }
+}

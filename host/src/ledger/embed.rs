@@ -38,7 +38,7 @@ use super::{Bound, Dispatch, Dispatched, Ledger, Run, bind, readback};
 pub const PROFILES: &[&str] = &["effects"];
 
 /// What [`Ledger::claim`] answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ClaimStatus {
     /// The runtime may run the tool: its claim (if it is an effect) is durable.
@@ -51,7 +51,7 @@ pub enum ClaimStatus {
 }
 
 /// The answer to a claim for a tool the runtime runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Claimed {
     /// Whether the runtime may run it.
     pub status: ClaimStatus,
@@ -274,12 +274,41 @@ impl Ledger {
                 }
                 _ => dispatched,
             },
-            None => match self.claimed_elsewhere(run, request_id, call) {
-                Ok(dispatched) => dispatched,
-                Err(why) => return result.ended(StepStatus::Refused, why),
-            },
+            None => {
+                if let Some(first) = self.settled_elsewhere(run, request_id, result.clone()) {
+                    return first;
+                }
+                match self.claimed_elsewhere(run, request_id, call) {
+                    Ok(dispatched) => dispatched,
+                    Err(why) => return result.ended(StepStatus::Refused, why),
+                }
+            }
         };
         self.settle_dispatched(run, &key, &dispatched, reported, result)
+    }
+
+    /// EMB-3 for a claim this ledger holds no more (settled here before, or
+    /// by another process): when the log holds its settlement, the first
+    /// outcome, nothing written, and no call needed to say so.
+    fn settled_elsewhere(
+        &mut self,
+        run: &Run,
+        request_id: &str,
+        mut result: StepResult,
+    ) -> Option<StepResult> {
+        let log = self.log(&run.lineage, false).ok()??;
+        log.refresh().ok()?;
+        let position = log.claim_of_request(&run.id, request_id)?;
+        let first = self.settlement(run, position)?;
+        let claim = self.claim_record(run, position).ok()?;
+        let at = first.position.map(|p| format!(" (#{p})")).unwrap_or_default();
+        result.tool = claim.operation.tool.clone();
+        result.action_id = Some(claim.action_id.clone());
+        result.claim = Some(position);
+        result.outcome = Some(first);
+        result.reason =
+            Some(format!("claim #{position} was already settled{at}; this settle recorded nothing"));
+        Some(result)
     }
 
     fn bind_again(&self, action: &str, request_id: &str, call: Call) -> Result<Bound, String> {

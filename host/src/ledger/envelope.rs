@@ -54,7 +54,7 @@ fn screaming_option<T: Serialize, S: Serializer>(
 }
 
 /// How a step ended, for the ledger.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum StepStatus {
     /// It ran (or, for a tool the runtime runs, its facts were taken) and
@@ -71,7 +71,7 @@ pub enum StepStatus {
 }
 
 /// The settled outcome, where the log holds it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct OutcomeView {
     /// The outcome record's position.
     pub position: Option<Position>,
@@ -81,11 +81,12 @@ pub struct OutcomeView {
     pub impact: Impact,
     /// What is known of its processes' cleanup.
     #[serde(serialize_with = "screaming")]
+    #[schemars(with = "String")]
     pub cleanup: CleanupState,
 }
 
 /// One readback, as recorded.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct ObservationView {
     /// Its position.
     pub position: Position,
@@ -93,6 +94,7 @@ pub struct ObservationView {
     pub path: Option<String>,
     /// How it was read.
     #[serde(serialize_with = "screaming")]
+    #[schemars(with = "String")]
     pub mechanism: Mechanism,
     /// How much of it.
     pub coverage: Coverage,
@@ -102,6 +104,7 @@ pub struct ObservationView {
     pub content_sha256: Option<String>,
     /// A job's state, for a job read.
     #[serde(serialize_with = "screaming_option")]
+    #[schemars(with = "Option<String>")]
     pub job_state: Option<JobLifecycle>,
 }
 
@@ -124,7 +127,7 @@ impl ObservationView {
 }
 
 /// A verifier run's record, for a `verify` step.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct VerifierView {
     /// The verifier record's position.
     pub position: Position,
@@ -135,7 +138,7 @@ pub struct VerifierView {
 /// What the tool answered: for the agent (`text` or `error`) and, for a
 /// command, everything a program needs (both streams, always; the exit code
 /// or signal; whether the timeout fired or the output was cut).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct ToolResult {
     /// It did what was asked (exit 0, nothing survived, the file written).
     pub ok: bool,
@@ -162,6 +165,7 @@ pub struct ToolResult {
     pub job_id: Option<String>,
     /// That job's state.
     #[serde(serialize_with = "screaming_option")]
+    #[schemars(with = "Option<String>")]
     pub job_state: Option<JobLifecycle>,
 }
 
@@ -193,7 +197,7 @@ impl ToolResult {
 }
 
 /// One step's result.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct StepResult {
     /// [`STEP_SCHEMA_VERSION`].
     pub schema_version: u32,

@@ -78,7 +78,7 @@ pub use embed::{ClaimStatus, Claimed, PROFILES};
 pub use envelope::{StepResult, StepStatus, ToolResult};
 pub use jobs::LaunchLink;
 pub use runs::{Run, RunError, recorded_root, root_of_records};
-pub use step::{Reported, StepError, StepRequest};
+pub use step::{Reported, Running, StepError, StepRequest, Waited};
 pub use verify::{Verified, VerifyError};
 
 /// Why a data dir may not serve a root (ID-4): refused at start by
@@ -359,8 +359,24 @@ impl Ledger {
         dispatched: &Dispatched,
         request: &ProcessRequest,
     ) -> Produced<Ran> {
+        match self.start_command(run, dispatched, request) {
+            Ok(pending) => pending.run(),
+            Err(why) => Produced::not_run(why),
+        }
+    }
+
+    /// [`Ledger::run_command`] up to its gate: the command started under its
+    /// supervisor and its processes recorded (PROC-2), for the caller to run
+    /// ([`process::Pending::run`]) without the ledger. `Err` when it never
+    /// ran (no claim, no confinement, no start, no record).
+    pub fn start_command(
+        &mut self,
+        run: &Run,
+        dispatched: &Dispatched,
+        request: &ProcessRequest,
+    ) -> Result<process::Pending, String> {
         let Some(claim) = dispatched.claim else {
-            return Produced::not_run("a command runs only under its claim".into());
+            return Err("a command runs only under its claim".into());
         };
         // ID-6: the claim said whether it runs confined; it runs exactly so,
         // or not at all (a jail that cannot be made, a supervisor that
@@ -368,19 +384,13 @@ impl Ledger {
         let jail = match self.config.confine.jail() {
             Ok(jail) => jail,
             Err(error) => {
-                return Produced::not_run(format!(
-                    "{} was not run: it could not be confined: {error}",
-                    request.tool
-                ));
+                return Err(format!("{} was not run: it could not be confined: {error}", request.tool));
             }
         };
-        let pending = match process::start(&self.config.root, request, jail) {
-            Ok(pending) => pending,
-            Err(error) => return Produced::not_run(error),
-        };
+        let pending = process::start(&self.config.root, request, jail)?;
         match self.record_processes(run, claim, pending.leader()) {
-            Ok(_) => pending.run(),
-            Err(error) => Produced::not_run(format!(
+            Ok(_) => Ok(pending),
+            Err(error) => Err(format!(
                 "{} was not run: its processes could not be recorded (PROC-2): {error}",
                 request.tool
             )),

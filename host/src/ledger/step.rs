@@ -18,7 +18,7 @@ use crate::model::{JobLifecycle, ProducerFacts};
 use crate::producers::Produced;
 use crate::producers::fs;
 use crate::producers::job::JobStatus;
-use crate::producers::process::{ProcessRequest, Ran};
+use crate::producers::process::{CancelToken, Pending, ProcessRequest, Ran};
 use crate::tools::{Call, Command, RunsBy};
 
 use super::envelope::{StepResult, StepStatus, ToolResult};
@@ -31,7 +31,7 @@ pub const DEFAULT_COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 const JOB_OUTPUT_TAIL: u64 = 4096;
 
 /// What the embedding runtime reports for a tool it ran itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Reported {
     /// Whether the backend was invoked at all (default true).
@@ -140,6 +140,10 @@ fn command_result(ran: Ran, facts: &ProducerFacts, timeout: Duration) -> ToolRes
         format!("; processes that survived teardown: {:?}", ran.survivors)
     };
     let error = match (facts.timed_out, facts.exit_code) {
+        _ if facts.cancelled => Some(format!(
+            "cancelled; its processes were torn down ({}){survivors}",
+            if ran.survivors.is_empty() { "all dead" } else { "some survived" }
+        )),
         (true, _) => Some(format!(
             "timed out after {timeout:?}; its processes were torn down ({}){survivors}",
             if ran.survivors.is_empty() { "all dead" } else { "some survived" }
@@ -212,30 +216,150 @@ fn written(written: fs::Written) -> ToolResult {
     ToolResult::text(parts.join("; "))
 }
 
+/// A step between its claim and its record ([`Ledger::start`]): what it
+/// runs, if anything, not yet waited for. [`Running::wait`] needs no ledger,
+/// so a surface that serves several calls at once holds its ledger only to
+/// claim and to record, never while a command runs.
+pub struct Running {
+    result: StepResult,
+    dispatched: Box<Dispatched>,
+    work: Work,
+    /// The check this run is (`Ledger::start_check`): its command.
+    check: Option<String>,
+}
+
+/// What a started step still has to do.
+pub(super) enum Work {
+    /// Nothing: produced already (a filesystem tool, a job action, reported
+    /// facts, a command that could not start).
+    Done(ProducerFacts, ToolResult),
+    /// A foreground command at its open gate's far side: recorded (PROC-2),
+    /// to be run to its end.
+    Command { pending: Pending, timeout: Duration },
+}
+
+/// A step whose work is over, to be recorded ([`Ledger::finish`]).
+pub struct Waited {
+    result: StepResult,
+    dispatched: Box<Dispatched>,
+    facts: ProducerFacts,
+    check: Option<String>,
+}
+
+impl Waited {
+    /// Its step result so far, dispatch, facts and check command.
+    pub(super) fn into_parts(self) -> (StepResult, Box<Dispatched>, ProducerFacts, Option<String>) {
+        (self.result, self.dispatched, self.facts, self.check)
+    }
+}
+
+impl Running {
+    pub(super) fn new(
+        result: StepResult,
+        dispatched: Box<Dispatched>,
+        work: Work,
+        check: Option<String>,
+    ) -> Self {
+        Self { result, dispatched, work, check }
+    }
+
+    /// Runs what the step runs to its end: a command to its exit, its
+    /// timeout or its cancellation (then torn down, PROC-1).
+    pub fn wait(self) -> Waited {
+        let Running { mut result, dispatched, work, check } = self;
+        let (facts, tool_result) = match work {
+            Work::Done(facts, tool_result) => (facts, tool_result),
+            Work::Command { pending, timeout } => {
+                let produced = pending.run();
+                let facts = produced.facts.clone();
+                answer(produced, |ran| command_result(ran, &facts, timeout))
+            }
+        };
+        result.result = tool_result;
+        Waited { result, dispatched, facts, check }
+    }
+}
+
 impl Ledger {
     /// Runs one step end to end and answers its result. Never panics on a
     /// refusal or a failure: those are results (EMB-2), with `status` saying
     /// which and `reason` why.
     pub fn step(&mut self, run: &Run, request: &StepRequest) -> StepResult {
+        match self.start(run, request, None) {
+            Ok(running) => {
+                let waited = running.wait();
+                self.finish(run, waited)
+            }
+            Err(ended) => *ended,
+        }
+    }
+
+    /// The first half of [`Ledger::step`]: binds, classifies and claims the
+    /// call, and produces it, except that a foreground command is only
+    /// started (its processes recorded, PROC-2) for [`Running::wait`] to run,
+    /// cancellable by `cancel`. `Err` is the result of a step that ended
+    /// before anything ran (refused, blocked).
+    pub fn start(
+        &mut self,
+        run: &Run,
+        request: &StepRequest,
+        cancel: Option<CancelToken>,
+    ) -> Result<Running, Box<StepResult>> {
         let executor = crate::executor::current();
         let call = request.call.clone();
         let mut result = StepResult::new(run, request.step, &request.request_id, call.tool());
         let dispatched = match self.dispatch_call(run, call, &request.request_id, executor) {
             Dispatch::Run(dispatched) => dispatched,
-            Dispatch::Refused(reason) => return result.ended(StepStatus::Refused, reason),
-            Dispatch::Blocked(reason) => return result.ended(StepStatus::Blocked, reason),
+            Dispatch::Refused(reason) => return Err(Box::new(result.ended(StepStatus::Refused, reason))),
+            Dispatch::Blocked(reason) => return Err(Box::new(result.ended(StepStatus::Blocked, reason))),
         };
-        let (facts, tool_result) = match &request.reported {
-            Some(reported) => (reported.facts(), ToolResult::reported(reported)),
-            None => self.produce(run, &dispatched),
+        let work = match &request.reported {
+            Some(reported) => Work::Done(reported.facts(), ToolResult::reported(reported)),
+            None => self.start_work(run, &dispatched, cancel),
         };
         result.dispatched(&dispatched);
-        result.result = tool_result;
+        Ok(Running::new(result, dispatched, work, None))
+    }
+
+    /// The second half of [`Ledger::step`]: settles the step's outcome and
+    /// reads back what it touched.
+    pub fn finish(&mut self, run: &Run, waited: Waited) -> StepResult {
+        let Waited { mut result, dispatched, facts, .. } = waited;
         match self.record(run, &dispatched, &facts) {
             Ok(recorded) => result.recorded(&dispatched, &recorded),
             Err(error) => result.status_because(StepStatus::NotRecorded, error.to_string()),
         }
         result
+    }
+
+    /// A dispatched call's work: a foreground command started, anything
+    /// else produced here.
+    pub(super) fn start_work(
+        &mut self,
+        run: &Run,
+        dispatched: &Dispatched,
+        cancel: Option<CancelToken>,
+    ) -> Work {
+        let tool = dispatched.bound.call.tool();
+        let (Call::Bash(command) | Call::Python(command)) = &dispatched.bound.call else {
+            let (facts, result) = self.produce(run, dispatched);
+            return Work::Done(facts, result);
+        };
+        if let Some(LaunchLink::Launch { .. }) = dispatched.link() {
+            let (facts, result) = self.produce_command(run, dispatched, command);
+            return Work::Done(facts, result);
+        }
+        let timeout = command.timeout_ms.map_or(DEFAULT_COMMAND_TIMEOUT, Duration::from_millis);
+        let request = ProcessRequest { cancel, ..ProcessRequest::new(tool, &command.command, timeout) };
+        match self.start_command(run, dispatched, &request) {
+            Ok(pending) => Work::Command { pending, timeout },
+            Err(why) => {
+                let not_run = Produced::not_run(why);
+                let facts = not_run.facts.clone();
+                let (facts, result) = answer(not_run, |ran| command_result(ran, &facts, timeout));
+                Work::Done(facts, result)
+            }
+        }
     }
 
     /// Runs the reference producer of a dispatched call on the call itself:

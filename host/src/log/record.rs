@@ -172,13 +172,16 @@ pub struct VerifierRecord {
     pub exit_code: Option<i32>,
     /// The timeout fired (the check then did not pass).
     pub timed_out: bool,
+    /// It was cancelled while it ran (absent in records without it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancelled: bool,
 }
 
 impl VerifierRecord {
-    /// How the check ended (CMP-5): a timed-out check neither passed nor
-    /// failed, it did not finish.
+    /// How the check ended (CMP-5): a check that timed out or was cancelled
+    /// neither passed nor failed, it did not finish.
     pub fn result(&self) -> CheckResult {
-        match (self.passed, self.timed_out) {
+        match (self.passed, self.timed_out || self.cancelled) {
             (true, _) => CheckResult::Passed,
             (false, true) => CheckResult::Incomplete,
             (false, false) => CheckResult::Failed,
@@ -187,7 +190,7 @@ impl VerifierRecord {
 }
 
 /// The evaluator that took a decision, and what the call cost (POL-4).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EvaluatorRun {
     /// Component name.

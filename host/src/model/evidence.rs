@@ -161,7 +161,7 @@ pub struct EvidenceLedger {
 }
 
 /// Verdicts; worst wins: FAILED > BLOCKED > UNVERIFIED > COMPLETED.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Verdict {
     /// Verified.
@@ -175,7 +175,7 @@ pub enum Verdict {
 }
 
 /// Stable reason codes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ReasonCode {
     /// CMP-1.
@@ -214,7 +214,7 @@ pub enum ReasonCode {
 }
 
 /// One reason of a decision.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Reason {
     /// Stable code.
@@ -234,7 +234,7 @@ pub struct Reason {
 }
 
 /// Assessment of an obligation or effect (VER-2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Assessment {
     /// Verified.
@@ -252,7 +252,7 @@ pub enum Assessment {
 }
 
 /// One effect's assessment.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EffectAssessment {
     /// Claim position.

@@ -91,7 +91,7 @@ impl ProducerFacts {
 }
 
 /// How execution ended (OUT-1). `ATTEMPTED` is derived: a claim with no outcome.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Execution {
     /// Never invoked.
@@ -114,7 +114,7 @@ pub enum Execution {
 }
 
 /// Whether anything may have changed (OUT-1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Impact {
     /// Nothing changed: only with [`Execution::NotExecuted`].
@@ -190,7 +190,7 @@ pub enum Mechanism {
 }
 
 /// How much an observation covers (OBS-1).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Coverage {
     /// All of it.

@@ -4,7 +4,8 @@
 //! a new process group), held at a gate until the caller has made its
 //! identity durable, under a timeout, capturing output up to a bound.
 //!
-//! When the command exits, or its timeout fires, everything it left running
+//! When the command exits, its timeout fires or its [`CancelToken`] is
+//! raised, everything it left running
 //! is torn down (SIGTERM, a grace period, then SIGKILL), `setsid` and double
 //! forks included, and the facts say whether `/proc` shows every descendant
 //! gone (`teardown_dead`); survivors are named in the result, never called
@@ -19,10 +20,11 @@
 
 use std::io::Read;
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::identity::SealedRoot;
 use crate::model::ProducerFacts;
@@ -44,7 +46,31 @@ pub struct ProcessRequest {
     pub grace: Duration,
     /// Largest stdout and stderr kept, each, in bytes.
     pub output_cap: usize,
+    /// Cancels the command while it runs: torn down like a timeout, its
+    /// facts say `cancelled` (an embedding runtime's
+    /// `notifications/cancelled`).
+    pub cancel: Option<CancelToken>,
 }
+
+/// A flag another thread raises to cancel a running command; clones share it.
+#[derive(Debug, Clone, Default)]
+pub struct CancelToken(Arc<AtomicBool>);
+
+impl CancelToken {
+    /// Asks the command to stop: its processes are torn down within one
+    /// polling slice ([`CANCEL_POLL`]).
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`CancelToken::cancel`] was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// How often a cancellable command's waiter looks at its token.
+pub const CANCEL_POLL: Duration = Duration::from_millis(20);
 
 impl ProcessRequest {
     /// A request with a 2 s grace period and 1 MiB of output each.
@@ -55,6 +81,7 @@ impl ProcessRequest {
             timeout,
             grace: Duration::from_secs(2),
             output_cap: 1 << 20,
+            cancel: None,
         }
     }
 }
@@ -233,18 +260,14 @@ impl Pending {
             self.supervised = Some(supervised);
             return Produced::not_run(format!("cannot open the gate of {}: {error}", request.tool));
         }
-        let status = &self.status;
-        let (exit_status, timed_out) = match status.recv_timeout(request.timeout) {
-            Ok(status) => (status, false),
-            Err(_) => (None, true),
-        };
+        let (exit_status, timed_out, cancelled) = self.wait(request);
         // PROC-1: at the leader's exit (or the timeout), whatever it left
         // running is torn down, and only /proc attests that it is gone.
         // A supervisor that ended without reporting a status (killed from
         // outside) took the sight of its tree with it, however much of it
         // /proc still shows as it dies: what is left is torn down and its
         // group swept, but its cleanup is not attested.
-        let lost = exit_status.is_none() && !timed_out;
+        let lost = exit_status.is_none() && !timed_out && !cancelled;
         let torn = supervisor::teardown(&leader.identity, request.grace);
         let attested = torn.is_some() && !lost;
         let mut survivors = torn.unwrap_or_default();
@@ -275,8 +298,9 @@ impl Pending {
         };
         let facts = ProducerFacts {
             executed: true,
-            exit_code: if timed_out { None } else { exit_code },
+            exit_code: if timed_out || cancelled { None } else { exit_code },
             timed_out,
+            cancelled,
             teardown_dead: (attested || !survivors.is_empty()).then_some(survivors.is_empty()),
             ..ProducerFacts::default()
         };
@@ -290,6 +314,33 @@ impl Pending {
             survivors,
         };
         Produced { facts, result: Ok(ran) }
+    }
+
+    /// Waits for the supervisor's status until the timeout, looking at the
+    /// cancel token every [`CANCEL_POLL`]: `(status, timed_out, cancelled)`.
+    /// A status channel that closed without a status is waited out as a
+    /// timeout would be (the teardown decides what is left).
+    fn wait(&self, request: &ProcessRequest) -> (Option<i32>, bool, bool) {
+        let deadline = Instant::now().checked_add(request.timeout);
+        loop {
+            let left = deadline.map_or(Duration::MAX, |at| at.saturating_duration_since(Instant::now()));
+            let slice = match &request.cancel {
+                Some(_) => left.min(CANCEL_POLL),
+                None => left,
+            };
+            match self.status.recv_timeout(slice) {
+                Ok(status) => return (status, false, false),
+                Err(mpsc::RecvTimeoutError::Disconnected) => return (None, true, false),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if request.cancel.as_ref().is_some_and(CancelToken::is_cancelled) {
+                        return (None, false, true);
+                    }
+                    if deadline.is_some_and(|at| Instant::now() >= at) {
+                        return (None, true, false);
+                    }
+                }
+            }
+        }
     }
 }
 

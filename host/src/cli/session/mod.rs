@@ -19,7 +19,7 @@ use clap::Args;
 use serde_json::{Value, json};
 
 use effect_ledger::ledger::envelope::STEP_SCHEMA_VERSION;
-use effect_ledger::ledger::{CompleteError, Completion, Ledger, Run, StepResult, StepStatus, VerifyError};
+use effect_ledger::ledger::{CompleteError, Completion, Ledger, Run, StepResult, StepStatus};
 
 use super::Failure;
 use super::decide::{decision_json, describe_decision};
@@ -194,14 +194,7 @@ fn verify_step(ledger: &mut Ledger, run: &Run, step: u64, verify: &script::Verif
     let timeout = Duration::from_millis(verify.timeout_ms);
     let mut result = match ledger.verify(run, &verify.command, timeout) {
         Ok(verified) => verified.step,
-        Err(error) => {
-            let status = match error {
-                VerifyError::Refused(_) => StepStatus::Refused,
-                VerifyError::Blocked(_) => StepStatus::Blocked,
-                VerifyError::Log(_) => StepStatus::NotRecorded,
-            };
-            StepResult::unrun(run, step, "verify", "bash", status, error.to_string())
-        }
+        Err(error) => error.step(run, step),
     };
     result.step = step;
     result
