@@ -19,7 +19,7 @@ use crate::producers::Produced;
 use crate::producers::fs;
 use crate::producers::job::JobStatus;
 use crate::producers::process::{CancelToken, Pending, ProcessRequest, Ran};
-use crate::tools::{Call, Command, RunsBy};
+use crate::tools::{Call, RunsBy};
 
 use super::envelope::{StepResult, StepStatus, ToolResult};
 use super::{Dispatch, Dispatched, LaunchLink, Ledger, Run};
@@ -332,8 +332,9 @@ impl Ledger {
         result
     }
 
-    /// A dispatched call's work: a foreground command started, anything
-    /// else produced here.
+    /// A dispatched call's work: a foreground command started under its
+    /// claim (PROC-1, PROC-2), a background launch started as its job, and
+    /// anything else produced here (`produce`).
     pub(super) fn start_work(
         &mut self,
         run: &Run,
@@ -342,33 +343,33 @@ impl Ledger {
     ) -> Work {
         let tool = dispatched.bound.call.tool();
         let (Call::Bash(command) | Call::Python(command)) = &dispatched.bound.call else {
-            let (facts, result) = self.produce(run, dispatched);
+            let (facts, result) = self.produce(dispatched);
             return Work::Done(facts, result);
         };
         if let Some(LaunchLink::Launch { .. }) = dispatched.link() {
-            let (facts, result) = self.produce_command(run, dispatched, command);
+            let request = ProcessRequest::new(tool, &command.command, Duration::MAX);
+            let produced = self.launch_job(run, dispatched, &request);
+            let (facts, result) = answer(produced, |job| ToolResult {
+                job_id: Some(job.clone()),
+                job_state: Some(JobLifecycle::Running),
+                ..ToolResult::text(format!("started background job {job}"))
+            });
             return Work::Done(facts, result);
         }
         let timeout = command.timeout_ms.map_or(DEFAULT_COMMAND_TIMEOUT, Duration::from_millis);
         let request = ProcessRequest { cancel, ..ProcessRequest::new(tool, &command.command, timeout) };
         match self.start_command(run, dispatched, &request) {
             Ok(pending) => Work::Command { pending, timeout },
-            Err(why) => {
-                let not_run = Produced::not_run(why);
-                let facts = not_run.facts.clone();
-                let (facts, result) = answer(not_run, |ran| command_result(ran, &facts, timeout));
-                Work::Done(facts, result)
-            }
+            // Never started: nothing ran (OUT-1: no impact).
+            Err(why) => Work::Done(Produced::<Ran>::not_run(why.clone()).facts, ToolResult::error(why)),
         }
     }
 
-    /// Runs the reference producer of a dispatched call on the call itself:
+    /// Runs the reference producer of a dispatched call that is not a
+    /// command (those start in `start_work`) on the call itself:
     /// the claim and the bytes written come from one value.
-    pub(super) fn produce(&mut self, run: &Run, dispatched: &Dispatched) -> (ProducerFacts, ToolResult) {
+    fn produce(&mut self, dispatched: &Dispatched) -> (ProducerFacts, ToolResult) {
         let call = &dispatched.bound.call;
-        if let Call::Bash(command) | Call::Python(command) = call {
-            return self.produce_command(run, dispatched, command);
-        }
         if let Call::BgJob(job) = call {
             let produced = self.job_action(dispatched);
             let output = self.job_output(dispatched, JOB_OUTPUT_TAIL);
@@ -404,30 +405,5 @@ impl Ledger {
                 (ProducerFacts::default(), ToolResult::error(error))
             }
         }
-    }
-
-    /// A `bash` / `python` call: a background launch starts its job; any
-    /// other runs under its claim (PROC-1, PROC-2).
-    fn produce_command(
-        &mut self,
-        run: &Run,
-        dispatched: &Dispatched,
-        command: &Command,
-    ) -> (ProducerFacts, ToolResult) {
-        let tool = dispatched.bound.call.tool();
-        if let Some(LaunchLink::Launch { .. }) = dispatched.link() {
-            let request = ProcessRequest::new(tool, &command.command, Duration::MAX);
-            let produced = self.launch_job(run, dispatched, &request);
-            return answer(produced, |job| ToolResult {
-                job_id: Some(job.clone()),
-                job_state: Some(JobLifecycle::Running),
-                ..ToolResult::text(format!("started background job {job}"))
-            });
-        }
-        let timeout = command.timeout_ms.map_or(DEFAULT_COMMAND_TIMEOUT, Duration::from_millis);
-        let request = ProcessRequest::new(tool, &command.command, timeout);
-        let produced = self.run_command(run, dispatched, &request);
-        let facts = produced.facts.clone();
-        answer(produced, |ran| command_result(ran, &facts, timeout))
     }
 }
