@@ -23,6 +23,7 @@ const BENCHES: &[(&str, bool)] = &[
     ("chain_write", false),
     ("chain_bash", false),
     ("session_continue", false),
+    ("serve_roundtrip", false),
     ("decide_read", false),
     ("evaluate", false),
     ("policy_call", true),

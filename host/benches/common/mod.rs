@@ -80,6 +80,18 @@ pub fn ledger(root: &Path, data: &Path) -> Ledger {
     Ledger::new(LedgerConfig::new(data, "data", seal(root), policies))
 }
 
+/// [`ledger`] as the CLI opens one: its root guarded by the data dir's
+/// control plane (every bind checks a target is not the store, ID-4),
+/// which `ledger` leaves out to time the chain alone.
+pub fn guarded_ledger(root: &Path, data: &Path) -> Ledger {
+    let policies = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default()).unwrap();
+    let data = Dir::open_ambient_dir(data, ambient_authority()).unwrap();
+    let control = ControlPlane::for_data_dir(&data, None).unwrap();
+    let root = Dir::open_ambient_dir(root, ambient_authority()).unwrap();
+    let sealed = SealedRoot::new(root, "root", "bench", "bench", control).unwrap();
+    Ledger::new(LedgerConfig::new(data, "data", sealed, policies))
+}
+
 /// 97 files' refs, resolved once beneath a real root: a resource reference
 /// is made by the host only (ID-1), so the bench resolves them as a tool
 /// path would be, and each claim clones one.

@@ -2,23 +2,25 @@
 //! (docs/serve.md). JSON-RPC 2.0, one JSON message per line on stdin and
 //! stdout (MCP's stdio framing); diagnostics on stderr.
 //!
-//! Three kinds of thread: the reader (one) parses each line, answers
-//! malformed ones at once and hands each request to a thread of its own;
-//! request threads run the methods (`server.rs`), taking turns on the one
-//! ledger only to claim and to record; the writer (one) owns stdout, so
-//! answers and notifications are whole lines whatever order they finish in.
+//! Two kinds of thread: the reader (one) parses each line, answers
+//! malformed ones at once and hands each request to a worker (`workers.rs`:
+//! an idle one, or a new one, so a long call never holds up the next);
+//! workers run the methods (`server.rs`), taking turns on the one ledger
+//! only to claim and to record, and each writes its answer to stdout under
+//! one lock, so answers and notifications are whole lines whatever order
+//! they finish in.
 //! `shutdown` (or the end of stdin) waits for what is in flight, makes the
 //! log durable and ends the process.
 
 mod protocol;
 mod server;
+mod workers;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::{Arc, mpsc};
-use std::thread;
+use std::sync::Arc;
 
 use anyhow::anyhow;
 use clap::Args;
@@ -82,8 +84,30 @@ fn parse_check(text: &str) -> Result<(String, String), String> {
     Ok((name.to_owned(), command.to_owned()))
 }
 
-/// One line to write: an answer or a notification.
-pub(crate) type Outgoing = mpsc::Sender<String>;
+/// Where answers and notifications go: stdout, one whole line per write,
+/// written by whichever thread has one (under the server's lock, so lines
+/// never interleave). Written where it is made, not handed to a writer
+/// thread: an answer costs no extra thread wake-up.
+pub(crate) struct Outgoing(Option<std::io::Stdout>);
+
+impl Outgoing {
+    fn stdout() -> Self {
+        Self(Some(std::io::stdout()))
+    }
+
+    /// Writes `line` and its newline, flushed (a client waits on it).
+    pub(crate) fn send(&mut self, line: String) {
+        let Some(stdout) = &mut self.0 else { return };
+        let mut bytes = line.into_bytes();
+        bytes.push(b'\n');
+        let mut stdout = stdout.lock();
+        if stdout.write_all(&bytes).and_then(|()| stdout.flush()).is_err() {
+            // The client went away: nothing to answer to; in-flight work
+            // still finishes and is recorded.
+            self.0 = None;
+        }
+    }
+}
 
 /// An error answer's line.
 pub(crate) fn error_line(id: Option<RequestId>, code: i64, message: String) -> String {
@@ -117,9 +141,7 @@ impl ServeArgs {
             self.key_file.as_deref(),
             &self.allow_write,
         )?;
-        let (outgoing, lines) = mpsc::channel::<String>();
-        let writer = thread::spawn(move || write_lines(lines));
-        let server = Arc::new(Server::new(ledger, display_data, checks, outgoing.clone()));
+        let server = Arc::new(Server::new(ledger, display_data, checks, Outgoing::stdout()));
         eprintln!(
             "effects serve: ready (protocol {}); one JSON-RPC message per line",
             protocol::PROTOCOL_VERSION
@@ -128,25 +150,10 @@ impl ServeArgs {
         server.drain();
         let synced = server.sync();
         if let Some(id) = ended {
-            let _ = outgoing.send(server::result_line(id, &protocol::Empty::default()));
+            server.send(server::result_line(id, &protocol::Empty::default()));
         }
-        drop(server);
-        drop(outgoing);
-        let _ = writer.join();
         synced.map_err(|e| Failure::new(super::exit::PROBLEMS, anyhow!("making the log durable: {e}")))?;
         Ok(ExitCode::SUCCESS)
-    }
-}
-
-/// Writes every line it is sent, flushing each (a client waits on it).
-fn write_lines(lines: mpsc::Receiver<String>) {
-    let mut stdout = std::io::stdout().lock();
-    for line in lines {
-        if writeln!(stdout, "{line}").and_then(|()| stdout.flush()).is_err() {
-            // The client went away: nothing to answer to; in-flight work
-            // still finishes and is recorded.
-            return;
-        }
     }
 }
 

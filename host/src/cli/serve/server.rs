@@ -33,6 +33,7 @@ use super::protocol::{
     JsonRpcResponse, PROTOCOL_VERSION, Peer, PolicyInfo, ProgressParams, RequestId, RequestMeta,
     RunBeginParams, RunContinueParams, RunInfo, RunResult, SettleParams, ToolInfo, code,
 };
+use super::workers::Workers;
 use super::{Outgoing, error_line};
 use crate::cli::decide::DecisionView;
 
@@ -78,13 +79,13 @@ pub struct Server {
     decisions: Mutex<HashMap<String, DecisionView>>,
     /// Cancel tokens of running requests, by id (as JSON).
     running: Mutex<HashMap<String, CancelToken>>,
-    /// Request threads not yet joined.
-    threads: Mutex<Vec<thread::JoinHandle<()>>>,
+    /// The request threads.
+    workers: Workers,
     initialized: AtomicBool,
     shutting_down: AtomicBool,
     /// Step numbers for results (one count for the server).
     steps: AtomicU64,
-    out: Mutex<Outgoing>,
+    out: std::sync::Arc<Mutex<Outgoing>>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -146,17 +147,17 @@ impl Server {
             runs: Mutex::default(),
             decisions: Mutex::default(),
             running: Mutex::default(),
-            threads: Mutex::default(),
+            workers: Workers::default(),
             initialized: AtomicBool::new(false),
             shutting_down: AtomicBool::new(false),
             steps: AtomicU64::new(0),
-            out: Mutex::new(out),
+            out: std::sync::Arc::new(Mutex::new(out)),
         }
     }
 
-    /// Sends one line to the writer.
+    /// Writes one line to stdout.
     pub fn send(&self, line: String) {
-        let _ = lock(&self.out).send(line);
+        lock(&self.out).send(line);
     }
 
     /// Takes one parsed message: a request runs on a thread of its own, a
@@ -246,25 +247,19 @@ impl Server {
             return Some(id);
         }
         let server = std::sync::Arc::clone(self);
-        let handle = thread::spawn(move || {
+        self.workers.run(Box::new(move || {
             let line = match server.call(&id, &method, params) {
                 Ok(result) => result_line(id, &result),
                 Err(Fault(code, message)) => error_line(Some(id), code, message),
             };
             server.send(line);
-        });
-        let mut threads = lock(&self.threads);
-        threads.retain(|thread| !thread.is_finished());
-        threads.push(handle);
+        }));
         None
     }
 
     /// Waits for every request in flight.
     pub fn drain(&self) {
-        let threads = std::mem::take(&mut *lock(&self.threads));
-        for thread in threads {
-            let _ = thread.join();
-        }
+        self.workers.drain();
     }
 
     /// Makes the log durable (outcomes ride the next fsync, LOG-3).
@@ -531,7 +526,7 @@ impl Server {
     /// returned sender is dropped.
     fn progress(&self, token: RequestId, what: &str) -> (mpsc::Sender<()>, thread::JoinHandle<()>) {
         let (stop, stopped) = mpsc::channel::<()>();
-        let out = lock(&self.out).clone();
+        let out = std::sync::Arc::clone(&self.out);
         let what = what.to_owned();
         let began = Instant::now();
         let ticker = thread::spawn(move || {
@@ -545,9 +540,7 @@ impl Server {
                 let line = serde_json::json!({
                     "jsonrpc": "2.0", "method": "notifications/progress", "params": params,
                 });
-                if out.send(line.to_string()).is_err() {
-                    return;
-                }
+                lock(&out).send(line.to_string());
             }
         });
         (stop, ticker)
