@@ -13,6 +13,7 @@ mod support;
 
 mod completion_cli;
 mod confine;
+mod hook_cli;
 mod jobs_cli;
 mod process_cli;
 mod processes_cli;

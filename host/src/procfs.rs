@@ -67,6 +67,11 @@ pub fn stat_of(pid: u32) -> Option<Stat> {
     parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
 }
 
+/// The command name of `pid` (`/proc/PID/comm`), if it exists.
+pub fn command_name(pid: u32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).ok().map(|name| name.trim_end().to_owned())
+}
+
 /// The start token of `pid` (`/proc/PID/stat` field 22).
 pub fn start_token(pid: u32) -> Option<u64> {
     stat_of(pid).map(|stat| stat.start_token)

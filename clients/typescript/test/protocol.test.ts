@@ -34,7 +34,7 @@ test("initialize answers the root, the data dir, the catalogue, the profiles and
   assert.ok(server.root.length > 0);
   assert.ok(server.data_dir.length > 0);
   assert.ok(server.tools.some((tool) => tool.name === "write_file"), "write_file is catalogued");
-  assert.deepEqual(server.profiles, ["effects"]);
+  assert.deepEqual(server.profiles, ["effects", "claude-code", "codex", "gemini"]);
   assert.deepEqual([...server.checks].sort(), ["bad", "ok"]);
 });
 

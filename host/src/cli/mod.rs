@@ -3,6 +3,7 @@
 
 mod decide;
 mod doctor;
+mod hook;
 mod input;
 mod log;
 pub(crate) mod output;
@@ -82,7 +83,7 @@ pub struct Cli {
 
 /// The data dir when neither `--data-dir` nor `$EFFECTS_DATA_DIR` names one:
 /// relative, so every command run from one directory finds the same store.
-const DEFAULT_DATA_DIR: &str = ".effects";
+pub(crate) const DEFAULT_DATA_DIR: &str = ".effects";
 
 const EXIT_CODES: &str = "Exit codes: 0 ok; 1 problems found, the policy returned an error, or a \
 session step was BLOCKED or NOT RECORDED; 2 bad input (also: an input over 16 MiB, a data dir that \
@@ -109,6 +110,10 @@ enum Command {
     /// TypeScript, any language): claims, settlements, steps, checks and
     /// decisions, one message per line (docs/serve.md).
     Serve(serve::ServeArgs),
+    /// Gate an agent's own tools and its "done" through its hook contract
+    /// (Claude Code, Codex CLI, Gemini CLI): claim before each tool, read
+    /// back after it, decide at stop (docs/hooks.md).
+    Hook(hook::HookArgs),
     /// Say whether commands run confined here (Landlock, ID-6).
     Doctor(doctor::DoctorArgs),
     /// List the tools the ledger knows, with their input schemas (`--json`:
@@ -127,6 +132,7 @@ impl Cli {
             Command::Policy(command) => command.run(data_dir),
             Command::Log(command) => command.run(data_dir),
             Command::Serve(args) => args.run(data_dir),
+            Command::Hook(args) => args.run(data_dir),
             Command::Doctor(args) => args.run(),
             Command::Tools(args) => args.run(),
         }

@@ -35,7 +35,10 @@ use super::step::Reported;
 use super::{Bound, Dispatch, Dispatched, Ledger, Run, bind, readback};
 
 /// The producer profiles this ledger predicts runtime-run tools with (EMB-4).
-pub const PROFILES: &[&str] = &["effects"];
+/// `effects` is the ledger's own reference producers; the others are the
+/// agents' own tools as `effects hook` maps them (`cli/hook/dialect.rs`:
+/// each writes the bytes its input gives).
+pub const PROFILES: &[&str] = &["effects", "claude-code", "codex", "gemini"];
 
 /// What [`Ledger::claim`] answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
@@ -168,6 +171,20 @@ impl Ledger {
     /// INTERRUPTED. A claim already standing for `request_id` in `run`, made
     /// by any process, is answered as it is (`duplicate`).
     pub fn claim(&mut self, run: &Run, request_id: &str, call: Call, profile: &str) -> Claimed {
+        self.claim_as(run, request_id, call, profile, crate::executor::current())
+    }
+
+    /// [`Ledger::claim`] for a tool another process runs: `executor` is that
+    /// process (an agent whose hook, a short-lived child, makes the claim),
+    /// and recovery leaves the claim alone while it lives (LOG-7).
+    pub fn claim_as(
+        &mut self,
+        run: &Run,
+        request_id: &str,
+        call: Call,
+        profile: &str,
+        executor: crate::log::Executor,
+    ) -> Claimed {
         if !PROFILES.contains(&profile) {
             let known = PROFILES.join(", ");
             return Claimed::not(
@@ -197,7 +214,7 @@ impl Ledger {
             }
             return Claimed::run(dispatched, true);
         }
-        match self.claim_call(run, call, None, request_id, crate::executor::current(), Some(profile)) {
+        match self.claim_call(run, call, None, request_id, executor, Some(profile)) {
             Dispatch::Run(dispatched) => {
                 let claimed = Claimed::run(&dispatched, dispatched.duplicate);
                 self.runtime.insert(key, *dispatched);

@@ -1,0 +1,452 @@
+//! `effects hook`: the ledger inside an agent's own tools, through its hook
+//! contract (docs/hooks.md). One short-lived process per event:
+//!
+//! - before a tool: claim it (EMB-1), with the **agent** as the claim's
+//!   executor (LOG-7), so the claim outlives this process and is settled by
+//!   the next hook, not recovered; a refusal denies the tool, anything else
+//!   says nothing at all (EMB-5: an "allow" would skip the user's prompt);
+//! - after it: settle the claim by the agent's tool-use id (EMB-3; Gemini
+//!   has none: by tool and input digest, first in first out), with only the
+//!   facts the agent gave (no exit status is UNKNOWN, OUT-1); the ledger then
+//!   reads the files back itself (EMB-4) and tells the agent whether the
+//!   bytes are the ones claimed;
+//! - at stop: decide. COMPLETED says nothing; anything else blocks the stop
+//!   once with the reasons and what would clear them; a stop that a stop
+//!   hook already held once goes through, with the disclosures shown to the
+//!   user (never a loop).
+//!
+//! `dialect.rs` reads and writes each agent's JSON; `install.rs` prints or
+//! merges the settings that run this.
+
+mod dialect;
+mod install;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::anyhow;
+use clap::{Args, Subcommand};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use effect_ledger::bounded::read_all;
+use effect_ledger::ledger::{ClaimStatus, Ledger, Reported, Run, RunError, StepRequest, StepStatus};
+use effect_ledger::log::{Executor, Record};
+use effect_ledger::model::{Assessment, Location, Verdict};
+use effect_ledger::procfs;
+use effect_ledger::tools::Call;
+
+use super::output::name;
+use super::runtime::{bad, open_ledger};
+use super::{Failure, exit};
+use dialect::{Answer, Dialect, Event, Kind, Mapped};
+
+/// Arguments of `effects hook`.
+#[derive(Args)]
+#[command(
+    subcommand_negates_reqs = true,
+    after_help = "Reads one hook event (JSON) on stdin, as Claude Code, Codex CLI or Gemini CLI \
+send it, and answers in that agent's contract: before a tool, a durable claim (a refusal denies \
+the tool; otherwise nothing is said, so the user's own approval still applies); after it, the \
+ledger's own readback, told to the agent; at stop, the completion decision (not COMPLETED: the \
+stop is blocked once with the reasons). Install it with `effects hook install --dialect D`. \
+The data dir defaults to $XDG_STATE_HOME/effect-ledger (~/.local/state/effect-ledger), outside \
+every project; --data-dir or $EFFECTS_DATA_DIR names another."
+)]
+pub struct HookArgs {
+    #[command(subcommand)]
+    command: Option<HookCommand>,
+    /// The agent whose hook contract stdin and stdout speak.
+    #[arg(long, value_enum, required = true)]
+    dialect: Option<Dialect>,
+    /// The directory the agent works beneath (default: the event's `cwd`).
+    #[arg(long)]
+    root: Option<PathBuf>,
+    /// A file the session must have produced and verified before it may stop
+    /// (repeatable; a path beneath the root).
+    #[arg(long = "require", value_name = "PATH")]
+    require: Vec<String>,
+    /// Policy manifest (default: the policies embedded in this binary).
+    #[arg(long)]
+    manifest: Option<PathBuf>,
+    /// Operator key file: records are written HMAC-authenticated with it.
+    #[arg(long, env = "EFFECTS_LOG_KEY_FILE")]
+    key_file: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum HookCommand {
+    /// Print, or merge into the agent's settings, the hooks that run
+    /// `effects hook` for every event it needs.
+    Install(install::InstallArgs),
+}
+
+/// The data dir when the command line and the environment name none: the
+/// CLI's `.effects` would lie in the agent's project, the root the ledger
+/// guards (ID-4), so a hook keeps its store in the user's state directory.
+fn state_dir(data_dir: &Path) -> PathBuf {
+    if data_dir != Path::new(super::DEFAULT_DATA_DIR) || std::env::var_os("EFFECTS_DATA_DIR").is_some() {
+        return data_dir.to_owned();
+    }
+    let base = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .filter(|path| path.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/state")))
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    base.join("effect-ledger")
+}
+
+impl HookArgs {
+    pub fn run(self, data_dir: &Path) -> Result<ExitCode, Failure> {
+        if let Some(HookCommand::Install(args)) = self.command {
+            return args.run();
+        }
+        let dialect = self.dialect.expect("clap requires --dialect");
+        let bytes =
+            read_all(std::io::stdin().lock()).map_err(|e| bad(anyhow!("reading the hook input: {e}")))?;
+        let payload: Value = serde_json::from_slice(&bytes).map_err(|e| {
+            bad(anyhow!("the hook input is not JSON ({e}); an agent sends one object per event"))
+        })?;
+        let event = dialect::parse(dialect, &payload).map_err(|e| bad(anyhow!(e)))?;
+        let root = match (&self.root, &event.cwd) {
+            (Some(root), _) => root.clone(),
+            (None, Some(cwd)) => PathBuf::from(cwd),
+            (None, None) => return Err(bad(anyhow!("the event names no `cwd`; give --root"))),
+        };
+        let answer = match self.answer(dialect, &event, &root, &state_dir(data_dir)) {
+            Ok(answer) => answer,
+            // Before a tool, a claim that cannot be made is a tool that must
+            // not run (EMB-1). After it or at stop, the agent goes on and the
+            // failure is on stderr.
+            Err(failure) if event.kind == Kind::Before => Answer::Deny(format!(
+                "effect ledger: no durable claim could be made, so this tool must not run: {}",
+                failure.error
+            )),
+            Err(failure) => return Err(failure),
+        };
+        if let Some(printed) = dialect::render(dialect, &event.name, &answer) {
+            super::output::line(printed)?;
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+
+    fn answer(
+        &self,
+        dialect: Dialect,
+        event: &Event,
+        root: &Path,
+        data_dir: &Path,
+    ) -> Result<Answer, Failure> {
+        if let Kind::Other(_) = event.kind {
+            return Ok(Answer::Silent);
+        }
+        let canonical = root.canonicalize().unwrap_or_else(|_| root.to_owned());
+        let mapped = dialect::map(dialect, &canonical, &event.tool_name, &event.tool_input);
+        if matches!(event.kind, Kind::Before | Kind::After | Kind::Failed { .. } | Kind::Denied)
+            && mapped == Mapped::Nothing
+        {
+            return Ok(Answer::Silent);
+        }
+        let (mut ledger, _) =
+            open_ledger(root, data_dir, self.manifest.as_deref(), self.key_file.as_deref(), &[])?;
+        let run = session_run(&mut ledger, dialect, &event.session_id)?;
+        Ok(match (&event.kind, mapped) {
+            (Kind::Before, Mapped::Effect { tool, input }) => {
+                claim(&mut ledger, &run, dialect, event, &tool, &input)
+            }
+            (Kind::Before, Mapped::Read { .. }) => Answer::Silent,
+            (Kind::After, Mapped::Read { path }) => read_back(&mut ledger, &run, event, &path),
+            (Kind::After | Kind::Failed { .. } | Kind::Denied, Mapped::Effect { tool, input }) => {
+                settle(&mut ledger, &run, dialect, event, &tool, &input)
+            }
+            (Kind::Stop { active, last_message }, _) => {
+                let answer = last_message.as_deref().unwrap_or("Done.");
+                stop(&mut ledger, &run, &self.require, answer, *active)?
+            }
+            _ => Answer::Silent,
+        })
+    }
+}
+
+/// The run of the agent's session: `DIALECT-SESSION`, continued when its
+/// log exists, begun when it does not (a session's first hook).
+fn session_run(ledger: &mut Ledger, dialect: Dialect, session: &str) -> Result<Run, Failure> {
+    let id = run_id(dialect, session);
+    match ledger.continue_run(&id) {
+        Ok(run) => Ok(run),
+        Err(RunError::NoSuchRun { .. }) => ledger.new_run(&id).map_err(|e| bad(anyhow!("{e}"))),
+        Err(error) => Err(bad(anyhow!("{error}"))),
+    }
+}
+
+/// A run id (1-64 letters, digits, `-`, `_`) from a session id of any
+/// shape: kept when it fits, else a digest of it.
+fn run_id(dialect: Dialect, session: &str) -> String {
+    let clean: String = session
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' })
+        .collect();
+    let id = format!("{}-{clean}", dialect.name());
+    if id.len() <= 64 && clean == session {
+        return id;
+    }
+    let digest = hex::encode(Sha256::digest(session.as_bytes()));
+    format!("{}-{}", dialect.name(), &digest[..40])
+}
+
+/// The agent: the nearest ancestor of this hook that is not a shell (the
+/// agents start hooks through one), or `$EFFECTS_AGENT_PID`. It is the
+/// executor of the claims this hook makes (LOG-7): they stay open while it
+/// lives and are recovered INTERRUPTED once it is gone.
+fn agent() -> Executor {
+    const SHELLS: &[&str] = &["sh", "dash", "bash", "zsh", "ksh", "fish", "busybox"];
+    let named = std::env::var("EFFECTS_AGENT_PID").ok().and_then(|pid| pid.trim().parse::<u32>().ok());
+    let mut pid =
+        named.unwrap_or_else(|| rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get() as u32));
+    if named.is_none() {
+        for _ in 0..8 {
+            let comm = procfs::command_name(pid).unwrap_or_default();
+            let Some(stat) = procfs::stat_of(pid) else { break };
+            if !SHELLS.contains(&comm.as_str()) || stat.parent <= 1 {
+                break;
+            }
+            pid = stat.parent;
+        }
+    }
+    match procfs::identity_of(pid) {
+        Some(identity) => Executor::Process(identity),
+        // No agent to name: this process, whose claims recover as soon as
+        // it is gone (the honest default for a parent already dead).
+        None => effect_ledger::executor::current(),
+    }
+}
+
+fn call(tool: &str, input: &Value) -> Result<Call, String> {
+    Call::parse(tool, input).map_err(|error| format!("{}: {}", error.tool, error.message))
+}
+
+/// The claim's request id: the agent's tool-use id, or (Gemini) the call's
+/// digest and its rank among the calls with that digest, first in first out.
+fn request_id(
+    ledger: &mut Ledger,
+    run: &Run,
+    event: &Event,
+    tool: &str,
+    input: &Value,
+    opening: bool,
+) -> Option<String> {
+    if let Some(id) = &event.tool_use_id {
+        return Some(id.clone());
+    }
+    let canonical = serde_json::to_string(&(tool, input)).unwrap_or_default();
+    let prefix = format!("fifo-{}-", &hex::encode(Sha256::digest(canonical.as_bytes()))[..24]);
+    let history = ledger.history(&run.lineage).ok()?;
+    let mut claims = Vec::new();
+    let mut settled = std::collections::HashSet::new();
+    for framed in &history {
+        match &framed.record {
+            Record::Claim(claim) if claim.operation.request_id.starts_with(&prefix) => {
+                claims.push((framed.position, claim.operation.request_id.clone()));
+            }
+            Record::Outcome(outcome) => {
+                settled.insert(outcome.claim);
+            }
+            _ => {}
+        }
+    }
+    if opening {
+        // The next rank; a concurrent hook that takes it first is answered
+        // as a duplicate, and the caller tries the rank after.
+        return Some(format!("{prefix}{}", claims.len()));
+    }
+    claims.iter().find(|(position, _)| !settled.contains(position)).map(|(_, id)| id.clone())
+}
+
+fn claim(
+    ledger: &mut Ledger,
+    run: &Run,
+    dialect: Dialect,
+    event: &Event,
+    tool: &str,
+    input: &Value,
+) -> Answer {
+    let executor = agent();
+    for _ in 0..64 {
+        let call = match call(tool, input) {
+            Ok(call) => call,
+            Err(why) => return Answer::Deny(format!("effect ledger: {why}")),
+        };
+        let Some(id) = request_id(ledger, run, event, tool, input, true) else {
+            return Answer::Deny(
+                "effect ledger: the session's log could not be read; nothing was claimed".into(),
+            );
+        };
+        let claimed = ledger.claim_as(run, &id, call, dialect.profile(), executor.clone());
+        match claimed.status {
+            // A retried hook (same tool-use id) is answered by the first claim.
+            ClaimStatus::Run if !claimed.duplicate || event.tool_use_id.is_some() => return Answer::Silent,
+            ClaimStatus::Run => continue,
+            ClaimStatus::Refused | ClaimStatus::Blocked => {
+                let why = claimed.reason.unwrap_or_default();
+                return Answer::Deny(format!("effect ledger refused {}: {why}", event.tool_name));
+            }
+        }
+    }
+    Answer::Deny("effect ledger: too many identical calls in flight; nothing was claimed".into())
+}
+
+/// The facts the agent gave, and nothing more: an agent that reports
+/// success without a status is taken at its word only where its contract
+/// says the tool succeeded; a failure without an exit status is UNKNOWN
+/// (OUT-1), a denied tool never ran.
+fn reported(dialect: Dialect, event: &Event) -> Reported {
+    let exit = ["exit_code", "exitCode", "exit_status"]
+        .iter()
+        .find_map(|key| event.tool_response.get(*key).and_then(Value::as_i64))
+        .and_then(|code| i32::try_from(code).ok());
+    match &event.kind {
+        Kind::Denied => Reported { executed: false, exit_code: None, timed_out: false, cancelled: false },
+        Kind::Failed { interrupted: true, .. } => {
+            Reported { executed: true, exit_code: None, timed_out: false, cancelled: true }
+        }
+        Kind::Failed { .. } => Reported {
+            executed: true,
+            exit_code: exit.filter(|code| *code != 0),
+            timed_out: false,
+            cancelled: false,
+        },
+        // Claude Code's PostToolUse and Gemini's AfterTool without an error
+        // are the contract's word that the tool succeeded; Codex's
+        // PostToolUse says only that it ran.
+        _ => {
+            let exit_code = exit.or((dialect != Dialect::Codex).then_some(0));
+            Reported { executed: true, exit_code, timed_out: false, cancelled: false }
+        }
+    }
+}
+
+fn settle(
+    ledger: &mut Ledger,
+    run: &Run,
+    dialect: Dialect,
+    event: &Event,
+    tool: &str,
+    input: &Value,
+) -> Answer {
+    let Some(id) = request_id(ledger, run, event, tool, input, false) else {
+        return Answer::Context(format!(
+            "effect ledger: {} ran without a claim (its pre-tool hook did not run or was refused); \
+             nothing of it is verified",
+            event.tool_name
+        ));
+    };
+    let call = call(tool, input).ok();
+    let settled = ledger.settle(run, &id, &reported(dialect, event), call);
+    if settled.status != StepStatus::Ran {
+        let why = settled.reason.unwrap_or_default();
+        return Answer::Context(format!("effect ledger: {} was not settled: {why}", event.tool_name));
+    }
+    let execution = settled.outcome.as_ref().map(|o| name(&o.execution)).unwrap_or_default();
+    let Some(claim) = settled.claim else {
+        return Answer::Silent;
+    };
+    // The ledger's own verdict on this effect, over its readbacks (writes
+    // nothing: the decision is taken at stop).
+    let assessed = ledger.annotate(run, "").ok().and_then(|decided| {
+        decided.decision.assessments.iter().find(|a| a.claim == claim).map(|a| a.assessment)
+    });
+    let files: Vec<String> = settled.observations.iter().filter_map(|o| o.path.clone()).collect();
+    let files = if files.is_empty() { String::new() } else { format!(" ({})", files.join(", ")) };
+    let verdict = match assessed {
+        Some(Assessment::Verified) => "read back by the ledger: the bytes are the ones claimed".to_owned(),
+        Some(Assessment::Contradicted) => {
+            "read back by the ledger: the file does NOT hold the bytes this call was to write; \
+             do not report it as done"
+                .to_owned()
+        }
+        Some(other) => format!("the ledger could not verify it ({})", name(&other)),
+        None => "nothing of it could be verified".to_owned(),
+    };
+    Answer::Context(format!("effect ledger: {} settled {execution}{files}; {verdict}", event.tool_name))
+}
+
+/// After the agent read a file: the ledger reads it too, whole, with its
+/// own producer, so the run holds a fresh observation of it.
+fn read_back(ledger: &mut Ledger, run: &Run, event: &Event, path: &str) -> Answer {
+    let id = event.tool_use_id.clone().unwrap_or_else(|| format!("read-{path}"));
+    let Ok(call) = Call::parse("read_file", &serde_json::json!({"path": path})) else {
+        return Answer::Silent;
+    };
+    let Ok(request) = StepRequest::new(0, &id, call, None) else { return Answer::Silent };
+    let step = ledger.step(run, &request);
+    if step.status != StepStatus::Ran {
+        tracing::warn!("the ledger's readback of {path}: {}", step.reason.unwrap_or_default());
+    }
+    Answer::Silent
+}
+
+/// The files the session's own writes and edits targeted: what "done" is
+/// about, required at stop beside `--require` (CMP-7), so a write that was
+/// never settled, recovered INTERRUPTED or never read back keeps the agent
+/// from stopping, with the file's name in the reason.
+fn written(ledger: &mut Ledger, run: &Run) -> Vec<String> {
+    let Ok(history) = ledger.history(&run.lineage) else { return Vec::new() };
+    let mut files = Vec::new();
+    for framed in &history {
+        let Record::Claim(claim) = &framed.record else { continue };
+        if !matches!(claim.operation.tool.as_str(), "write_file" | "edit_file") {
+            continue;
+        }
+        for resource in &claim.impact_scope {
+            if let Location::Filesystem(file) = resource.location()
+                && !files.contains(&file.path)
+            {
+                files.push(file.path.clone());
+            }
+        }
+    }
+    files
+}
+
+fn stop(
+    ledger: &mut Ledger,
+    run: &Run,
+    required: &[String],
+    answer: &str,
+    active: bool,
+) -> Result<Answer, Failure> {
+    let mut required = required.to_vec();
+    for file in written(ledger, run) {
+        if !required.contains(&file) {
+            required.push(file);
+        }
+    }
+    let completion = ledger
+        .complete(run, &required, answer)
+        .map_err(|e| Failure::new(exit::PROBLEMS, anyhow!("deciding the session: {e}")))?;
+    let decision = completion.decided.decision;
+    if decision.verdict == Verdict::Completed {
+        return Ok(Answer::Silent);
+    }
+    let mut text =
+        format!("effect ledger: this session's work is {}, not verified done.", name(&decision.verdict));
+    for reason in &decision.reasons {
+        text.push_str(&format!("\n- {}", sentence(&reason.message)));
+        if !reason.remedy.is_empty() {
+            text.push_str(&format!(" To clear it: {}", sentence(&reason.remedy)));
+        }
+    }
+    if !decision.disclosures.is_empty() {
+        text.push_str("\nThe final answer must say:");
+        for disclosure in &decision.disclosures {
+            text.push_str(&format!("\n- {disclosure}"));
+        }
+    }
+    Ok(if active { Answer::Tell(text) } else { Answer::Block(text) })
+}
+
+/// `text` ending as a sentence does.
+fn sentence(text: &str) -> String {
+    let text = text.trim_end();
+    if text.ends_with(['.', '!', '?', ')']) { text.to_owned() } else { format!("{text}.") }
+}

@@ -1,0 +1,283 @@
+//! `effects hook` driven as an agent drives it: one process per event, the
+//! payload on stdin, this test process as the agent (the hook's parent, so
+//! the executor of its claims, LOG-7). The vendors' own types and schemas
+//! check the same payloads and outputs in `tests/hooks/` (run by `cargo
+//! xtask test`).
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+use crate::support;
+
+/// Runs one hook event; answers its stdout as JSON (`Null` when it printed
+/// nothing) after checking it exited 0.
+fn hook(place: &support::session::Session, dialect: &str, payload: &Value) -> Value {
+    hook_with(place, dialect, payload, &[])
+}
+
+fn hook_with(place: &support::session::Session, dialect: &str, payload: &Value, args: &[&str]) -> Value {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_effects"))
+        .arg("--data-dir")
+        .arg(&place.data)
+        .args(["hook", "--dialect", dialect])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(payload.to_string().as_bytes()).unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "effects hook failed: {stderr}");
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    if stdout.trim().is_empty() { Value::Null } else { serde_json::from_str(&stdout).unwrap() }
+}
+
+fn base(place: &support::session::Session, event: &str, session: &str) -> Value {
+    json!({"hook_event_name": event, "session_id": session, "cwd": place.root.canonicalize().unwrap(),
+           "transcript_path": "/dev/null", "permission_mode": "default"})
+}
+
+fn tool_event(
+    place: &support::session::Session,
+    event: &str,
+    session: &str,
+    tool: &str,
+    input: Value,
+    id: &str,
+) -> Value {
+    let mut payload = base(place, event, session);
+    payload["tool_name"] = json!(tool);
+    payload["tool_input"] = input;
+    payload["tool_use_id"] = json!(id);
+    if event == "PostToolUse" {
+        payload["tool_response"] = json!({});
+    }
+    payload
+}
+
+fn write_input(place: &support::session::Session, file: &str, content: &str) -> Value {
+    json!({"file_path": place.root.canonicalize().unwrap().join(file), "content": content})
+}
+
+fn stop(place: &support::session::Session, session: &str, active: bool) -> Value {
+    let mut payload = base(place, "Stop", session);
+    payload["stop_hook_active"] = json!(active);
+    payload["last_assistant_message"] = json!("Done.");
+    payload
+}
+
+/// Every record of the session's log.
+fn records(data: &Path, run: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(data.join("effects").join(format!("{run}.log"))).unwrap();
+    text.lines().map(|line| serde_json::from_str(line).unwrap()).collect()
+}
+
+fn outcomes(data: &Path, run: &str) -> Vec<Value> {
+    records(data, run).into_iter().filter_map(|r| r["record"].get("outcome").cloned()).collect()
+}
+
+#[test]
+fn a_write_read_back_stops_freely_and_one_never_settled_is_blocked_naming_it() {
+    let place = support::session::session();
+    let input = write_input(&place, "a.txt", "hello\n");
+    let pre = hook(&place, "claude", &tool_event(&place, "PreToolUse", "s1", "Write", input.clone(), "t1"));
+    assert_eq!(pre, Value::Null, "no permission decision at all (EMB-5)");
+    std::fs::write(place.root.join("a.txt"), "hello\n").unwrap();
+    let post = hook(&place, "claude", &tool_event(&place, "PostToolUse", "s1", "Write", input, "t1"));
+    let context = post["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
+    assert!(context.contains("the bytes are the ones claimed"), "{context}");
+    assert_eq!(hook(&place, "claude", &stop(&place, "s1", false)), Value::Null, "COMPLETED says nothing");
+
+    // A second session writes a.txt and its post-tool hook never comes.
+    let other = support::session::session();
+    let input = write_input(&other, "a.txt", "hello\n");
+    hook(&other, "claude", &tool_event(&other, "PreToolUse", "s2", "Write", input, "t1"));
+    std::fs::write(other.root.join("a.txt"), "hello\n").unwrap();
+    let blocked = hook(&other, "claude", &stop(&other, "s2", false));
+    assert_eq!(blocked["decision"], "block", "{blocked}");
+    assert!(blocked["reason"].as_str().unwrap().contains("a.txt"), "{blocked}");
+    // The stop the hook held once goes through, with what the user must see.
+    let told = hook(&other, "claude", &stop(&other, "s2", true));
+    assert!(told.get("decision").is_none(), "never a loop: {told}");
+    assert!(told["systemMessage"].as_str().unwrap().contains("a.txt"), "{told}");
+}
+
+#[test]
+fn a_sabotaged_write_is_reported_to_the_agent_and_fails_the_stop() {
+    let place = support::session::session();
+    let input = write_input(&place, "a.txt", "hello\n");
+    hook(&place, "claude", &tool_event(&place, "PreToolUse", "s", "Write", input.clone(), "t1"));
+    std::fs::write(place.root.join("a.txt"), "other bytes\n").unwrap();
+    let post = hook(&place, "claude", &tool_event(&place, "PostToolUse", "s", "Write", input, "t1"));
+    let context = post["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
+    assert!(context.contains("does NOT hold"), "{context}");
+    let blocked = hook(&place, "claude", &stop(&place, "s", false));
+    assert!(blocked["reason"].as_str().unwrap().contains("FAILED"), "{blocked}");
+}
+
+#[test]
+fn a_refused_call_is_denied_with_its_reason() {
+    let place = support::session::session();
+    let input = json!({"file_path": "/etc/effects-hook-test", "content": "x"});
+    let pre = hook(&place, "claude", &tool_event(&place, "PreToolUse", "s", "Write", input, "t1"));
+    assert_eq!(pre["hookSpecificOutput"]["permissionDecision"], "deny", "{pre}");
+    let gemini = json!({"hook_event_name": "BeforeTool", "session_id": "g", "cwd": place.root,
+                        "tool_name": "write_file", "tool_input": {"file_path": "../x", "content": "x"}});
+    let denied = hook(&place, "gemini", &gemini);
+    assert_eq!(denied["decision"], "deny", "{denied}");
+}
+
+#[test]
+fn the_post_hook_settles_the_pre_hooks_claim_and_a_failure_is_not_success() {
+    let place = support::session::session();
+    let input = write_input(&place, "a.txt", "a\n");
+    // The pre-tool hook's process has exited; its claim's executor is this
+    // process (the agent), alive: the next hook settles it.
+    hook(&place, "claude", &tool_event(&place, "PreToolUse", "s", "Write", input.clone(), "t1"));
+    std::fs::write(place.root.join("a.txt"), "a\n").unwrap();
+    hook(&place, "claude", &tool_event(&place, "PostToolUse", "s", "Write", input, "t1"));
+    // A failing Bash arrives only as PostToolUseFailure, without an exit status.
+    hook(&place, "claude", &tool_event(&place, "PreToolUse", "s", "Bash", json!({"command": "false"}), "t2"));
+    let mut failure =
+        tool_event(&place, "PostToolUseFailure", "s", "Bash", json!({"command": "false"}), "t2");
+    failure["error"] = json!("Exit code 1");
+    hook(&place, "claude", &failure);
+    let outcomes = outcomes(&place.data, "claude-s");
+    let executions: Vec<&str> =
+        outcomes.iter().map(|o| o["outcome"]["execution"].as_str().unwrap()).collect();
+    assert_eq!(executions, ["REPORTED_SUCCESS", "UNKNOWN"], "{outcomes:?}");
+    assert!(outcomes.iter().all(|o| o["recovery"] == false), "settled, never recovered: {outcomes:?}");
+}
+
+#[test]
+fn after_the_agent_dies_its_unsettled_claims_recover_interrupted() {
+    let place = support::session::session();
+    let payload = tool_event(&place, "PreToolUse", "s", "Write", write_input(&place, "a.txt", "a\n"), "t1");
+    // A stand-in agent: a process that runs the pre-tool hook, then exits.
+    let agent = format!(
+        "import subprocess, sys\n\
+         r = subprocess.run([{bin:?}, '--data-dir', {data:?}, 'hook', '--dialect', 'claude'], input={payload:?}.encode())\n\
+         sys.exit(r.returncode)\n",
+        bin = env!("CARGO_BIN_EXE_effects"),
+        data = place.data.display().to_string(),
+        payload = payload.to_string(),
+    );
+    let status = Command::new("python3").args(["-c", &agent]).status().unwrap();
+    assert!(status.success());
+    let claims = records(&place.data, "claude-s");
+    let claim = claims.iter().find(|r| r["record"].get("claim").is_some()).unwrap();
+    let executor = claim["record"]["claim"]["executor"]["process"]["pid"].as_u64().unwrap();
+    assert_ne!(executor, u64::from(std::process::id()), "the executor is the agent, not the test");
+    let blocked = hook(&place, "claude", &stop(&place, "s", false));
+    assert_eq!(blocked["decision"], "block", "{blocked}");
+    let outcomes = outcomes(&place.data, "claude-s");
+    assert_eq!(outcomes.len(), 1, "{outcomes:?}");
+    assert_eq!(outcomes[0]["outcome"]["execution"], "INTERRUPTED");
+    assert_eq!(outcomes[0]["recovery"], true);
+}
+
+#[test]
+fn concurrent_hooks_on_one_run_settle_each_claim_once() {
+    let place = support::session::session();
+    let calls: Vec<(String, Value)> = (0..6)
+        .map(|i| (format!("t{i}"), write_input(&place, &format!("f{i}.txt"), &format!("{i}\n"))))
+        .collect();
+    std::thread::scope(|scope| {
+        for (id, input) in &calls {
+            let place = &place;
+            scope.spawn(move || {
+                hook(place, "claude", &tool_event(place, "PreToolUse", "s", "Write", input.clone(), id))
+            });
+        }
+    });
+    for (i, _) in calls.iter().enumerate() {
+        std::fs::write(place.root.join(format!("f{i}.txt")), format!("{i}\n")).unwrap();
+    }
+    // Every post-tool hook twice at once (hooks are retried, EMB-3).
+    std::thread::scope(|scope| {
+        for (id, input) in calls.iter().chain(calls.iter()) {
+            let place = &place;
+            scope.spawn(move || {
+                hook(place, "claude", &tool_event(place, "PostToolUse", "s", "Write", input.clone(), id))
+            });
+        }
+    });
+    let records = records(&place.data, "claude-s");
+    let claims: Vec<u64> = records
+        .iter()
+        .filter(|r| r["record"].get("claim").is_some())
+        .map(|r| r["position"].as_u64().unwrap())
+        .collect();
+    assert_eq!(claims.len(), 6, "one claim per tool-use id");
+    let mut settled: Vec<u64> =
+        outcomes(&place.data, "claude-s").iter().map(|o| o["claim"].as_u64().unwrap()).collect();
+    settled.sort_unstable();
+    assert_eq!(settled, claims, "each claim settled exactly once");
+    assert_eq!(hook(&place, "claude", &stop(&place, "s", false)), Value::Null);
+}
+
+#[test]
+fn gemini_settles_first_in_first_out_without_an_id() {
+    let place = support::session::session();
+    let event = |name: &str, content: &str| {
+        json!({"hook_event_name": name, "session_id": "g", "cwd": place.root.canonicalize().unwrap(),
+               "timestamp": "2026-12-03T00:00:00Z", "tool_name": "write_file",
+               "tool_input": {"file_path": "a.txt", "content": content}, "tool_response": {}})
+    };
+    assert_eq!(hook(&place, "gemini", &event("BeforeTool", "x\n")), Value::Null);
+    assert_eq!(hook(&place, "gemini", &event("BeforeTool", "x\n")), Value::Null);
+    std::fs::write(place.root.join("a.txt"), "x\n").unwrap();
+    hook(&place, "gemini", &event("AfterTool", "x\n"));
+    hook(&place, "gemini", &event("AfterTool", "x\n"));
+    let settled: Vec<u64> =
+        outcomes(&place.data, "gemini-g").iter().map(|o| o["claim"].as_u64().unwrap()).collect();
+    assert_eq!(settled.len(), 2, "two identical calls, two claims, each settled once: {settled:?}");
+    assert!(settled[0] < settled[1], "first in, first out");
+    let after = json!({"hook_event_name": "AfterAgent", "session_id": "g", "cwd": place.root,
+                       "prompt": "p", "prompt_response": "Done.", "stop_hook_active": false});
+    assert_eq!(hook(&place, "gemini", &after), Value::Null);
+}
+
+#[test]
+fn a_required_file_never_written_blocks_the_stop() {
+    let place = support::session::session();
+    let blocked = hook_with(&place, "codex", &stop(&place, "c", false), &["--require", "report.md"]);
+    assert_eq!(blocked["decision"], "block", "{blocked}");
+    assert!(blocked["reason"].as_str().unwrap().contains("report.md"), "{blocked}");
+}
+
+#[test]
+fn install_prints_and_merges_the_settings() {
+    let place = support::session::session();
+    let printed = Command::new(env!("CARGO_BIN_EXE_effects"))
+        .args(["hook", "install", "--dialect", "claude"])
+        .output()
+        .unwrap();
+    assert!(printed.status.success());
+    let snippet: Value = serde_json::from_slice(&printed.stdout).unwrap();
+    assert!(
+        snippet["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+            .as_str()
+            .unwrap()
+            .contains("hook --dialect claude")
+    );
+    std::fs::create_dir_all(place.root.join(".claude")).unwrap();
+    std::fs::write(place.root.join(".claude/settings.json"), r#"{"model": "opus"}"#).unwrap();
+    for _ in 0..2 {
+        let merged = Command::new(env!("CARGO_BIN_EXE_effects"))
+            .args(["hook", "install", "--dialect", "claude", "--project"])
+            .current_dir(&place.root)
+            .output()
+            .unwrap();
+        assert!(merged.status.success(), "{}", String::from_utf8_lossy(&merged.stderr));
+    }
+    let settings: Value =
+        serde_json::from_slice(&std::fs::read(place.root.join(".claude/settings.json")).unwrap()).unwrap();
+    assert_eq!(settings["model"], "opus");
+    assert_eq!(settings["hooks"]["Stop"].as_array().unwrap().len(), 1, "merged once: {settings}");
+}
