@@ -147,10 +147,22 @@ fn the_post_hook_settles_the_pre_hooks_claim_and_a_failure_is_not_success() {
         tool_event(&place, "PostToolUseFailure", "s", "Bash", json!({"command": "false"}), "t2");
     failure["error"] = json!("Exit code 1");
     hook(&place, "claude", &failure);
+    // One whose failure names no exit status is UNKNOWN (OUT-1), never a
+    // success and never a made-up status.
+    hook(
+        &place,
+        "claude",
+        &tool_event(&place, "PreToolUse", "s", "Bash", json!({"command": "sleep 9"}), "t3"),
+    );
+    let mut failure =
+        tool_event(&place, "PostToolUseFailure", "s", "Bash", json!({"command": "sleep 9"}), "t3");
+    failure["error"] = json!("Command timed out");
+    hook(&place, "claude", &failure);
     let outcomes = outcomes(&place.data, "claude-s");
     let executions: Vec<&str> =
         outcomes.iter().map(|o| o["outcome"]["execution"].as_str().unwrap()).collect();
-    assert_eq!(executions, ["REPORTED_SUCCESS", "UNKNOWN"], "{outcomes:?}");
+    assert_eq!(executions, ["REPORTED_SUCCESS", "FAILED", "UNKNOWN"], "{outcomes:?}");
+    assert_eq!(outcomes[1]["facts"]["exit_code"], 1, "the status Claude Code gave");
     assert!(outcomes.iter().all(|o| o["recovery"] == false), "settled, never recovered: {outcomes:?}");
 }
 

@@ -1,9 +1,9 @@
-//! The embedding clients' tests (`clients/python`, `clients/typescript`),
-//! run against the `effects` binary of this workspace, as part of `cargo
-//! xtask test`. Their packages come from the registries, pinned
-//! (`clients/python/requirements-test.txt`, `clients/typescript/package-lock.json`),
-//! installed once into `target/clients/venv` and `clients/typescript/node_modules`
-//! and again only when the pins change.
+//! The embedding clients' tests (`clients/python`, `clients/typescript`)
+//! and the hook contract suite (`tests/hooks`), run against the `effects`
+//! binary of this workspace, as part of `cargo xtask test`. Their packages
+//! come from the registries, pinned (`clients/python/requirements-test.txt`,
+//! the `package-lock.json` files), installed once into `target/clients/venv`
+//! and each package's `node_modules`, and again only when the pins change.
 
 use std::path::Path;
 use std::process::Command;
@@ -19,7 +19,8 @@ pub fn test(root: &Path) -> Result<()> {
     run(Command::new(&cargo).current_dir(root).args(["build", "--release", "--locked", "--bin", "effects"]))?;
     let binary = root.join("target/release/effects");
     python(root, &binary)?;
-    typescript(root, &binary)
+    typescript(root, &binary)?;
+    hooks(root, &binary)
 }
 
 /// A venv with the pinned test packages, the client installed into it from a
@@ -63,15 +64,30 @@ fn python(root: &Path, binary: &Path) -> Result<()> {
 /// `npm ci` from the lock file, then the client's tests (which build it).
 fn typescript(root: &Path, binary: &Path) -> Result<()> {
     let client = root.join("clients/typescript");
-    let lock = std::fs::read(client.join("package-lock.json")).context("reading the npm lock file")?;
+    npm_ci(&client, "the TypeScript client's packages")?;
+    run(Command::new("npm").arg("test").current_dir(&client).env("EFFECTS_BIN", binary))
+}
+
+/// The hook contract suite (`tests/hooks`): `effects hook` against Claude
+/// Code's Agent SDK types and Codex CLI's hook schemas.
+fn hooks(root: &Path, binary: &Path) -> Result<()> {
+    let suite = root.join("tests/hooks");
+    npm_ci(&suite, "the hook contract suite's packages (the Claude Agent SDK, ajv, typescript)")?;
+    run(Command::new("npm").arg("test").current_dir(&suite).env("EFFECTS_BIN", binary))
+}
+
+/// `npm ci` in `dir` when its lock file changed since the last install.
+fn npm_ci(dir: &Path, what: &str) -> Result<()> {
+    let lock = std::fs::read(dir.join("package-lock.json"))
+        .with_context(|| format!("reading {}/package-lock.json", dir.display()))?;
     let pins = hex::encode(Sha256::digest(lock));
-    let marker = client.join("node_modules/.pins-sha256");
+    let marker = dir.join("node_modules/.pins-sha256");
     if std::fs::read_to_string(&marker).ok().as_deref() != Some(pins.as_str()) {
-        eprintln!("xtask: installing the TypeScript client's packages (npm ci)");
-        run(Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(&client))?;
+        eprintln!("xtask: installing {what} (npm ci)");
+        run(Command::new("npm").args(["ci", "--no-audit", "--no-fund"]).current_dir(dir))?;
         std::fs::write(&marker, &pins)?;
     }
-    run(Command::new("npm").arg("test").current_dir(&client).env("EFFECTS_BIN", binary))
+    Ok(())
 }
 
 /// Copies `from` to `to`, skipping build outputs and caches.

@@ -5,8 +5,9 @@
 //!   directory and fails, naming the component, if any shipped byte differs.
 //! - `fixtures`: build the hostile test guests into `target/policy-fixtures/`.
 //! - `test`: the whole test suite, as a new user and CI run it: guests, host,
-//!   then the Python and TypeScript clients against the server (`clients.rs`;
-//!   skipped when `cargo test` arguments narrow the run).
+//!   then the Python and TypeScript clients against the server and the hook
+//!   contract suite (`clients.rs`; skipped when `cargo test` arguments narrow
+//!   the run).
 //! - `bench [--quick] [--only NAME]...`: every host bench, collected into
 //!   docs/benchmarks.md (`--quick`: scaled down, into target/bench-report.md).
 //! - `setup`: install the wasm guest toolchain (Debian route) if missing.
@@ -56,9 +57,10 @@ enum Task {
         route: Option<Route>,
     },
     /// Run every test: guest unit tests, fixtures, the host workspace, then
-    /// the Python and TypeScript clients against `effects serve` (their
-    /// pinned packages installed from the registries on first use). Extra
-    /// arguments narrow the host run and skip the clients.
+    /// the Python and TypeScript clients against `effects serve` and `effects
+    /// hook` against the agents' own hook types and schemas (their pinned
+    /// packages installed from the registries on first use). Extra arguments
+    /// narrow the host run and skip those.
     Test {
         /// Extra arguments for `cargo test` of the host workspace.
         #[arg(trailing_var_arg = true)]

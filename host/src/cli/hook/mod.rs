@@ -303,7 +303,14 @@ fn reported(dialect: Dialect, event: &Event) -> Reported {
     let exit = ["exit_code", "exitCode", "exit_status"]
         .iter()
         .find_map(|key| event.tool_response.get(*key).and_then(Value::as_i64))
-        .and_then(|code| i32::try_from(code).ok());
+        .and_then(|code| i32::try_from(code).ok())
+        .or_else(|| match &event.kind {
+            // Claude Code's Bash failure says its status in words.
+            Kind::Failed { error, .. } => {
+                error.strip_prefix("Exit code ").and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+            }
+            _ => None,
+        });
     match &event.kind {
         Kind::Denied => Reported { executed: false, exit_code: None, timed_out: false, cancelled: false },
         Kind::Failed { interrupted: true, .. } => {
@@ -364,6 +371,7 @@ fn settle(
              do not report it as done"
                 .to_owned()
         }
+        Some(Assessment::Failed) => "it failed, as the agent reported".to_owned(),
         Some(other) => format!("the ledger could not verify it ({})", name(&other)),
         None => "nothing of it could be verified".to_owned(),
     };
