@@ -24,6 +24,7 @@ const BENCHES: &[(&str, bool)] = &[
     ("chain_bash", false),
     ("session_continue", false),
     ("serve_roundtrip", false),
+    ("hook_latency", false),
     ("decide_read", false),
     ("evaluate", false),
     ("policy_call", true),
