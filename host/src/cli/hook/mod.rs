@@ -150,18 +150,17 @@ impl HookArgs {
         let (mut ledger, _) =
             open_ledger(root, data_dir, self.manifest.as_deref(), self.key_file.as_deref(), &[])?;
         let run = session_run(&mut ledger, dialect, &event.session_id)?;
+        let mut hooked = Hooked { ledger: &mut ledger, run, dialect, event };
         Ok(match (&event.kind, mapped) {
-            (Kind::Before, Mapped::Effect { tool, input }) => {
-                claim(&mut ledger, &run, dialect, event, &tool, &input)
-            }
+            (Kind::Before, Mapped::Effect { tool, input }) => hooked.claim(&tool, &input),
             (Kind::Before, Mapped::Read { .. }) => Answer::Silent,
-            (Kind::After, Mapped::Read { path }) => read_back(&mut ledger, &run, event, &path),
+            (Kind::After, Mapped::Read { path }) => hooked.read_back(&path),
             (Kind::After | Kind::Failed { .. } | Kind::Denied, Mapped::Effect { tool, input }) => {
-                settle(&mut ledger, &run, dialect, event, &tool, &input)
+                hooked.settle(&tool, &input)
             }
             (Kind::Stop { active, last_message }, _) => {
                 let answer = last_message.as_deref().unwrap_or("Done.");
-                stop(&mut ledger, &run, &self.require, answer, *active)?
+                hooked.stop(&self.require, answer, *active)?
             }
             _ => Answer::Silent,
         })
@@ -225,74 +224,189 @@ fn call(tool: &str, input: &Value) -> Result<Call, String> {
     Call::parse(tool, input).map_err(|error| format!("{}: {}", error.tool, error.message))
 }
 
-/// The claim's request id: the agent's tool-use id, or (Gemini) the call's
-/// digest and its rank among the calls with that digest, first in first out.
-fn request_id(
-    ledger: &mut Ledger,
-    run: &Run,
-    event: &Event,
-    tool: &str,
-    input: &Value,
-    opening: bool,
-) -> Option<String> {
-    if let Some(id) = &event.tool_use_id {
-        return Some(id.clone());
-    }
-    let canonical = serde_json::to_string(&(tool, input)).unwrap_or_default();
-    let prefix = format!("fifo-{}-", &hex::encode(Sha256::digest(canonical.as_bytes()))[..24]);
-    let history = ledger.history(&run.lineage).ok()?;
-    let mut claims = Vec::new();
-    let mut settled = std::collections::HashSet::new();
-    for framed in &history {
-        match &framed.record {
-            Record::Claim(claim) if claim.operation.request_id.starts_with(&prefix) => {
-                claims.push((framed.position, claim.operation.request_id.clone()));
-            }
-            Record::Outcome(outcome) => {
-                settled.insert(outcome.claim);
-            }
-            _ => {}
-        }
-    }
-    if opening {
-        // The next rank; a concurrent hook that takes it first is answered
-        // as a duplicate, and the caller tries the rank after.
-        return Some(format!("{prefix}{}", claims.len()));
-    }
-    claims.iter().find(|(position, _)| !settled.contains(position)).map(|(_, id)| id.clone())
+/// One hook event being answered: the ledger, the session's run, the
+/// dialect and the event.
+struct Hooked<'a> {
+    ledger: &'a mut Ledger,
+    run: Run,
+    dialect: Dialect,
+    event: &'a Event,
 }
 
-fn claim(
-    ledger: &mut Ledger,
-    run: &Run,
-    dialect: Dialect,
-    event: &Event,
-    tool: &str,
-    input: &Value,
-) -> Answer {
-    let executor = agent();
-    for _ in 0..64 {
-        let call = match call(tool, input) {
-            Ok(call) => call,
-            Err(why) => return Answer::Deny(format!("effect ledger: {why}")),
-        };
-        let Some(id) = request_id(ledger, run, event, tool, input, true) else {
-            return Answer::Deny(
-                "effect ledger: the session's log could not be read; nothing was claimed".into(),
-            );
-        };
-        let claimed = ledger.claim_as(run, &id, call, dialect.profile(), executor.clone());
-        match claimed.status {
-            // A retried hook (same tool-use id) is answered by the first claim.
-            ClaimStatus::Run if !claimed.duplicate || event.tool_use_id.is_some() => return Answer::Silent,
-            ClaimStatus::Run => continue,
-            ClaimStatus::Refused | ClaimStatus::Blocked => {
-                let why = claimed.reason.unwrap_or_default();
-                return Answer::Deny(format!("effect ledger refused {}: {why}", event.tool_name));
+impl Hooked<'_> {
+    /// The claim's request id: the agent's tool-use id, or (Gemini) the call's
+    /// digest and its rank among the calls with that digest, first in first out.
+    fn request_id(&mut self, tool: &str, input: &Value, opening: bool) -> Option<String> {
+        let (ledger, run, event) = (&mut *self.ledger, &self.run, self.event);
+        if let Some(id) = &event.tool_use_id {
+            return Some(id.clone());
+        }
+        let canonical = serde_json::to_string(&(tool, input)).unwrap_or_default();
+        let prefix = format!("fifo-{}-", &hex::encode(Sha256::digest(canonical.as_bytes()))[..24]);
+        let history = ledger.history(&run.lineage).ok()?;
+        let mut claims = Vec::new();
+        let mut settled = std::collections::HashSet::new();
+        for framed in &history {
+            match &framed.record {
+                Record::Claim(claim) if claim.operation.request_id.starts_with(&prefix) => {
+                    claims.push((framed.position, claim.operation.request_id.clone()));
+                }
+                Record::Outcome(outcome) => {
+                    settled.insert(outcome.claim);
+                }
+                _ => {}
             }
         }
+        if opening {
+            // The next rank; a concurrent hook that takes it first is answered
+            // as a duplicate, and the caller tries the rank after.
+            return Some(format!("{prefix}{}", claims.len()));
+        }
+        claims.iter().find(|(position, _)| !settled.contains(position)).map(|(_, id)| id.clone())
     }
-    Answer::Deny("effect ledger: too many identical calls in flight; nothing was claimed".into())
+
+    fn claim(&mut self, tool: &str, input: &Value) -> Answer {
+        let (dialect, event) = (self.dialect, self.event);
+        let executor = agent();
+        for _ in 0..64 {
+            let call = match call(tool, input) {
+                Ok(call) => call,
+                Err(why) => return Answer::Deny(format!("effect ledger: {why}")),
+            };
+            let Some(id) = self.request_id(tool, input, true) else {
+                return Answer::Deny(
+                    "effect ledger: the session's log could not be read; nothing was claimed".into(),
+                );
+            };
+            let claimed = self.ledger.claim_as(&self.run, &id, call, dialect.profile(), executor.clone());
+            match claimed.status {
+                // A retried hook (same tool-use id) is answered by the first claim.
+                ClaimStatus::Run if !claimed.duplicate || event.tool_use_id.is_some() => {
+                    return Answer::Silent;
+                }
+                ClaimStatus::Run => continue,
+                ClaimStatus::Refused | ClaimStatus::Blocked => {
+                    let why = claimed.reason.unwrap_or_default();
+                    return Answer::Deny(format!("effect ledger refused {}: {why}", event.tool_name));
+                }
+            }
+        }
+        Answer::Deny("effect ledger: too many identical calls in flight; nothing was claimed".into())
+    }
+
+    fn settle(&mut self, tool: &str, input: &Value) -> Answer {
+        let (dialect, event) = (self.dialect, self.event);
+        let Some(id) = self.request_id(tool, input, false) else {
+            return Answer::Context(format!(
+                "effect ledger: {} ran without a claim (its pre-tool hook did not run or was refused); \
+                 nothing of it is verified",
+                event.tool_name
+            ));
+        };
+        let call = call(tool, input).ok();
+        let settled = self.ledger.settle(&self.run, &id, &reported(dialect, event), call);
+        if settled.status != StepStatus::Ran {
+            let why = settled.reason.unwrap_or_default();
+            return Answer::Context(format!("effect ledger: {} was not settled: {why}", event.tool_name));
+        }
+        let execution = settled.outcome.as_ref().map(|o| name(&o.execution)).unwrap_or_default();
+        let Some(claim) = settled.claim else {
+            return Answer::Silent;
+        };
+        // The ledger's own verdict on this effect, over its readbacks (writes
+        // nothing: the decision is taken at stop).
+        let assessed = self.ledger.annotate(&self.run, "").ok().and_then(|decided| {
+            decided.decision.assessments.iter().find(|a| a.claim == claim).map(|a| a.assessment)
+        });
+        let files: Vec<String> = settled.observations.iter().filter_map(|o| o.path.clone()).collect();
+        let files = if files.is_empty() { String::new() } else { format!(" ({})", files.join(", ")) };
+        let verdict = match assessed {
+            Some(Assessment::Verified) => {
+                "read back by the ledger: the bytes are the ones claimed".to_owned()
+            }
+            Some(Assessment::Contradicted) => {
+                "read back by the ledger: the file does NOT hold the bytes this call was to write; \
+                 do not report it as done"
+                    .to_owned()
+            }
+            Some(Assessment::Failed) => "it failed, as the agent reported".to_owned(),
+            Some(other) => format!("the ledger could not verify it ({})", name(&other)),
+            None => "nothing of it could be verified".to_owned(),
+        };
+        Answer::Context(format!("effect ledger: {} settled {execution}{files}; {verdict}", event.tool_name))
+    }
+
+    /// After the agent read a file: the ledger reads it too, whole, with its
+    /// own producer, so the run holds a fresh observation of it.
+    fn read_back(&mut self, path: &str) -> Answer {
+        let event = self.event;
+        let id = event.tool_use_id.clone().unwrap_or_else(|| format!("read-{path}"));
+        let Ok(call) = Call::parse("read_file", &serde_json::json!({"path": path})) else {
+            return Answer::Silent;
+        };
+        let Ok(request) = StepRequest::new(0, &id, call, None) else { return Answer::Silent };
+        let step = self.ledger.step(&self.run, &request);
+        if step.status != StepStatus::Ran {
+            tracing::warn!("the ledger's readback of {path}: {}", step.reason.unwrap_or_default());
+        }
+        Answer::Silent
+    }
+
+    /// The files the session's own writes and edits targeted: what "done" is
+    /// about, required at stop beside `--require` (CMP-7), so a write that was
+    /// never settled, recovered INTERRUPTED or never read back keeps the agent
+    /// from stopping, with the file's name in the reason.
+    fn written(&mut self) -> Vec<String> {
+        let (ledger, run) = (&mut *self.ledger, &self.run);
+        let Ok(history) = ledger.history(&run.lineage) else { return Vec::new() };
+        let mut files = Vec::new();
+        for framed in &history {
+            let Record::Claim(claim) = &framed.record else { continue };
+            if !matches!(claim.operation.tool.as_str(), "write_file" | "edit_file") {
+                continue;
+            }
+            for resource in &claim.impact_scope {
+                if let Location::Filesystem(file) = resource.location()
+                    && !files.contains(&file.path)
+                {
+                    files.push(file.path.clone());
+                }
+            }
+        }
+        files
+    }
+
+    fn stop(&mut self, required: &[String], answer: &str, active: bool) -> Result<Answer, Failure> {
+        let mut required = required.to_vec();
+        for file in self.written() {
+            if !required.contains(&file) {
+                required.push(file);
+            }
+        }
+        let completion = self
+            .ledger
+            .complete(&self.run, &required, answer)
+            .map_err(|e| Failure::new(exit::PROBLEMS, anyhow!("deciding the session: {e}")))?;
+        let decision = completion.decided.decision;
+        if decision.verdict == Verdict::Completed {
+            return Ok(Answer::Silent);
+        }
+        let mut text =
+            format!("effect ledger: this session's work is {}, not verified done.", name(&decision.verdict));
+        for reason in &decision.reasons {
+            text.push_str(&format!("\n- {}", sentence(&reason.message)));
+            if !reason.remedy.is_empty() {
+                text.push_str(&format!(" To clear it: {}", sentence(&reason.remedy)));
+            }
+        }
+        if !decision.disclosures.is_empty() {
+            text.push_str("\nThe final answer must say:");
+            for disclosure in &decision.disclosures {
+                text.push_str(&format!("\n- {disclosure}"));
+            }
+        }
+        Ok(if active { Answer::Tell(text) } else { Answer::Block(text) })
+    }
 }
 
 /// The facts the agent gave, and nothing more: an agent that reports
@@ -330,127 +444,6 @@ fn reported(dialect: Dialect, event: &Event) -> Reported {
             Reported { executed: true, exit_code, timed_out: false, cancelled: false }
         }
     }
-}
-
-fn settle(
-    ledger: &mut Ledger,
-    run: &Run,
-    dialect: Dialect,
-    event: &Event,
-    tool: &str,
-    input: &Value,
-) -> Answer {
-    let Some(id) = request_id(ledger, run, event, tool, input, false) else {
-        return Answer::Context(format!(
-            "effect ledger: {} ran without a claim (its pre-tool hook did not run or was refused); \
-             nothing of it is verified",
-            event.tool_name
-        ));
-    };
-    let call = call(tool, input).ok();
-    let settled = ledger.settle(run, &id, &reported(dialect, event), call);
-    if settled.status != StepStatus::Ran {
-        let why = settled.reason.unwrap_or_default();
-        return Answer::Context(format!("effect ledger: {} was not settled: {why}", event.tool_name));
-    }
-    let execution = settled.outcome.as_ref().map(|o| name(&o.execution)).unwrap_or_default();
-    let Some(claim) = settled.claim else {
-        return Answer::Silent;
-    };
-    // The ledger's own verdict on this effect, over its readbacks (writes
-    // nothing: the decision is taken at stop).
-    let assessed = ledger.annotate(run, "").ok().and_then(|decided| {
-        decided.decision.assessments.iter().find(|a| a.claim == claim).map(|a| a.assessment)
-    });
-    let files: Vec<String> = settled.observations.iter().filter_map(|o| o.path.clone()).collect();
-    let files = if files.is_empty() { String::new() } else { format!(" ({})", files.join(", ")) };
-    let verdict = match assessed {
-        Some(Assessment::Verified) => "read back by the ledger: the bytes are the ones claimed".to_owned(),
-        Some(Assessment::Contradicted) => {
-            "read back by the ledger: the file does NOT hold the bytes this call was to write; \
-             do not report it as done"
-                .to_owned()
-        }
-        Some(Assessment::Failed) => "it failed, as the agent reported".to_owned(),
-        Some(other) => format!("the ledger could not verify it ({})", name(&other)),
-        None => "nothing of it could be verified".to_owned(),
-    };
-    Answer::Context(format!("effect ledger: {} settled {execution}{files}; {verdict}", event.tool_name))
-}
-
-/// After the agent read a file: the ledger reads it too, whole, with its
-/// own producer, so the run holds a fresh observation of it.
-fn read_back(ledger: &mut Ledger, run: &Run, event: &Event, path: &str) -> Answer {
-    let id = event.tool_use_id.clone().unwrap_or_else(|| format!("read-{path}"));
-    let Ok(call) = Call::parse("read_file", &serde_json::json!({"path": path})) else {
-        return Answer::Silent;
-    };
-    let Ok(request) = StepRequest::new(0, &id, call, None) else { return Answer::Silent };
-    let step = ledger.step(run, &request);
-    if step.status != StepStatus::Ran {
-        tracing::warn!("the ledger's readback of {path}: {}", step.reason.unwrap_or_default());
-    }
-    Answer::Silent
-}
-
-/// The files the session's own writes and edits targeted: what "done" is
-/// about, required at stop beside `--require` (CMP-7), so a write that was
-/// never settled, recovered INTERRUPTED or never read back keeps the agent
-/// from stopping, with the file's name in the reason.
-fn written(ledger: &mut Ledger, run: &Run) -> Vec<String> {
-    let Ok(history) = ledger.history(&run.lineage) else { return Vec::new() };
-    let mut files = Vec::new();
-    for framed in &history {
-        let Record::Claim(claim) = &framed.record else { continue };
-        if !matches!(claim.operation.tool.as_str(), "write_file" | "edit_file") {
-            continue;
-        }
-        for resource in &claim.impact_scope {
-            if let Location::Filesystem(file) = resource.location()
-                && !files.contains(&file.path)
-            {
-                files.push(file.path.clone());
-            }
-        }
-    }
-    files
-}
-
-fn stop(
-    ledger: &mut Ledger,
-    run: &Run,
-    required: &[String],
-    answer: &str,
-    active: bool,
-) -> Result<Answer, Failure> {
-    let mut required = required.to_vec();
-    for file in written(ledger, run) {
-        if !required.contains(&file) {
-            required.push(file);
-        }
-    }
-    let completion = ledger
-        .complete(run, &required, answer)
-        .map_err(|e| Failure::new(exit::PROBLEMS, anyhow!("deciding the session: {e}")))?;
-    let decision = completion.decided.decision;
-    if decision.verdict == Verdict::Completed {
-        return Ok(Answer::Silent);
-    }
-    let mut text =
-        format!("effect ledger: this session's work is {}, not verified done.", name(&decision.verdict));
-    for reason in &decision.reasons {
-        text.push_str(&format!("\n- {}", sentence(&reason.message)));
-        if !reason.remedy.is_empty() {
-            text.push_str(&format!(" To clear it: {}", sentence(&reason.remedy)));
-        }
-    }
-    if !decision.disclosures.is_empty() {
-        text.push_str("\nThe final answer must say:");
-        for disclosure in &decision.disclosures {
-            text.push_str(&format!("\n- {disclosure}"));
-        }
-    }
-    Ok(if active { Answer::Tell(text) } else { Answer::Block(text) })
 }
 
 /// `text` ending as a sentence does.
