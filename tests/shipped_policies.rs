@@ -129,3 +129,44 @@ fn fresh_per_call_instances_answer_exactly_as_warm_ones() {
     let again = warm.classifier("make").unwrap().classify(&operation()).unwrap();
     assert!(!again.report.fresh_instance);
 }
+
+/// A copy of the shipped policies in a directory, `damaged` (a component
+/// file name) with one byte changed, as a manifest source.
+fn shipped_copy_with_damaged(damaged: &str) -> (tempfile::TempDir, PolicySource) {
+    let dir = tempfile::tempdir().unwrap();
+    let shipped = support::root().join("policies");
+    for entry in std::fs::read_dir(&shipped).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), dir.path().join(entry.file_name())).unwrap();
+    }
+    let file = dir.path().join(damaged);
+    let mut bytes = std::fs::read(&file).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0x01;
+    std::fs::write(&file, bytes).unwrap();
+    let source = PolicySource::Directory {
+        dir: Dir::open_ambient_dir(dir.path(), ambient_authority()).unwrap(),
+        manifest_file: "manifest.toml".into(),
+        display: "a damaged copy".into(),
+    };
+    (dir, source)
+}
+
+#[test]
+fn a_lazily_loaded_set_checks_each_component_when_it_is_first_used() {
+    let (_dir, source) = shipped_copy_with_damaged("classify-process.wasm");
+    assert!(PolicySet::load(&source, &PolicyOptions::default()).is_err(), "an eager load refuses the set");
+    let (_dir, source) = shipped_copy_with_damaged("classify-process.wasm");
+    let mut lazy = PolicySet::load_lazily(source, PolicyOptions::default()).unwrap();
+    // The component it needs is loaded and checked; the damaged one is
+    // refused when (and each time) a call needs it, never skipped.
+    assert_eq!(lazy.classifier("write_file").unwrap().name(), "classify-fs");
+    for _ in 0..2 {
+        let refused = lazy.classifier("bash").err().expect("the damaged classifier is refused at first use");
+        assert!(refused.to_string().contains("classify-process"), "{refused}");
+    }
+    assert!(lazy.evaluator().is_ok());
+    let (_dir, source) = shipped_copy_with_damaged("evaluate.wasm");
+    let mut lazy = PolicySet::load_lazily(source, PolicyOptions::default()).unwrap();
+    assert!(lazy.evaluator().is_err(), "a damaged evaluator is refused when a decision needs it");
+}

@@ -152,13 +152,26 @@ fn check_key_place(root: &Dir, root_display: &str, key_file: &Path) -> Result<()
 /// reaches the store is refused), writing with the operator key in
 /// `key_file` if one is given (refused beneath the root). No mount beneath
 /// the root may show the store. Returns it with the data dir's display name.
-#[allow(clippy::disallowed_methods)] // `--root` and `--data-dir`, opened by their paths
 pub(super) fn open_ledger(
     root: &Path,
     data_dir: &Path,
     manifest: Option<&Path>,
     key_file: Option<&Path>,
     allow_write: &[PathBuf],
+) -> Result<(Ledger, String), Failure> {
+    open_ledger_with(root, data_dir, manifest, key_file, allow_write, false)
+}
+
+/// [`open_ledger`], its policies loaded on first use when `lazy` (a process
+/// that serves one event: `PolicySet::load_lazily`).
+#[allow(clippy::disallowed_methods)] // `--root` and `--data-dir`, opened by their paths
+pub(super) fn open_ledger_with(
+    root: &Path,
+    data_dir: &Path,
+    manifest: Option<&Path>,
+    key_file: Option<&Path>,
+    allow_write: &[PathBuf],
+    lazy: bool,
 ) -> Result<(Ledger, String), Failure> {
     check_paths(root, data_dir)?;
     let data = open_data_dir(data_dir, true)?.expect("a created data dir opens");
@@ -181,8 +194,10 @@ pub(super) fn open_ledger(
     let key = read_key(key_file)?;
     let sealed = SealedRoot::new(root_dir, &display_root, "session", "cli", control).map_err(bad)?;
     let options = PolicyOptions { cache: open_cache(&data), ..PolicyOptions::default() };
+    let source = manifest_source(manifest)?;
     let policies =
-        PolicySet::load(&manifest_source(manifest)?, &options).map_err(|e| Failure::new(exit::REFUSED, e))?;
+        if lazy { PolicySet::load_lazily(source, options) } else { PolicySet::load(&source, &options) }
+            .map_err(|e| Failure::new(exit::REFUSED, e))?;
     let display_data = data.display().to_owned();
     let confine = Confinement::detect().allow_write(allow_write, data.dir(), sealed.dir()).map_err(bad)?;
     let config = LedgerConfig { confine, key, ..LedgerConfig::at(data, sealed, policies) };

@@ -42,6 +42,15 @@ pub struct PolicySet {
     manifest: Manifest,
     classifiers: BTreeMap<String, ClassifierComponent>,
     evaluator: Option<EvaluatorComponent>,
+    /// What loads the rest on first use, for a set loaded lazily.
+    deferred: Option<Deferred>,
+}
+
+/// A lazily loaded set's source, engine and options.
+struct Deferred {
+    source: PolicySource,
+    engine: Engine,
+    options: PolicyOptions,
 }
 
 /// Builds the engine for `options`, mapping a configuration failure to an error
@@ -102,7 +111,41 @@ impl PolicySet {
                 LoadedComponent::Evaluator(component) => evaluator = Some(component),
             }
         }
-        Ok(Self { manifest, classifiers, evaluator })
+        Ok(Self { manifest, classifiers, evaluator, deferred: None })
+    }
+
+    /// Reads `source`'s manifest now and loads each component on first use:
+    /// for a process that serves one call (a hook), which needs one
+    /// classifier or the evaluator, not all of them. Each component is
+    /// checked as [`PolicySet::load`] checks it (pin, imports, world), only
+    /// later: a bad one is then a failed call (POL-4: unknown scope, or a
+    /// BLOCKED `POLICY_FAILURE` decision), never a skipped check.
+    pub fn load_lazily(source: PolicySource, options: PolicyOptions) -> Result<Self, PolicyError> {
+        let manifest = source.manifest()?;
+        let engine = policy_engine(&options)?;
+        Ok(Self {
+            manifest,
+            classifiers: BTreeMap::new(),
+            evaluator: None,
+            deferred: Some(Deferred { source, engine, options }),
+        })
+    }
+
+    /// Loads `entry` now if this set defers it and has not loaded it yet.
+    fn load_deferred(&mut self, entry: &ComponentEntry) -> Result<(), PolicyError> {
+        let loaded = match entry.world {
+            World::Classifier => self.classifiers.contains_key(&entry.name),
+            World::Evaluator => self.evaluator.is_some(),
+        };
+        let Some(deferred) = self.deferred.as_ref().filter(|_| !loaded) else { return Ok(()) };
+        let context = load_context(&deferred.engine, &deferred.options);
+        match load_entry(&context, &deferred.source, entry)? {
+            LoadedComponent::Classifier(component) => {
+                self.classifiers.insert(entry.name.clone(), component);
+            }
+            LoadedComponent::Evaluator(component) => self.evaluator = Some(component),
+        }
+        Ok(())
     }
 
     /// Checks every component of `source`'s manifest independently: one result
@@ -155,12 +198,17 @@ impl PolicySet {
         let entry = self
             .manifest
             .classifier_for(tool)
-            .ok_or_else(|| PolicyError::NoClassifier { tool: tool.to_owned() })?;
+            .ok_or_else(|| PolicyError::NoClassifier { tool: tool.to_owned() })?
+            .clone();
+        self.load_deferred(&entry)?;
         Ok(self.classifiers.get_mut(&entry.name).expect("every manifest classifier is loaded"))
     }
 
     /// The evaluator.
     pub fn evaluator(&mut self) -> Result<&mut EvaluatorComponent, PolicyError> {
+        if let Some(entry) = self.manifest.evaluator().cloned() {
+            self.load_deferred(&entry)?;
+        }
         self.evaluator.as_mut().ok_or(PolicyError::NoEvaluator)
     }
 }

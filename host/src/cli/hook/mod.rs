@@ -37,7 +37,7 @@ use effect_ledger::procfs;
 use effect_ledger::tools::Call;
 
 use super::output::name;
-use super::runtime::{bad, open_ledger};
+use super::runtime::{bad, open_ledger_with};
 use super::{Failure, exit};
 use dialect::{Answer, Dialect, Event, Kind, Mapped};
 
@@ -147,8 +147,10 @@ impl HookArgs {
         {
             return Ok(Answer::Silent);
         }
+        // One event needs one classifier, or the evaluator: the rest are
+        // never loaded.
         let (mut ledger, _) =
-            open_ledger(root, data_dir, self.manifest.as_deref(), self.key_file.as_deref(), &[])?;
+            open_ledger_with(root, data_dir, self.manifest.as_deref(), self.key_file.as_deref(), &[], true)?;
         let run = session_run(&mut ledger, dialect, &event.session_id)?;
         let mut hooked = Hooked { ledger: &mut ledger, run, dialect, event };
         Ok(match (&event.kind, mapped) {
