@@ -250,6 +250,24 @@ fn gemini_settles_first_in_first_out_without_an_id() {
         outcomes(&place.data, "gemini-g").iter().map(|o| o["claim"].as_u64().unwrap()).collect();
     assert_eq!(settled.len(), 2, "two identical calls, two claims, each settled once: {settled:?}");
     assert!(settled[0] < settled[1], "first in, first out");
+    // Four identical calls in flight, their after-tool hooks all at once:
+    // each claim settled exactly once, whichever hook took which.
+    for _ in 0..4 {
+        hook(&place, "gemini", &event("BeforeTool", "x\n"));
+    }
+    std::thread::scope(|scope| {
+        for _ in 0..4 {
+            scope.spawn(|| hook(&place, "gemini", &event("AfterTool", "x\n")));
+        }
+    });
+    let claims =
+        records(&place.data, "gemini-g").iter().filter(|r| r["record"].get("claim").is_some()).count();
+    let mut settled: Vec<u64> =
+        outcomes(&place.data, "gemini-g").iter().map(|o| o["claim"].as_u64().unwrap()).collect();
+    settled.sort_unstable();
+    let outcomes_written = settled.len();
+    settled.dedup();
+    assert_eq!((claims, settled.len(), outcomes_written), (6, 6, 6), "every claim settled once: {settled:?}");
     let after = json!({"hook_event_name": "AfterAgent", "session_id": "g", "cwd": place.root,
                        "prompt": "p", "prompt_response": "Done.", "stop_hook_active": false});
     assert_eq!(hook(&place, "gemini", &after), Value::Null);
@@ -292,4 +310,96 @@ fn install_prints_and_merges_the_settings() {
         serde_json::from_slice(&std::fs::read(place.root.join(".claude/settings.json")).unwrap()).unwrap();
     assert_eq!(settings["model"], "opus");
     assert_eq!(settings["hooks"]["Stop"].as_array().unwrap().len(), 1, "merged once: {settings}");
+}
+
+/// `effects hook` with its exit status, for the failure paths.
+fn hook_status(data: &Path, dialect: &str, payload: &Value) -> (i32, Value) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_effects"))
+        .arg("--data-dir")
+        .arg(data)
+        .args(["hook", "--dialect", dialect])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(payload.to_string().as_bytes()).unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let printed = if stdout.trim().is_empty() { Value::Null } else { serde_json::from_str(&stdout).unwrap() };
+    (output.status.code().unwrap(), printed)
+}
+
+#[test]
+fn a_ledger_that_cannot_open_denies_tools_holds_the_stop_once_and_never_loops() {
+    let place = support::session::session();
+    // A data dir that cannot hold a store: every event fails to open it.
+    let broken = place.root.parent().unwrap().join("not-a-dir");
+    std::fs::write(&broken, "").unwrap();
+    let pre = tool_event(&place, "PreToolUse", "s", "Write", write_input(&place, "a.txt", "a\n"), "t1");
+    let (code, denied) = hook_status(&broken, "claude", &pre);
+    assert_eq!((code, denied["hookSpecificOutput"]["permissionDecision"].as_str()), (0, Some("deny")));
+    let (code, held) = hook_status(&broken, "claude", &stop(&place, "s", false));
+    assert_eq!((code, held["decision"].as_str()), (0, Some("block")), "held once: {held}");
+    let (code, told) = hook_status(&broken, "claude", &stop(&place, "s", true));
+    assert_eq!(code, 0);
+    assert!(told.get("decision").is_none() && told["systemMessage"].is_string(), "never a loop: {told}");
+    // After a tool, a failure only warns (exit 1): exit 2 would feed the
+    // agent an error as if the tool failed.
+    let post = tool_event(&place, "PostToolUse", "s", "Write", write_input(&place, "a.txt", "a\n"), "t1");
+    assert_eq!(hook_status(&broken, "claude", &post).0, 1);
+    // An unreadable stop only warns; an unreadable pre-tool event is denied.
+    let (code, _) = hook_status(&place.data, "claude", &json!({"hook_event_name": "Stop"}));
+    assert_eq!(code, 1);
+    let (code, denied) = hook_status(&place.data, "claude", &json!({"hook_event_name": "PreToolUse"}));
+    assert_eq!((code, denied["hookSpecificOutput"]["permissionDecision"].as_str()), (0, Some("deny")));
+}
+
+#[test]
+fn an_exit_status_is_taken_only_from_the_agents_own_shell() {
+    let place = support::session::session();
+    let codex = |event: &str, tool: &str, input: Value, id: &str, response: Value| {
+        let mut payload = tool_event(&place, event, "c", tool, input, id);
+        payload["tool_response"] = response;
+        payload
+    };
+    let bash = json!({"command": "make"});
+    hook(&place, "codex", &codex("PreToolUse", "Bash", bash.clone(), "b1", json!(null)));
+    hook(&place, "codex", &codex("PostToolUse", "Bash", bash.clone(), "b1", json!({"output": "done"})));
+    hook(&place, "codex", &codex("PreToolUse", "Bash", bash.clone(), "b2", json!(null)));
+    hook(&place, "codex", &codex("PostToolUse", "Bash", bash, "b2", json!({"exit_code": 2})));
+    // An MCP tool's result that says `exit_code: 0` is its output, not a
+    // status the agent reported.
+    let mcp = json!({"query": "x"});
+    hook(&place, "codex", &codex("PreToolUse", "mcp__db__run", mcp.clone(), "m1", json!(null)));
+    hook(&place, "codex", &codex("PostToolUse", "mcp__db__run", mcp, "m1", json!({"exit_code": 0})));
+    let executions: Vec<String> = outcomes(&place.data, "codex-c")
+        .iter()
+        .map(|o| o["outcome"]["execution"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(executions, ["UNKNOWN", "FAILED", "UNKNOWN"]);
+}
+
+#[test]
+fn a_patch_is_required_at_stop_and_a_denied_write_is_not() {
+    let place = support::session::session();
+    let patch = "*** Begin Patch\n*** Add File: p.txt\n+p\n*** End Patch\n";
+    let pre = json!({"hook_event_name": "PreToolUse", "session_id": "p", "cwd": place.root.canonicalize().unwrap(),
+                     "tool_name": "apply_patch", "tool_use_id": "a1", "tool_input": {"input": patch}});
+    hook(&place, "codex", &pre);
+    // The patch never settles: the stop names the file it adds.
+    let held = hook(&place, "codex", &stop(&place, "p", false));
+    assert!(held["reason"].as_str().unwrap().contains("p.txt"), "{held}");
+    // A write the user refused never ran: nothing to require.
+    let other = support::session::session();
+    let input = write_input(&other, "d.txt", "d\n");
+    hook(&other, "claude", &tool_event(&other, "PreToolUse", "d", "Write", input.clone(), "w1"));
+    let mut denied = tool_event(&other, "PermissionDenied", "d", "Write", input, "w1");
+    denied["reason"] = json!("the user said no");
+    assert_eq!(hook(&other, "claude", &denied), Value::Null);
+    assert_eq!(
+        hook(&other, "claude", &stop(&other, "d", false)),
+        Value::Null,
+        "nothing was done, nothing to hold"
+    );
 }

@@ -141,6 +141,16 @@ pub fn parse(dialect: Dialect, payload: &Value) -> Result<Event, String> {
     })
 }
 
+/// Whether an unreadable `payload` still says a tool is about to run (so
+/// the hook must deny it rather than let it run unclaimed).
+pub fn names_a_tool_about_to_run(dialect: Dialect, payload: &Value) -> bool {
+    match payload.get("hook_event_name").and_then(Value::as_str) {
+        Some("PreToolUse") => dialect != Dialect::Gemini,
+        Some("BeforeTool") => dialect == Dialect::Gemini,
+        _ => false,
+    }
+}
+
 /// What one agent tool call is, for the ledger.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Mapped {

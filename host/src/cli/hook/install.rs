@@ -47,10 +47,14 @@ fn settings_file(dialect: Dialect, base: &Path) -> PathBuf {
     }
 }
 
-/// The marker that says a hook entry is ours (so a merge replaces it).
-fn is_ours(entry: &Value) -> bool {
-    entry["hooks"].as_array().is_some_and(|hooks| {
-        hooks.iter().any(|hook| hook["command"].as_str().is_some_and(|c| c.contains("hook --dialect")))
+/// Whether one hook (a `{type, command}` object) runs `effects hook`: the
+/// entries a merge replaces.
+fn is_ours(hook: &Value) -> bool {
+    hook["command"].as_str().is_some_and(|command| {
+        let mut words = command
+            .split_whitespace()
+            .skip_while(|word| !word.ends_with("effects") && !word.ends_with("effects'"));
+        words.next().is_some() && words.next() == Some("hook") && words.next() == Some("--dialect")
     })
 }
 
@@ -82,7 +86,14 @@ pub fn merge(settings: &mut Value, snippet: &Value) -> Result<(), String> {
         let Some(list) = list.as_array_mut() else {
             return Err(format!("its `hooks.{event}` is not a list"));
         };
-        list.retain(|entry| !is_ours(entry));
+        // Our hooks leave each group; a group left empty goes; the user's
+        // own hooks, in any group, stay.
+        for group in list.iter_mut() {
+            if let Some(hooks) = group.get_mut("hooks").and_then(Value::as_array_mut) {
+                hooks.retain(|hook| !is_ours(hook));
+            }
+        }
+        list.retain(|group| group["hooks"].as_array().is_none_or(|hooks| !hooks.is_empty()));
         list.extend(entries.as_array().expect("a list").iter().cloned());
     }
     Ok(())
@@ -134,10 +145,18 @@ impl InstallArgs {
 
 #[allow(clippy::disallowed_methods)] // the user's own settings file, named by the flags above
 fn write_merged(file: &Path, snippet: &Value) -> anyhow::Result<()> {
-    let mut settings = match std::fs::read(file) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .with_context(|| format!("{} is not JSON; fix it or merge the hooks by hand", file.display()))?,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => json!({}),
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    // A symlinked settings file is written where it points.
+    let file = file.canonicalize().unwrap_or_else(|_| file.to_owned());
+    let (mut settings, mode) = match std::fs::read(&file) {
+        Ok(bytes) => (
+            serde_json::from_slice(&bytes).with_context(|| {
+                format!("{} is not JSON; fix it or merge the hooks by hand", file.display())
+            })?,
+            std::fs::metadata(&file)?.permissions().mode() & 0o7777,
+        ),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => (json!({}), 0o600),
         Err(error) => return Err(error).with_context(|| format!("reading {}", file.display())),
     };
     merge(&mut settings, snippet).map_err(|why| anyhow!("{}: {why}", file.display()))?;
@@ -145,9 +164,25 @@ fn write_merged(file: &Path, snippet: &Value) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut text = serde_json::to_string_pretty(&settings).expect("settings serialize");
     text.push('\n');
-    let temporary = dir.join(format!(".{}.effects-tmp", std::process::id()));
-    std::fs::write(&temporary, text).with_context(|| format!("writing {}", temporary.display()))?;
-    std::fs::rename(&temporary, file).with_context(|| format!("replacing {}", file.display()))?;
+    // Written whole beside it, with its mode, then renamed over it: a reader
+    // sees the old file or the new one.
+    let temporary = dir.join(format!(
+        ".{}.{}.effects-tmp",
+        file.file_name().unwrap_or_default().to_string_lossy(),
+        std::process::id()
+    ));
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(&temporary)
+        .with_context(|| format!("creating {}", temporary.display()))?;
+    let written = out.write_all(text.as_bytes()).and_then(|()| out.sync_all());
+    let renamed = written.and_then(|()| std::fs::rename(&temporary, &file));
+    if let Err(error) = renamed {
+        let _ = std::fs::remove_file(&temporary);
+        return Err(error).with_context(|| format!("replacing {}", file.display()));
+    }
     Ok(())
 }
 
@@ -169,8 +204,29 @@ mod tests {
         assert_eq!(pre.len(), 2, "the user's lint hook and one of ours: {pre:?}");
         assert_eq!(pre[0]["hooks"][0]["command"], "lint");
         for event in Dialect::Claude.events() {
-            assert_eq!(settings["hooks"][event].as_array().unwrap().iter().filter(|e| is_ours(e)).count(), 1);
+            let ours = settings["hooks"][event]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|group| group["hooks"].as_array().unwrap())
+                .filter(|hook| is_ours(hook))
+                .count();
+            assert_eq!(ours, 1, "{event}");
         }
+        // A user's hook in the same group as ours survives a merge.
+        let mut shared = json!({"hooks": {"Stop": [{"hooks": [
+            {"type": "command", "command": "notify-send done"},
+            {"type": "command", "command": "/usr/bin/effects hook --dialect claude"}
+        ]}]}});
+        merge(&mut shared, &ours).unwrap();
+        let commands: Vec<&str> = shared["hooks"]["Stop"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|group| group["hooks"].as_array().unwrap())
+            .map(|hook| hook["command"].as_str().unwrap())
+            .collect();
+        assert_eq!(commands, ["notify-send done", "effects hook --dialect claude"]);
         assert!(settings["hooks"]["Stop"][0].get("matcher").is_none());
         assert!(merge(&mut json!([]), &ours).is_err());
         assert!(merge(&mut json!({"hooks": {"Stop": {}}}), &ours).is_err());

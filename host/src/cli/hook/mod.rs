@@ -32,7 +32,7 @@ use sha2::{Digest, Sha256};
 use effect_ledger::bounded::read_all;
 use effect_ledger::ledger::{ClaimStatus, Ledger, Reported, Run, RunError, StepRequest, StepStatus};
 use effect_ledger::log::{Executor, Record};
-use effect_ledger::model::{Assessment, Location, Verdict};
+use effect_ledger::model::{Assessment, Execution, Location, Postcondition, Verdict};
 use effect_ledger::procfs;
 use effect_ledger::tools::Call;
 
@@ -96,38 +96,82 @@ fn state_dir(data_dir: &Path) -> PathBuf {
     base.join("effect-ledger")
 }
 
+/// A failure the agent must not read as "block": exit 1, which every
+/// dialect takes as a warning (exit 2 would deny a tool or hold a stop).
+fn unblocking(error: anyhow::Error) -> Failure {
+    Failure::new(exit::PROBLEMS, error)
+}
+
+/// The project directory the agent names for its hooks (Claude Code's
+/// `$CLAUDE_PROJECT_DIR`, Gemini CLI's `$GEMINI_PROJECT_DIR`): the root, as
+/// the event's `cwd` follows the agent's shell wherever it `cd`s.
+fn project_dir(dialect: Dialect) -> Option<PathBuf> {
+    let variable = match dialect {
+        Dialect::Claude => "CLAUDE_PROJECT_DIR",
+        Dialect::Gemini => "GEMINI_PROJECT_DIR",
+        Dialect::Codex => return None,
+    };
+    std::env::var_os(variable).map(PathBuf::from).filter(|path| path.is_absolute())
+}
+
+fn print(dialect: Dialect, event: &str, answer: &Answer) -> Result<ExitCode, Failure> {
+    if let Some(printed) = dialect::render(dialect, event, answer) {
+        super::output::line(printed)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 impl HookArgs {
     pub fn run(self, data_dir: &Path) -> Result<ExitCode, Failure> {
         if let Some(HookCommand::Install(args)) = self.command {
             return args.run();
         }
         let dialect = self.dialect.expect("clap requires --dialect");
-        let bytes =
-            read_all(std::io::stdin().lock()).map_err(|e| bad(anyhow!("reading the hook input: {e}")))?;
-        let payload: Value = serde_json::from_slice(&bytes).map_err(|e| {
-            bad(anyhow!("the hook input is not JSON ({e}); an agent sends one object per event"))
-        })?;
-        let event = dialect::parse(dialect, &payload).map_err(|e| bad(anyhow!(e)))?;
-        let root = match (&self.root, &event.cwd) {
-            (Some(root), _) => root.clone(),
-            (None, Some(cwd)) => PathBuf::from(cwd),
-            (None, None) => return Err(bad(anyhow!("the event names no `cwd`; give --root"))),
+        let bytes = read_all(std::io::stdin().lock())
+            .map_err(|e| unblocking(anyhow!("reading the hook input: {e}")))?;
+        let payload: Value = match serde_json::from_slice(&bytes) {
+            Ok(payload) => payload,
+            Err(error) => {
+                return Err(unblocking(anyhow!(
+                    "the hook input is not JSON ({error}); an agent sends one object per event"
+                )));
+            }
         };
-        let answer = match self.answer(dialect, &event, &root, &state_dir(data_dir)) {
-            Ok(answer) => answer,
+        let event = match dialect::parse(dialect, &payload) {
+            Ok(event) => event,
+            // A tool event that cannot be read cannot be claimed: deny it
+            // (EMB-1). Anything else only warns: a stop must never be held
+            // by an error it cannot clear (EMB-5).
+            Err(why) if dialect::names_a_tool_about_to_run(dialect, &payload) => {
+                let deny = Answer::Deny(format!("effect ledger: {why}; nothing was claimed"));
+                return print(dialect, "PreToolUse", &deny);
+            }
+            Err(why) => return Err(unblocking(anyhow!(why))),
+        };
+        let root = match (&self.root, project_dir(dialect), &event.cwd) {
+            (Some(root), _, _) => root.clone(),
+            (None, Some(project), _) => project,
+            (None, None, Some(cwd)) => PathBuf::from(cwd),
+            (None, None, None) => return Err(unblocking(anyhow!("the event names no `cwd`; give --root"))),
+        };
+        let answer = match (self.answer(dialect, &event, &root, &state_dir(data_dir)), &event.kind) {
+            (Ok(answer), _) => answer,
             // Before a tool, a claim that cannot be made is a tool that must
-            // not run (EMB-1). After it or at stop, the agent goes on and the
-            // failure is on stderr.
-            Err(failure) if event.kind == Kind::Before => Answer::Deny(format!(
+            // not run (EMB-1).
+            (Err(failure), Kind::Before) => Answer::Deny(format!(
                 "effect ledger: no durable claim could be made, so this tool must not run: {}",
                 failure.error
             )),
-            Err(failure) => return Err(failure),
+            // At stop, nothing could be decided: held once, with why; a
+            // stop already held goes through (EMB-5: never a loop).
+            (Err(failure), Kind::Stop { active, .. }) => {
+                let why = format!("effect ledger: the session could not be decided: {}", failure.error);
+                if *active { Answer::Tell(why) } else { Answer::Block(why) }
+            }
+            // After a tool, the agent goes on and the failure is on stderr.
+            (Err(failure), _) => return Err(unblocking(failure.error)),
         };
-        if let Some(printed) = dialect::render(dialect, &event.name, &answer) {
-            super::output::line(printed)?;
-        }
-        Ok(ExitCode::SUCCESS)
+        print(dialect, &event.name, &answer)
     }
 
     fn answer(
@@ -161,7 +205,9 @@ impl HookArgs {
                 hooked.settle(&tool, &input)
             }
             (Kind::Stop { active, last_message }, _) => {
-                let answer = last_message.as_deref().unwrap_or("Done.");
+                // No message from the agent: no answer to check, only
+                // the evidence.
+                let answer = last_message.as_deref().unwrap_or("");
                 hooked.stop(&self.require, answer, *active)?
             }
             _ => Answer::Silent,
@@ -175,7 +221,10 @@ fn session_run(ledger: &mut Ledger, dialect: Dialect, session: &str) -> Result<R
     let id = run_id(dialect, session);
     match ledger.continue_run(&id) {
         Ok(run) => Ok(run),
-        Err(RunError::NoSuchRun { .. }) => ledger.new_run(&id).map_err(|e| bad(anyhow!("{e}"))),
+        // Two first hooks of a session may race: the loser continues.
+        Err(RunError::NoSuchRun { .. }) => {
+            ledger.new_run(&id).or_else(|_| ledger.continue_run(&id)).map_err(|e| bad(anyhow!("{e}")))
+        }
         Err(error) => Err(bad(anyhow!("{error}"))),
     }
 }
@@ -196,24 +245,29 @@ fn run_id(dialect: Dialect, session: &str) -> String {
 }
 
 /// The agent: the nearest ancestor of this hook that is not a shell (the
-/// agents start hooks through one), or `$EFFECTS_AGENT_PID`. It is the
-/// executor of the claims this hook makes (LOG-7): they stay open while it
-/// lives and are recovered INTERRUPTED once it is gone.
+/// agents start hooks through one), or `$EFFECTS_AGENT_PID` when that names
+/// an ancestor (anything else is ignored: a PID that is not ours to speak
+/// for would keep claims from ever being recovered). It is the executor of
+/// the claims this hook makes (LOG-7): they stay open while it lives and are
+/// recovered INTERRUPTED once it is gone.
 fn agent() -> Executor {
     const SHELLS: &[&str] = &["sh", "dash", "bash", "zsh", "ksh", "fish", "busybox"];
-    let named = std::env::var("EFFECTS_AGENT_PID").ok().and_then(|pid| pid.trim().parse::<u32>().ok());
-    let mut pid =
-        named.unwrap_or_else(|| rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get() as u32));
-    if named.is_none() {
-        for _ in 0..8 {
-            let comm = procfs::command_name(pid).unwrap_or_default();
-            let Some(stat) = procfs::stat_of(pid) else { break };
-            if !SHELLS.contains(&comm.as_str()) || stat.parent <= 1 {
-                break;
-            }
-            pid = stat.parent;
+    let parent = rustix::process::getppid().map_or(0, |p| p.as_raw_nonzero().get() as u32);
+    let mut ancestors = vec![parent];
+    while ancestors.len() < 64 {
+        match procfs::stat_of(*ancestors.last().expect("not empty")) {
+            Some(stat) if stat.parent != 0 => ancestors.push(stat.parent),
+            _ => break,
         }
     }
+    let named = std::env::var("EFFECTS_AGENT_PID").ok().and_then(|pid| pid.trim().parse::<u32>().ok());
+    let pid = match named.filter(|pid| ancestors.contains(pid)) {
+        Some(pid) => pid,
+        None => *ancestors
+            .iter()
+            .find(|pid| !SHELLS.contains(&procfs::command_name(**pid).unwrap_or_default().as_str()))
+            .unwrap_or(&parent),
+    };
     match procfs::identity_of(pid) {
         Some(identity) => Executor::Process(identity),
         // No agent to name: this process, whose claims recover as soon as
@@ -305,8 +359,19 @@ impl Hooked<'_> {
                 event.tool_name
             ));
         };
-        let call = call(tool, input).ok();
-        let settled = self.ledger.settle(&self.run, &id, &reported(dialect, event), call);
+        let facts = reported(dialect, event, tool);
+        let mut settled = self.ledger.settle(&self.run, &id, &facts, call(tool, input).ok());
+        // Without ids (Gemini), a concurrent hook may have settled the oldest
+        // claim of this digest first: these facts are the next one's.
+        for _ in 0..64 {
+            let lost = event.tool_use_id.is_none()
+                && settled.reason.as_deref().is_some_and(|reason| reason.contains("already settled"));
+            if !lost {
+                break;
+            }
+            let Some(next) = self.request_id(tool, input, false) else { break };
+            settled = self.ledger.settle(&self.run, &next, &facts, call(tool, input).ok());
+        }
         if settled.status != StepStatus::Ran {
             let why = settled.reason.unwrap_or_default();
             return Answer::Context(format!("effect ledger: {} was not settled: {why}", event.tool_name));
@@ -354,20 +419,39 @@ impl Hooked<'_> {
         Answer::Silent
     }
 
-    /// The files the session's own writes and edits targeted: what "done" is
-    /// about, required at stop beside `--require` (CMP-7), so a write that was
-    /// never settled, recovered INTERRUPTED or never read back keeps the agent
-    /// from stopping, with the file's name in the reason.
+    /// The files the session's own writes, edits and patches leave in place
+    /// (their obligations that are not "absent"), except those of calls that
+    /// never ran: what "done" is about, required at stop beside `--require`
+    /// (CMP-7), so a change that was never settled, recovered INTERRUPTED or
+    /// never read back keeps the agent from stopping, with the file's name
+    /// in the reason.
     fn written(&mut self) -> Vec<String> {
         let (ledger, run) = (&mut *self.ledger, &self.run);
         let Ok(history) = ledger.history(&run.lineage) else { return Vec::new() };
+        let never_ran: std::collections::HashSet<_> = history
+            .iter()
+            .filter_map(|framed| match &framed.record {
+                Record::Outcome(outcome) if outcome.outcome.execution == Execution::NotExecuted => {
+                    Some(outcome.claim)
+                }
+                _ => None,
+            })
+            .collect();
         let mut files = Vec::new();
         for framed in &history {
             let Record::Claim(claim) = &framed.record else { continue };
-            if !matches!(claim.operation.tool.as_str(), "write_file" | "edit_file") {
+            if !matches!(claim.operation.tool.as_str(), "write_file" | "edit_file" | "apply_patch")
+                || never_ran.contains(&framed.position)
+            {
                 continue;
             }
-            for resource in &claim.impact_scope {
+            // What the change leaves in place: a file it deletes (or moves
+            // away) is not one the answer can be about.
+            for obligation in &claim.obligations {
+                if obligation.postcondition == Postcondition::Absent {
+                    continue;
+                }
+                let Some(resource) = claim.impact_scope.get(obligation.target as usize) else { continue };
                 if let Location::Filesystem(file) = resource.location()
                     && !files.contains(&file.path)
                 {
@@ -411,40 +495,52 @@ impl Hooked<'_> {
     }
 }
 
-/// The facts the agent gave, and nothing more: an agent that reports
-/// success without a status is taken at its word only where its contract
-/// says the tool succeeded; a failure without an exit status is UNKNOWN
-/// (OUT-1), a denied tool never ran.
-fn reported(dialect: Dialect, event: &Event) -> Reported {
-    let exit = ["exit_code", "exitCode", "exit_status"]
-        .iter()
-        .find_map(|key| event.tool_response.get(*key).and_then(Value::as_i64))
-        .and_then(|code| i32::try_from(code).ok())
-        .or_else(|| match &event.kind {
-            // Claude Code's Bash failure says its status in words.
-            Kind::Failed { error, .. } => {
-                error.strip_prefix("Exit code ").and_then(|rest| rest.split_whitespace().next()?.parse().ok())
-            }
-            _ => None,
-        });
+/// The facts the agent gave, and nothing more (OUT-1, TRU-1). A status is
+/// read only where the agent's own shell tool says it: Codex's `Bash`
+/// response, Claude Code's `Exit code N` failure, Gemini's `Exit Code: N`
+/// line; never from another tool's output (an MCP result could say
+/// anything). Without one, a command that ran is UNKNOWN, except where the
+/// contract itself says the tool succeeded (Claude Code's PostToolUse of a
+/// tool that is not a shell, or of a shell not interrupted; Gemini's
+/// AfterTool of a tool that is not a shell, without an error). A denied tool
+/// never ran; an interrupted one was cancelled.
+fn reported(dialect: Dialect, event: &Event, tool: &str) -> Reported {
+    let ran =
+        |exit_code: Option<i32>| Reported { executed: true, exit_code, timed_out: false, cancelled: false };
+    let shell = tool == "bash";
+    let response = &event.tool_response;
+    let interrupted = response.get("interrupted").and_then(Value::as_bool).unwrap_or(false);
+    let status = shell.then(|| shell_status(dialect, event)).flatten();
     match &event.kind {
         Kind::Denied => Reported { executed: false, exit_code: None, timed_out: false, cancelled: false },
-        Kind::Failed { interrupted: true, .. } => {
-            Reported { executed: true, exit_code: None, timed_out: false, cancelled: true }
-        }
-        Kind::Failed { .. } => Reported {
-            executed: true,
-            exit_code: exit.filter(|code| *code != 0),
-            timed_out: false,
-            cancelled: false,
+        Kind::Failed { interrupted: true, .. } => Reported { cancelled: true, ..ran(None) },
+        _ if interrupted => Reported { cancelled: true, ..ran(None) },
+        Kind::Failed { .. } => ran(status.filter(|code| *code != 0)),
+        _ => match (dialect, shell) {
+            (_, true) if status.is_some() => ran(status),
+            (Dialect::Claude, _) => ran(Some(0)),
+            (Dialect::Gemini, false) => ran(Some(0)),
+            _ => ran(None),
         },
-        // Claude Code's PostToolUse and Gemini's AfterTool without an error
-        // are the contract's word that the tool succeeded; Codex's
-        // PostToolUse says only that it ran.
-        _ => {
-            let exit_code = exit.or((dialect != Dialect::Codex).then_some(0));
-            Reported { executed: true, exit_code, timed_out: false, cancelled: false }
-        }
+    }
+}
+
+/// The exit status the agent's shell tool reported, where it says one.
+fn shell_status(dialect: Dialect, event: &Event) -> Option<i32> {
+    let words = |text: &str, marker: &str| {
+        text.find(marker).and_then(|at| text[at + marker.len()..].split_whitespace().next()?.parse().ok())
+    };
+    match (dialect, &event.kind) {
+        (Dialect::Claude, Kind::Failed { error, .. }) => words(error, "Exit code "),
+        (Dialect::Codex, _) => ["exit_code", "exitCode"]
+            .iter()
+            .find_map(|key| event.tool_response.get(*key).and_then(Value::as_i64))
+            .and_then(|code| i32::try_from(code).ok()),
+        (Dialect::Gemini, _) => ["llmContent", "returnDisplay"]
+            .iter()
+            .find_map(|key| event.tool_response.get(*key).and_then(Value::as_str))
+            .and_then(|text| words(text, "Exit Code: ")),
+        _ => None,
     }
 }
 
