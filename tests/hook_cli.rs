@@ -19,9 +19,18 @@ fn hook(place: &support::session::Session, dialect: &str, payload: &Value) -> Va
 }
 
 fn hook_with(place: &support::session::Session, dialect: &str, payload: &Value, args: &[&str]) -> Value {
+    let (code, printed, stderr) = run_hook(&place.data, dialect, payload, args);
+    assert_eq!(code, 0, "effects hook failed: {stderr}");
+    printed
+}
+
+/// `effects --data-dir DATA hook --dialect D ARGS...` with `payload` on its
+/// stdin: its exit status, its stdout as JSON (`Null` when it printed
+/// nothing) and its stderr.
+fn run_hook(data: &Path, dialect: &str, payload: &Value, args: &[&str]) -> (i32, Value, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_effects"))
         .arg("--data-dir")
-        .arg(&place.data)
+        .arg(data)
         .args(["hook", "--dialect", dialect])
         .args(args)
         .stdin(Stdio::piped())
@@ -31,10 +40,9 @@ fn hook_with(place: &support::session::Session, dialect: &str, payload: &Value, 
         .unwrap();
     child.stdin.take().unwrap().write_all(payload.to_string().as_bytes()).unwrap();
     let output = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(output.status.success(), "effects hook failed: {stderr}");
     let stdout = String::from_utf8(output.stdout).unwrap();
-    if stdout.trim().is_empty() { Value::Null } else { serde_json::from_str(&stdout).unwrap() }
+    let printed = if stdout.trim().is_empty() { Value::Null } else { serde_json::from_str(&stdout).unwrap() };
+    (output.status.code().unwrap(), printed, String::from_utf8_lossy(&output.stderr).into_owned())
 }
 
 fn base(place: &support::session::Session, event: &str, session: &str) -> Value {
@@ -314,20 +322,8 @@ fn install_prints_and_merges_the_settings() {
 
 /// `effects hook` with its exit status, for the failure paths.
 fn hook_status(data: &Path, dialect: &str, payload: &Value) -> (i32, Value) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_effects"))
-        .arg("--data-dir")
-        .arg(data)
-        .args(["hook", "--dialect", dialect])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(payload.to_string().as_bytes()).unwrap();
-    let output = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8(output.stdout).unwrap();
-    let printed = if stdout.trim().is_empty() { Value::Null } else { serde_json::from_str(&stdout).unwrap() };
-    (output.status.code().unwrap(), printed)
+    let (code, printed, _) = run_hook(data, dialect, payload, &[]);
+    (code, printed)
 }
 
 #[test]

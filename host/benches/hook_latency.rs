@@ -12,7 +12,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -95,30 +95,8 @@ fn time(command: &mut Command, input: &str) -> Duration {
 /// serve` (claims and settlements of runtime-run writes, as hooks make
 /// them), so the fill takes seconds, not a thousand processes.
 fn fill(root: &Path, data: &Path, run: &str, records: usize) -> usize {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_effects"))
-        .arg("--data-dir")
-        .arg(data)
-        .args(["serve", "--root"])
-        .arg(root)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut next = 0;
-    let mut call = |method: &str, params: Value| {
-        next += 1;
-        writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": next, "method": method, "params": params}))
-            .unwrap();
-        let mut line = String::new();
-        stdout.read_line(&mut line).unwrap();
-        let answer: Value = serde_json::from_str(&line).unwrap();
-        assert!(answer.get("error").is_none(), "{method}: {answer}");
-        answer["result"].clone()
-    };
-    call("initialize", json!({"protocol_version": "1"}));
+    let mut server = common::serve::Server::start(data, root);
+    let mut call = |method: &str, params: Value| server.result(method, params);
     call("run/begin", json!({"run_id": run}));
     let log = data.join("effects").join(format!("{run}.log"));
     let count = || std::fs::read(&log).map_or(0, |bytes| bytes.iter().filter(|b| **b == b'\n').count());
@@ -137,8 +115,6 @@ fn fill(root: &Path, data: &Path, run: &str, records: usize) -> usize {
             i += 1;
         }
     }
-    call("shutdown", json!({}));
-    drop(stdin);
-    assert!(child.wait().unwrap().success());
+    server.stop();
     count()
 }

@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each bench uses a subset
 
 pub mod report;
+pub mod serve;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
