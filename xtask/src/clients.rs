@@ -1,6 +1,7 @@
-//! The embedding clients' tests (`clients/python`, `clients/typescript`)
-//! and the hook contract suite (`tests/hooks`), run against the `effects`
-//! binary of this workspace, as part of `cargo xtask test`. Their packages
+//! The embedding clients' tests (`clients/python`, `clients/typescript`),
+//! the hook contract suite (`tests/hooks`) and the MCP interop suite
+//! (`tests/mcp`), run against the `effects` binary of this workspace, as
+//! part of `cargo xtask test`. Their packages
 //! come from the registries, pinned (`clients/python/requirements-test.txt`,
 //! the `package-lock.json` files), installed once into `target/clients/venv`
 //! and each package's `node_modules`, and again only when the pins change.
@@ -18,15 +19,17 @@ pub fn test(root: &Path) -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     run(Command::new(&cargo).current_dir(root).args(["build", "--release", "--locked", "--bin", "effects"]))?;
     let binary = root.join("target/release/effects");
-    python(root, &binary)?;
+    let python = python(root, &binary)?;
     typescript(root, &binary)?;
-    hooks(root, &binary)
+    hooks(root, &binary)?;
+    mcp(root, &binary, &python)
 }
 
 /// A venv with the pinned test packages, the client installed into it from a
 /// copy of its source (`pip install` offline, as a user would, without
 /// leaving a build directory in the tree), then its unit tests.
-fn python(root: &Path, binary: &Path) -> Result<()> {
+/// Returns the venv's `python`.
+fn python(root: &Path, binary: &Path) -> Result<std::path::PathBuf> {
     let client = root.join("clients/python");
     let clients = root.join("target/clients");
     let venv = clients.join("venv");
@@ -58,7 +61,24 @@ fn python(root: &Path, binary: &Path) -> Result<()> {
         .arg("-t")
         .arg(&tests)
         .current_dir(root)
-        .env("EFFECTS_BIN", binary))
+        .env("EFFECTS_BIN", binary))?;
+    Ok(python)
+}
+
+/// The MCP interop suite (`tests/mcp`): `effects mcp` and `mcp-proxy`
+/// against the official MCP SDKs' clients (Python, from the venv above;
+/// TypeScript), the MCP Inspector's CLI on the Node 22 the suite installs
+/// from npm, and the reference servers `server-everything` and
+/// `server-filesystem`.
+fn mcp(root: &Path, binary: &Path, python: &Path) -> Result<()> {
+    let suite = root.join("tests/mcp");
+    npm_ci(&suite, "the MCP interop suite's packages (the MCP SDK, Inspector, reference servers, Node 22)")?;
+    run(Command::new(python)
+        .args(["-m", "unittest", "-v", "test_python_sdk"])
+        .current_dir(&suite)
+        .env("EFFECTS_BIN", binary)
+        .env("MCP_NODE_BIN", suite.join("node_modules/.bin")))?;
+    run(Command::new("npm").arg("test").current_dir(&suite).env("EFFECTS_BIN", binary))
 }
 
 /// `npm ci` from the lock file, then the client's tests (which build it).

@@ -227,25 +227,32 @@ fn verify(opened: &Opened) -> Result<ExitCode, Failure> {
 }
 
 /// Whether `framed` belongs to `run` or one of its descendants.
-fn of_run(framed: &Framed, run: &str) -> bool {
+pub(super) fn of_run(framed: &Framed, run: &str) -> bool {
     framed.run_id == run || framed.run_id.strip_prefix(run).is_some_and(|rest| rest.starts_with('.'))
+}
+
+/// One record as `log show --json` prints it (and `effects mcp` serves
+/// it): its position, kind and run, the record, and an outcome's execution
+/// and claim at the top.
+pub(super) fn record_json(framed: &Framed) -> Value {
+    let mut object = json!({
+        "position": framed.position,
+        "kind": framed.record.kind(),
+        "run_id": framed.run_id,
+        "record": framed.record,
+    });
+    if let Record::Outcome(outcome) = &framed.record {
+        object["execution"] = json!(outcome.outcome.execution);
+        object["claim"] = json!(outcome.claim);
+    }
+    object
 }
 
 fn show(opened: &Opened, as_json: bool) -> Result<ExitCode, Failure> {
     let records = opened.log.records().iter();
     for framed in records.filter(|framed| opened.run.as_deref().is_none_or(|run| of_run(framed, run))) {
         if as_json {
-            let mut object = json!({
-                "position": framed.position,
-                "kind": framed.record.kind(),
-                "run_id": framed.run_id,
-                "record": framed.record,
-            });
-            if let Record::Outcome(outcome) = &framed.record {
-                object["execution"] = json!(outcome.outcome.execution);
-                object["claim"] = json!(outcome.claim);
-            }
-            out!("{object}");
+            out!("{}", record_json(framed));
         } else {
             out!("{}", describe(framed.position, &framed.run_id, &framed.record));
         }

@@ -6,6 +6,7 @@ mod doctor;
 mod hook;
 mod input;
 mod log;
+mod mcp;
 pub(crate) mod output;
 mod policy;
 mod runtime;
@@ -114,6 +115,12 @@ enum Command {
     /// (Claude Code, Codex CLI, Gemini CLI): claim before each tool, read
     /// back after it, decide at stop (docs/hooks.md).
     Hook(hook::HookArgs),
+    /// Serve the ledger's tools to an MCP client over stdio: every call
+    /// claimed, settled and read back; `complete` decides (docs/mcp.md).
+    Mcp(mcp::McpArgs),
+    /// Put any MCP server behind the ledger: each `tools/call` claimed as an
+    /// external effect before it is forwarded, settled from its answer.
+    McpProxy(mcp::ProxyArgs),
     /// Say whether commands run confined here (Landlock, ID-6).
     Doctor(doctor::DoctorArgs),
     /// List the tools the ledger knows, with their input schemas (`--json`:
@@ -133,6 +140,8 @@ impl Cli {
             Command::Log(command) => command.run(data_dir),
             Command::Serve(args) => args.run(data_dir),
             Command::Hook(args) => args.run(data_dir),
+            Command::Mcp(args) => args.run(data_dir),
+            Command::McpProxy(args) => args.run(data_dir),
             Command::Doctor(args) => args.run(),
             Command::Tools(args) => args.run(),
         }

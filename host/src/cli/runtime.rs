@@ -21,6 +21,25 @@ use super::input::read_key;
 use super::policy::{manifest_source, open_cache};
 use super::{Failure, exit};
 
+/// The data dir of a process an agent launches (a hook, an MCP server)
+/// when the command line and the environment name none: the CLI's
+/// `.effects` is relative to the current directory, which such a process
+/// does not choose (an agent's project, the root the ledger guards, ID-4;
+/// `/` for some MCP hosts), so it keeps its store in the user's state
+/// directory, `$XDG_STATE_HOME/effect-ledger` (else
+/// `~/.local/state/effect-ledger`).
+pub(super) fn state_dir(data_dir: &Path) -> PathBuf {
+    if data_dir != Path::new(super::DEFAULT_DATA_DIR) || std::env::var_os("EFFECTS_DATA_DIR").is_some() {
+        return data_dir.to_owned();
+    }
+    let base = std::env::var_os("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .filter(|path| path.is_absolute())
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/state")))
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    base.join("effect-ledger")
+}
+
 pub(super) fn bad(error: impl Into<anyhow::Error>) -> Failure {
     Failure::new(exit::BAD_INPUT, error)
 }

@@ -37,7 +37,7 @@ use effect_ledger::procfs;
 use effect_ledger::tools::Call;
 
 use super::output::name;
-use super::runtime::{bad, open_ledger_with};
+use super::runtime::{bad, open_ledger_with, state_dir};
 use super::{Failure, exit};
 use dialect::{Answer, Dialect, Event, Kind, Mapped};
 
@@ -79,21 +79,6 @@ enum HookCommand {
     /// Print, or merge into the agent's settings, the hooks that run
     /// `effects hook` for every event it needs.
     Install(install::InstallArgs),
-}
-
-/// The data dir when the command line and the environment name none: the
-/// CLI's `.effects` would lie in the agent's project, the root the ledger
-/// guards (ID-4), so a hook keeps its store in the user's state directory.
-fn state_dir(data_dir: &Path) -> PathBuf {
-    if data_dir != Path::new(super::DEFAULT_DATA_DIR) || std::env::var_os("EFFECTS_DATA_DIR").is_some() {
-        return data_dir.to_owned();
-    }
-    let base = std::env::var_os("XDG_STATE_HOME")
-        .map(PathBuf::from)
-        .filter(|path| path.is_absolute())
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/state")))
-        .unwrap_or_else(|| PathBuf::from("/tmp"));
-    base.join("effect-ledger")
 }
 
 /// A failure the agent must not read as "block": exit 1, which every

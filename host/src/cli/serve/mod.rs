@@ -70,7 +70,7 @@ pub struct ServeArgs {
 }
 
 /// `NAME=COMMAND`, with a name of letters, digits, `-`, `_` and `.`.
-fn parse_check(text: &str) -> Result<(String, String), String> {
+pub(super) fn parse_check(text: &str) -> Result<(String, String), String> {
     let (name, command) = text
         .split_once('=')
         .ok_or_else(|| format!("`{text}`: give NAME=COMMAND, e.g. tests='cargo test'"))?;
