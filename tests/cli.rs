@@ -15,6 +15,7 @@ mod completion_cli;
 mod confine;
 mod hook_cli;
 mod jobs_cli;
+mod mcp_proxy_cli;
 mod process_cli;
 mod processes_cli;
 mod readme_cli;

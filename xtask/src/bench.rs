@@ -25,6 +25,7 @@ const BENCHES: &[(&str, bool)] = &[
     ("session_continue", false),
     ("serve_roundtrip", false),
     ("hook_latency", false),
+    ("mcp_proxy", false),
     ("decide_read", false),
     ("evaluate", false),
     ("policy_call", true),

@@ -16,10 +16,20 @@
 //! CANCELLED when its `notifications/cancelled` passes (the upstream sends
 //! no answer to it).
 //!
+//! What the proxy cannot read it does not forward, so no `tools/call` ever
+//! reaches the upstream unclaimed, however the upstream's own parser would
+//! read it: a client line that is not JSON to us (invalid UTF-8, a lone
+//! surrogate, two messages on one line, a cut one), a line over the input
+//! bound, a `tools/call` whose params are not MCP's, one without an id, and
+//! one reusing the id of a call still in flight are each answered here with
+//! a JSON-RPC error (none for a notification) and dropped.
+//!
 //! An upstream that ends with calls unanswered leaves them UNKNOWN (executed
 //! for all the proxy knows) and each is answered with a JSON-RPC error; a
 //! proxy that dies leaves its claims to recovery, INTERRUPTED at the next
-//! open (LOG-7).
+//! open (LOG-7). An answer that only starts the work (an MCP task, or the
+//! 2026-07-28 revision's request for input) settles the call with its exit
+//! status unknown: the proxy never counts a call done before it is.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
@@ -48,6 +58,11 @@ pub const META_KEY: &str = "dev.effect-ledger/step";
 
 /// The JSON-RPC error code of a call the upstream never answered.
 const UPSTREAM_LOST: i64 = -32603;
+/// JSON-RPC's codes for a line that is not JSON, a message that is not a
+/// request, and a call whose params are wrong.
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
+const INVALID_PARAMS: i64 = -32602;
 
 /// Arguments of `effects mcp-proxy`.
 #[derive(Args)]
@@ -103,13 +118,43 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Reads one line (at most the input bound); `None` at the end.
-fn read_line(reader: &mut impl BufRead, line: &mut Vec<u8>) -> Option<()> {
+/// One read of a relay: a line, a piece of one over the input bound, or the end.
+enum Read {
+    Line,
+    Overlong,
+    End,
+}
+
+/// Reads one line into `line`, or its first `INPUT_BOUND` bytes when it is
+/// longer ([`Read::Overlong`]: the rest is the next reads').
+fn read_line(reader: &mut impl BufRead, line: &mut Vec<u8>) -> Read {
     line.clear();
-    match std::io::Read::take(&mut *reader, INPUT_BOUND + 1).read_until(b'\n', line) {
-        Ok(0) | Err(_) => None,
-        Ok(_) => Some(()),
+    match std::io::Read::take(&mut *reader, INPUT_BOUND).read_until(b'\n', line) {
+        Ok(0) | Err(_) => Read::End,
+        Ok(_) if line.ends_with(b"\n") => Read::Line,
+        Ok(n) if n as u64 == INPUT_BOUND => Read::Overlong,
+        // The stream ended without a final line break.
+        Ok(_) => Read::Line,
     }
+}
+
+/// Reads and drops the rest of an over-long line; `false` at the end.
+fn skip_line(reader: &mut impl BufRead) -> bool {
+    let mut rest = Vec::new();
+    loop {
+        rest.clear();
+        match std::io::Read::take(&mut *reader, INPUT_BOUND).read_until(b'\n', &mut rest) {
+            Ok(0) | Err(_) => return false,
+            Ok(_) if rest.ends_with(b"\n") => return true,
+            Ok(_) => {}
+        }
+    }
+}
+
+/// A JSON-RPC error answer to `id`, as a line.
+fn error_line(id: &Value, code: i64, message: String) -> Vec<u8> {
+    let answer = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+    format!("{answer}\n").into_bytes()
 }
 
 impl Proxy {
@@ -120,14 +165,26 @@ impl Proxy {
     }
 
     /// The client's message `line`: claimed first when it holds a
-    /// `tools/call`. Returns what to forward (nothing when every call in it
-    /// was answered here).
+    /// `tools/call`. Returns what to forward (nothing when every message in
+    /// it was answered here or dropped).
     fn client_line(&self, line: Vec<u8>) -> Option<Vec<u8>> {
-        let Ok(message) = serde_json::from_slice::<Value>(&line) else { return Some(line) };
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return None;
+        }
+        let message = match serde_json::from_slice::<Value>(&line) {
+            Ok(message) => message,
+            Err(error) => {
+                // What we cannot read is never forwarded: a more lenient
+                // parser upstream could find an unclaimed call in it.
+                let why = format!("not forwarded: the line is not one JSON message ({error})");
+                self.send_client(&error_line(&Value::Null, PARSE_ERROR, why));
+                return None;
+            }
+        };
         match message {
             Value::Array(batch) => {
                 // A JSON-RPC batch (revisions before 2025-06-18): each call in
-                // it claimed; if one was refused the rest go on alone.
+                // it claimed; if one was answered here the rest go on alone.
                 let before = batch.len();
                 let kept: Vec<Value> = batch.into_iter().filter(|m| self.claim(m)).collect();
                 if kept.len() == before {
@@ -142,8 +199,16 @@ impl Proxy {
         }
     }
 
+    /// A client line over the input bound: answered, never forwarded (its
+    /// id cannot be read, so the error's is null).
+    fn client_overlong(&self) {
+        let why = format!("not forwarded: a message over {INPUT_BOUND} bytes");
+        self.send_client(&error_line(&Value::Null, INVALID_REQUEST, why));
+    }
+
     /// Claims `message` if it is a `tools/call`, marks a cancelled call;
-    /// `false` when it was answered here and must not be forwarded.
+    /// `false` when it was answered here (or dropped) and must not be
+    /// forwarded.
     fn claim(&self, message: &Value) -> bool {
         let method = message.get("method").and_then(Value::as_str);
         if method == Some("notifications/cancelled") {
@@ -152,12 +217,28 @@ impl Proxy {
             }
             return true;
         }
-        let (Some("tools/call"), Some(id)) = (method, message.get("id")) else { return true };
-        let params = message.get("params").cloned().unwrap_or(Value::Null);
-        let Ok(params) = serde_json::from_value::<CallToolRequestParams>(params) else {
-            // Not a call the upstream can take either: its own error says so.
+        if method != Some("tools/call") {
             return true;
+        }
+        let Some(id) = message.get("id") else {
+            tracing::warn!("a tools/call without an id (a notification): not forwarded");
+            return false;
         };
+        let params = message.get("params").cloned().unwrap_or(Value::Null);
+        let params = match serde_json::from_value::<CallToolRequestParams>(params) {
+            Ok(params) => params,
+            Err(error) => {
+                let why = format!("not forwarded: tools/call params are not MCP's ({error})");
+                self.send_client(&error_line(id, INVALID_PARAMS, why));
+                return false;
+            }
+        };
+        let key = id.to_string();
+        if lock(&self.pending).contains_key(&key) {
+            let why = format!("not forwarded: a call with id {key} is still in flight");
+            self.send_client(&error_line(id, INVALID_REQUEST, why));
+            return false;
+        }
         let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
         let request_id = format!("{}-{n}", self.prefix);
         let call = Call::External(External {
@@ -187,7 +268,7 @@ impl Proxy {
             return false;
         }
         let pending = Pending { request_id, claim: claimed.claim };
-        lock(&self.pending).insert(id.to_string(), pending);
+        lock(&self.pending).insert(key, pending);
         true
     }
 
@@ -236,8 +317,11 @@ impl Proxy {
         let reported = match (message.get("result"), message.get("error")) {
             // MCP 2026-07-28: the call needs input first and will be sent
             // again; what it did so far is not known.
+            // An MCP task (2025-11-25): the call was accepted and runs on;
+            // how it ends is not this answer's to say.
             (Some(result), _)
-                if result.get("resultType").and_then(Value::as_str) == Some("input_required") =>
+                if result.get("resultType").and_then(Value::as_str) == Some("input_required")
+                    || result.get("task").is_some_and(Value::is_object) =>
             {
                 Reported { executed: true, exit_code: None, timed_out: false, cancelled: false }
             }
@@ -301,10 +385,21 @@ fn relay_client(proxy: &Proxy, mut upstream: ChildStdin) {
     let stdin = std::io::stdin();
     let mut reader = stdin.lock();
     let mut line = Vec::new();
-    while read_line(&mut reader, &mut line).is_some() {
-        let Some(forward) = proxy.client_line(std::mem::take(&mut line)) else { continue };
-        if upstream.write_all(&forward).and_then(|()| upstream.flush()).is_err() {
-            return;
+    loop {
+        match read_line(&mut reader, &mut line) {
+            Read::End => break,
+            Read::Overlong => {
+                proxy.client_overlong();
+                if !skip_line(&mut reader) {
+                    break;
+                }
+            }
+            Read::Line => {
+                let Some(forward) = proxy.client_line(std::mem::take(&mut line)) else { continue };
+                if upstream.write_all(&forward).and_then(|()| upstream.flush()).is_err() {
+                    return;
+                }
+            }
         }
     }
     // The client closed its end: so does the proxy (the upstream's cue to exit).
@@ -357,8 +452,15 @@ impl ProxyArgs {
         std::thread::spawn(move || relay_client(&client_side, upstream_in));
         let mut reader = BufReader::new(upstream_out);
         let mut line = Vec::new();
-        while read_line(&mut reader, &mut line).is_some() {
-            let answer = proxy.upstream_line(std::mem::take(&mut line));
+        loop {
+            let answer = match read_line(&mut reader, &mut line) {
+                Read::End => break,
+                Read::Line => proxy.upstream_line(std::mem::take(&mut line)),
+                // The upstream's own words, passed on in pieces as they come
+                // (the client reads them whole); a call answered in them
+                // stays unsettled, UNKNOWN when the upstream ends.
+                Read::Overlong => std::mem::take(&mut line),
+            };
             proxy.send_client(&answer);
         }
         proxy.upstream_lost();
