@@ -1,12 +1,15 @@
-//! `effects mcp-proxy` in front of a lenient upstream: what the proxy cannot
-//! read is never forwarded, so no `tools/call` reaches the upstream
+//! `effects mcp-proxy` in front of a lenient upstream. What the proxy
+//! cannot read is never forwarded, so no `tools/call` reaches the upstream
 //! unclaimed however the upstream's parser reads it (invalid UTF-8, a lone
-//! surrogate, two messages on one line, a line over the input bound, params
-//! that are not MCP's, a call without an id, an id still in flight), and an
-//! answer that only starts the work (an MCP task) leaves the call's exit
-//! status unknown. The upstream here is a Python script that parses as
-//! leniently as it can and executes every `tools/call` it finds, recording
-//! it; the official SDKs' differential suite is `tests/mcp`.
+//! surrogate, a key given twice, two messages on one line, a line over the
+//! input bound, params that are not MCP's, a call without an id, an id
+//! still in flight), and the upstream only ever sees the proxy's own ids.
+//! A call is settled by no more than its answer says: an MCP task or a
+//! result that is not a finished call's leaves its exit status unknown; a
+//! cancelled call is settled by its answer if one comes, CANCELLED if none
+//! does. The upstream here is a Python script that parses as leniently as
+//! it can and executes every `tools/call` it finds, recording it; the
+//! official SDKs' differential suite is `tests/mcp`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{ChildStdout, Command, Stdio};
@@ -17,9 +20,11 @@ use crate::support;
 
 /// The upstream: reads lines as bytes, decodes them leniently (bad UTF-8
 /// replaced, lone surrogates accepted, several messages on a line), and
-/// "executes" each `tools/call` by appending its id and name to a file. A
-/// call named `hold` is answered only after the `notifications/release`
-/// that follows it; one named `task` is answered as an MCP task.
+/// "executes" each `tools/call` by appending its id and name to a file (and
+/// each cancel, by the id it names). A call named `hold` is answered only
+/// after a `notifications/release`, even if it was cancelled; one named
+/// `abandon` never; `task` as an MCP task; `not-a-result` with a result
+/// that is not a finished call's.
 const LENIENT_UPSTREAM: &str = r#"
 import json, sys
 executed = open(sys.argv[1], "a")
@@ -41,11 +46,18 @@ def handle(message):
         executed.flush()
         if name == "hold":
             held.append(id)
+        elif name == "abandon":
+            pass
+        elif name == "not-a-result":
+            send({"jsonrpc": "2.0", "id": id, "result": {"isError": "false"}})
         elif name == "task":
             send({"jsonrpc": "2.0", "id": id, "result": {"task": {"taskId": "t1", "status": "working",
                   "createdAt": "2026-12-04T00:00:00Z", "ttl": 60000}}})
         else:
             send({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "done"}]}})
+    elif method == "notifications/cancelled":
+        executed.write(json.dumps(["cancelled", message["params"]["requestId"]]) + "\n")
+        executed.flush()
     elif method == "notifications/release":
         for id in held:
             send({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "released"}]}})
@@ -127,8 +139,10 @@ fn claim_of(answer: &Value) -> u64 {
     positions.and_then(|p| p["claim"].as_u64()).unwrap_or_else(|| panic!("no claim position in {answer}"))
 }
 
-#[test]
-fn nothing_the_proxy_cannot_read_reaches_the_upstream_and_a_task_is_not_done() {
+/// Starts the proxy on a fresh place in front of the lenient upstream, run
+/// `proxied`, and does the handshake. Returns the place, the proxy and the
+/// upstream's record of what it executed.
+fn start() -> (support::session::Session, Proxy, std::path::PathBuf) {
     let place = support::session::session();
     let executed = place.root.parent().unwrap().join("executed.jsonl");
     let mut child = Command::new(env!("CARGO_BIN_EXE_effects"))
@@ -149,91 +163,134 @@ fn nothing_the_proxy_cannot_read_reaches_the_upstream_and_a_task_is_not_done() {
     proxy.send_json(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}));
     assert_eq!(proxy.read()["id"], json!(1));
+    (place, proxy, executed)
+}
 
-    // A call the proxy reads is claimed, forwarded and answered with positions.
+/// Ends the proxy (the client closes its end) and returns what the
+/// upstream recorded: each executed call's `[id, name]`, each cancel's
+/// `["cancelled", id]`.
+fn finish(mut proxy: Proxy, executed: &std::path::Path) -> (Vec<Value>, Vec<Value>) {
+    drop(proxy.stdin);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut proxy.stdout, &mut rest).unwrap();
+    proxy.child.wait().unwrap();
+    let recorded = std::fs::read_to_string(executed).unwrap();
+    let recorded = recorded.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let after_close = rest.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    (recorded, after_close)
+}
+
+fn code(answer: &Value) -> (Value, Value) {
+    (answer["id"].clone(), answer["error"]["code"].clone())
+}
+
+#[test]
+fn nothing_the_proxy_cannot_read_reaches_the_upstream() {
+    let (place, mut proxy, executed) = start();
+
+    // A call the proxy reads is claimed, forwarded under the proxy's own id,
+    // and answered under the client's with positions.
     proxy.send_json(call(2, "honest"));
     let answer = proxy.read();
     assert_eq!(answer["id"], json!(2), "{answer}");
     let honest = claim_of(&answer);
 
-    // Lines the upstream's lenient parser would read as calls, but ours cannot.
-    let parse_errors: [&[u8]; 3] = [
+    // Lines a lenient parser would read as calls, but not every parser alike.
+    let parse_errors: [&[u8]; 5] = [
         b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"bad-utf8\",\"arguments\":{\"x\":\"\xff\"}}}",
         br#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"surrogate","arguments":{"x":"\ud800"}}}"#,
         br#"{"jsonrpc":"2.0","method":"notifications/x"}{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"concatenated"}}"#,
+        br#"{"jsonrpc":"2.0","id":5,"method":"tools/call","method":"ping","params":{"name":"duplicate-key"}}"#,
+        br#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"shadowed","name":"duplicate-name"}}"#,
     ];
     for line in parse_errors {
         proxy.send(line);
-        let answer = proxy.read();
-        assert_eq!(answer["error"]["code"], json!(-32700), "{answer}");
-        assert_eq!(answer["id"], Value::Null);
+        assert_eq!(code(&proxy.read()), (Value::Null, json!(-32700)));
     }
     // Params that are not MCP's, and a call sent as a notification.
     proxy.send_json(json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "bad-params", "arguments": ["x"]}}));
-    let answer = proxy.read();
-    assert_eq!(
-        (answer["id"].clone(), answer["error"]["code"].clone()),
-        (json!(6), json!(-32602)),
-        "{answer}"
-    );
+    assert_eq!(code(&proxy.read()), (json!(6), json!(-32602)));
     proxy.send_json(json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "notification"}}));
 
-    // An id still in flight is not reused.
+    // An id still in flight is not reused, by a call or by any request.
     proxy.send_json(call(7, "hold"));
     proxy.send_json(call(7, "duplicate"));
-    let answer = proxy.read();
-    assert_eq!(
-        (answer["id"].clone(), answer["error"]["code"].clone()),
-        (json!(7), json!(-32600)),
-        "{answer}"
-    );
+    assert_eq!(code(&proxy.read()), (json!(7), json!(-32600)));
+    proxy.send_json(json!({"jsonrpc": "2.0", "id": 7, "method": "ping"}));
+    assert_eq!(code(&proxy.read()), (json!(7), json!(-32600)));
     proxy.send_json(json!({"jsonrpc": "2.0", "method": "notifications/release"}));
     let answer = proxy.read();
     assert_eq!(answer["result"]["content"][0]["text"], json!("released"), "{answer}");
     let hold = claim_of(&answer);
 
-    // An MCP task: accepted, not done.
-    proxy.send_json(call(8, "task"));
-    let answer = proxy.read();
-    assert_eq!(answer["result"]["task"]["taskId"], json!("t1"));
-    let task = claim_of(&answer);
-
     // A line over the input bound (16 MiB) holding a call.
     let huge = "a".repeat(17 << 20);
-    let overlong = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "overlong", "arguments": {"x": huge}}});
-    proxy.send_json(overlong);
-    let answer = proxy.read();
-    assert_eq!(
-        (answer["id"].clone(), answer["error"]["code"].clone()),
-        (Value::Null, json!(-32600)),
-        "{answer}"
-    );
+    proxy.send_json(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "overlong", "arguments": {"x": huge}}}));
+    assert_eq!(code(&proxy.read()), (Value::Null, json!(-32600)));
 
     // The proxy goes on after all of it.
     proxy.send_json(call(10, "after"));
     let answer = proxy.read();
     assert_eq!(answer["id"], json!(10));
     let after = claim_of(&answer);
-    drop(proxy.stdin);
-    proxy.child.wait().unwrap();
+    let (recorded, _) = finish(proxy, &executed);
 
-    let executed: Vec<Value> = std::fs::read_to_string(&executed)
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    let expected = [json!([2, "honest"]), json!([7, "hold"]), json!([8, "task"]), json!([10, "after"])];
-    assert_eq!(executed, expected, "the upstream executed a call the proxy did not claim");
-    // The log holds one claim per executed call and no other, each settled
-    // from the upstream's answer: the task's exit status unknown.
-    let settled = |claim: u64, execution: &str| (claim, Some(execution.to_owned()));
-    assert_eq!(
-        claims(&place, "proxied"),
-        [
-            settled(honest, "REPORTED_SUCCESS"),
-            settled(hold, "REPORTED_SUCCESS"),
-            settled(task, "UNKNOWN"),
-            settled(after, "REPORTED_SUCCESS"),
-        ]
+    let names: Vec<&str> = recorded.iter().map(|r| r[1].as_str().unwrap()).collect();
+    assert_eq!(names, ["honest", "hold", "after"], "the upstream executed a call the proxy did not claim");
+    for r in &recorded {
+        assert!(r[0].as_str().is_some_and(|id| id.starts_with("ep-")), "the upstream saw a client's id: {r}");
+    }
+    let settled = |claim: u64| (claim, Some("REPORTED_SUCCESS".to_owned()));
+    assert_eq!(claims(&place, "proxied"), [settled(honest), settled(hold), settled(after)]);
+}
+
+#[test]
+fn a_call_is_settled_by_no_more_than_its_answer_says() {
+    let (place, mut proxy, executed) = start();
+
+    // An MCP task is accepted, not done; a result that is not a finished
+    // call's says nothing of how it ended.
+    proxy.send_json(call(2, "task"));
+    let answer = proxy.read();
+    assert_eq!(answer["result"]["task"]["taskId"], json!("t1"));
+    let task = claim_of(&answer);
+    proxy.send_json(call(3, "not-a-result"));
+    let not_a_result = claim_of(&proxy.read());
+
+    // A cancelled call the upstream finishes anyway is settled by its answer.
+    proxy.send_json(call(4, "hold"));
+    proxy.send_json(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 4}}),
     );
+    proxy.send_json(json!({"jsonrpc": "2.0", "method": "notifications/release"}));
+    let answer = proxy.read();
+    assert_eq!(answer["id"], json!(4), "{answer}");
+    let finished_anyway = claim_of(&answer);
+
+    // One the upstream drops after a cancel, and one it never answers.
+    proxy.send_json(call(5, "abandon"));
+    proxy.send_json(
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5}}),
+    );
+    proxy.send_json(call(6, "abandon"));
+    proxy.send_json(json!({"jsonrpc": "2.0", "id": 7, "method": "ping"}));
+    assert_eq!(proxy.read()["id"], json!(7));
+    let (recorded, after_close) = finish(proxy, &executed);
+
+    // The cancels reached the upstream under its own ids for the calls.
+    let id_of =
+        |name: &str| recorded.iter().filter(|r| r[1] == name).map(|r| r[0].clone()).collect::<Vec<_>>();
+    let cancels: Vec<Value> = recorded.iter().filter(|r| r[0] == "cancelled").map(|r| r[1].clone()).collect();
+    assert_eq!(cancels, [id_of("hold")[0].clone(), id_of("abandon")[0].clone()]);
+    // Only the call the client still waited for is answered, with an error.
+    assert_eq!(after_close.len(), 1, "{after_close:?}");
+    assert_eq!(code(&after_close[0]), (json!(6), json!(-32603)));
+
+    let log = claims(&place, "proxied");
+    let execution = |claim: u64| log.iter().find(|(c, _)| *c == claim).and_then(|(_, e)| e.clone());
+    assert_eq!(execution(task).as_deref(), Some("UNKNOWN"));
+    assert_eq!(execution(not_a_result).as_deref(), Some("UNKNOWN"));
+    assert_eq!(execution(finished_anyway).as_deref(), Some("REPORTED_SUCCESS"));
+    let abandoned: Vec<_> = log[3..].iter().map(|(_, e)| e.as_deref().unwrap()).collect();
+    assert_eq!(abandoned, ["CANCELLED", "UNKNOWN"]);
 }

@@ -10,6 +10,7 @@
 
 mod proxy;
 mod server;
+mod wire;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,7 +20,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::anyhow;
 use clap::Args;
 
-use effect_ledger::ledger::{Ledger, Run};
+use effect_ledger::ledger::{Ledger, Run, RunError};
 
 use super::Failure;
 use super::runtime::{bad, open_ledger, state_dir};
@@ -86,10 +87,18 @@ fn open(
     let (mut ledger, display) = open_ledger(root, &state_dir(data_dir), manifest, key_file, allow_write)?;
     let run = match run {
         None => ledger.begin_run(None),
-        Some(id) => ledger
-            .continue_run(id)
-            .or_else(|_| ledger.new_run(id))
-            .map_err(|e| bad(anyhow!("--run {id}: {e}")))?,
+        Some(id) => match ledger.continue_run(id) {
+            Ok(run) => run,
+            // Only a run with no log yet is begun; any other reason it
+            // cannot be continued (another root, a damaged log) is an error,
+            // never a silent second run beside it.
+            Err(RunError::NoSuchRun { .. }) => {
+                let run = ledger.new_run(id).map_err(|e| bad(anyhow!("--run {id}: {e}")))?;
+                tracing::info!("run {id} has no log yet: begun");
+                run
+            }
+            Err(error) => return Err(bad(anyhow!("--run {id}: {error}"))),
+        },
     };
     Ok((ledger, run, display))
 }

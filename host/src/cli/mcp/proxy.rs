@@ -1,68 +1,83 @@
 //! `effects mcp-proxy`: any MCP server behind the ledger (docs/mcp.md).
 //!
 //! The proxy starts the upstream server and relays JSON-RPC lines both
-//! ways, byte for byte, with two exceptions. A `tools/call` from the client
-//! is claimed as an external effect (the server and tool named, its
-//! arguments as sent) and forwarded only once the claim is durable (LOG-3);
-//! a claim that cannot be made is answered here and never forwarded
-//! (LOG-4). The upstream's answer to it settles the claim (a result: the
-//! upstream's success, or its reported failure when `isError`; a JSON-RPC
-//! error: executed, exit status unknown) and reaches the client unchanged except for the ledger's
-//! positions in the result's `_meta`, under [`META_KEY`]. Nothing else is
-//! parsed into types or rewritten: ids are the client's own, so
-//! cancellation, progress, sampling, elicitation and list-changed
-//! notifications pass through as they were sent, whatever revision of the
-//! protocol the two ends speak. A call the client cancels is settled
-//! CANCELLED when its `notifications/cancelled` passes (the upstream sends
-//! no answer to it).
+//! ways. A `tools/call` from the client is claimed as an external effect
+//! (the server and tool named, its arguments as sent) and forwarded only
+//! once the claim is durable (LOG-3); a claim that cannot be made is
+//! answered here and never forwarded (LOG-4). The upstream's answer to it
+//! settles the claim and reaches the client with the ledger's positions in
+//! the result's `_meta`, under [`META_KEY`].
 //!
-//! What the proxy cannot read it does not forward, so no `tools/call` ever
+//! Every request the client sends reaches the upstream under an id of the
+//! proxy's own (`ep-N`), and its answer goes back under the client's id:
+//! the upstream never sees two requests with one id, so no answer can settle
+//! a call it does not answer (a `ping` sharing a call's id, ids a
+//! JavaScript upstream rounds together, `1` and `1.0`), and the client's
+//! `notifications/cancelled` reaches the upstream with the upstream's own
+//! request id. Apart from the id and `_meta`, messages pass byte for byte
+//! (`wire.rs`): progress, list-changed notifications, sampling and
+//! elicitation as they were sent, whatever revision the two ends speak.
+//!
+//! What the proxy cannot read it does not forward, so no `tools/call`
 //! reaches the upstream unclaimed, however the upstream's own parser would
-//! read it: a client line that is not JSON to us (invalid UTF-8, a lone
-//! surrogate, two messages on one line, a cut one), a line over the input
-//! bound, a `tools/call` whose params are not MCP's, one without an id, and
-//! one reusing the id of a call still in flight are each answered here with
-//! a JSON-RPC error (none for a notification) and dropped.
+//! read it: a client line that is not JSON every parser reads alike (invalid
+//! UTF-8, a lone surrogate, a key given twice, two messages on one line), a
+//! line over the input bound, a `tools/call` whose params are not MCP's, one
+//! without an id, and a request reusing the id of one still in flight are
+//! each answered here with a JSON-RPC error (none for a notification) and
+//! dropped.
 //!
-//! An upstream that ends with calls unanswered leaves them UNKNOWN (executed
-//! for all the proxy knows) and each is answered with a JSON-RPC error; a
-//! proxy that dies leaves its claims to recovery, INTERRUPTED at the next
-//! open (LOG-7). An answer that only starts the work (an MCP task, or the
-//! 2026-07-28 revision's request for input) settles the call with its exit
-//! status unknown: the proxy never counts a call done before it is.
+//! Settlement says no more than the upstream's answer: a result shaped as
+//! a finished call (`content`, `isError` absent or a boolean, no task, no
+//! other `resultType`) is its success or its reported failure; a JSON-RPC
+//! error, a task, a request for input or any other shape leaves the exit
+//! status unknown. A cancelled call stays open until its answer comes (the
+//! upstream may finish it anyway) or the upstream ends (then CANCELLED). An
+//! upstream that ends leaves every call it did not answer UNKNOWN, answered
+//! with a JSON-RPC error; a proxy that dies leaves its claims to recovery,
+//! INTERRUPTED at the next open (LOG-7).
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{ChildStdin, ExitCode, Stdio};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ExitCode, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use clap::Args;
 use rmcp::model::CallToolRequestParams;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use effect_ledger::bounded::INPUT_BOUND;
-use effect_ledger::ledger::{ClaimStatus, Ledger, Reported, Run};
+use effect_ledger::ledger::{ClaimStatus, Ledger, Reported, Run, StepResult};
 use effect_ledger::log::Position;
 use effect_ledger::tools::{Call, External};
 
 use super::super::Failure;
 use super::super::runtime::bad;
+use super::wire::{self, Line, Message, raw};
 use super::{open, request_prefix};
 
 /// Where the proxy's positions go in a result's `_meta` (a reverse-DNS
 /// prefix, as MCP reserves `_meta` keys).
 pub const META_KEY: &str = "dev.effect-ledger/step";
 
-/// The JSON-RPC error code of a call the upstream never answered.
-const UPSTREAM_LOST: i64 = -32603;
-/// JSON-RPC's codes for a line that is not JSON, a message that is not a
-/// request, and a call whose params are wrong.
+/// JSON-RPC's codes: a line that is not JSON, a message that is not a
+/// request, a call whose params are wrong, and (ours) a request the
+/// upstream will never answer.
 const PARSE_ERROR: i64 = -32700;
 const INVALID_REQUEST: i64 = -32600;
 const INVALID_PARAMS: i64 = -32602;
+const UPSTREAM_LOST: i64 = -32603;
+
+/// The longest upstream line read: an answer may carry a large file.
+const UPSTREAM_BOUND: u64 = 256 << 20;
+
+/// How long an upstream that closed its output has to exit before it is killed.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
 
 /// Arguments of `effects mcp-proxy`.
 #[derive(Args)]
@@ -76,7 +91,7 @@ pub struct ProxyArgs {
     /// The directory the upstream works on: the run's root (the upstream's
     /// effects are external: the ledger cannot read them back, CMP-6).
     #[arg(long)]
-    root: PathBuf,
+    root: std::path::PathBuf,
     /// The upstream's name in the log (default: the command's file name).
     #[arg(long)]
     name: Option<String>,
@@ -86,19 +101,39 @@ pub struct ProxyArgs {
     run: Option<String>,
     /// Policy manifest (default: the policies embedded in this binary).
     #[arg(long)]
-    manifest: Option<PathBuf>,
+    manifest: Option<std::path::PathBuf>,
     /// Operator key file: records are written HMAC-authenticated with it.
     #[arg(long, env = "EFFECTS_LOG_KEY_FILE")]
-    key_file: Option<PathBuf>,
+    key_file: Option<std::path::PathBuf>,
     /// The upstream server's command and its arguments.
     #[arg(last = true, required = true, value_name = "CMD")]
     command: Vec<String>,
 }
 
-/// A forwarded `tools/call` waiting for its answer.
-struct Pending {
+/// A `tools/call` forwarded under a claim.
+struct Claimed {
     request_id: String,
-    claim: Option<Position>,
+    claim: Position,
+    /// The client cancelled it (settled CANCELLED if no answer comes).
+    cancelled: bool,
+}
+
+/// A request forwarded under one of the proxy's ids.
+struct Forwarded {
+    /// The client's id, as the client spelled it.
+    client_id: Box<RawValue>,
+    call: Option<Claimed>,
+}
+
+/// The requests in flight.
+#[derive(Default)]
+struct InFlight {
+    /// By the proxy's id.
+    forwarded: HashMap<String, Forwarded>,
+    /// The proxy's id of each, by the client's id as spelled.
+    by_client: HashMap<String, String>,
+    /// The upstream has ended: nothing more is forwarded.
+    closed: bool,
 }
 
 /// What both relay threads share.
@@ -109,8 +144,8 @@ struct Proxy {
     endpoint: String,
     prefix: String,
     calls: AtomicU64,
-    /// Forwarded calls by their JSON-RPC id (as JSON text: `1` and `"1"` differ).
-    pending: Mutex<HashMap<String, Pending>>,
+    requests: AtomicU64,
+    in_flight: Mutex<InFlight>,
     client: Mutex<std::io::Stdout>,
 }
 
@@ -118,22 +153,20 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// One read of a relay: a line, a piece of one over the input bound, or the end.
+/// One read of a relay: a line, the first `bound` bytes of a longer one
+/// (the rest is the next reads'), or the end.
 enum Read {
     Line,
     Overlong,
     End,
 }
 
-/// Reads one line into `line`, or its first `INPUT_BOUND` bytes when it is
-/// longer ([`Read::Overlong`]: the rest is the next reads').
-fn read_line(reader: &mut impl BufRead, line: &mut Vec<u8>) -> Read {
+fn read_line(reader: &mut impl BufRead, line: &mut Vec<u8>, bound: u64) -> Read {
     line.clear();
-    match std::io::Read::take(&mut *reader, INPUT_BOUND).read_until(b'\n', line) {
+    match std::io::Read::take(&mut *reader, bound).read_until(b'\n', line) {
         Ok(0) | Err(_) => Read::End,
-        Ok(_) if line.ends_with(b"\n") => Read::Line,
-        Ok(n) if n as u64 == INPUT_BOUND => Read::Overlong,
-        // The stream ended without a final line break.
+        Ok(n) if !line.ends_with(b"\n") && n as u64 == bound => Read::Overlong,
+        // A line, or the last one without a line break.
         Ok(_) => Read::Line,
     }
 }
@@ -151,94 +184,148 @@ fn skip_line(reader: &mut impl BufRead) -> bool {
     }
 }
 
-/// A JSON-RPC error answer to `id`, as a line.
-fn error_line(id: &Value, code: i64, message: String) -> Vec<u8> {
-    let answer = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
-    format!("{answer}\n").into_bytes()
+/// A JSON-RPC error answer to `id`.
+fn error(id: &RawValue, code: i64, message: String) -> Box<RawValue> {
+    raw(&json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}))
+}
+
+/// The facts an answer to a `tools/call` gives (see the module doc).
+fn reported(answer: &Message) -> Reported {
+    let unknown = Reported { executed: true, exit_code: None, timed_out: false, cancelled: false };
+    let Some(result) = answer.get("result").and_then(|r| Message::of(r).ok()) else { return unknown };
+    let finished = result.text("resultType").is_none_or(|t| t == "complete")
+        && result.get("task").is_none()
+        && result.get("content").is_some_and(|c| c.get().starts_with('['));
+    let failed = match result.get("isError").map(|e| serde_json::from_str::<bool>(e.get())) {
+        None => Ok(false),
+        Some(flag) => flag,
+    };
+    match failed {
+        Ok(failed) if finished => Reported { exit_code: Some(i32::from(failed)), ..unknown },
+        _ => unknown,
+    }
 }
 
 impl Proxy {
-    fn send_client(&self, line: &[u8]) {
+    fn send_client(&self, messages: &[Box<RawValue>], batch: bool) {
+        if messages.is_empty() {
+            return;
+        }
         let mut out = lock(&self.client);
         // A client that went away: nothing to answer to; claims still settle.
-        let _ = out.write_all(line).and_then(|()| out.flush());
+        let _ = out.write_all(&wire::line(messages, batch)).and_then(|()| out.flush());
     }
 
-    /// The client's message `line`: claimed first when it holds a
-    /// `tools/call`. Returns what to forward (nothing when every message in
-    /// it was answered here or dropped).
-    fn client_line(&self, line: Vec<u8>) -> Option<Vec<u8>> {
+    /// The client's line: returns what to forward (nothing when every
+    /// message in it was answered here or dropped).
+    fn client_line(&self, line: &[u8]) -> Option<Vec<u8>> {
         if line.iter().all(u8::is_ascii_whitespace) {
             return None;
         }
-        let message = match serde_json::from_slice::<Value>(&line) {
-            Ok(message) => message,
-            Err(error) => {
-                // What we cannot read is never forwarded: a more lenient
-                // parser upstream could find an unclaimed call in it.
-                let why = format!("not forwarded: the line is not one JSON message ({error})");
-                self.send_client(&error_line(&Value::Null, PARSE_ERROR, why));
+        // What we cannot read is never forwarded: a more lenient parser
+        // upstream could find an unclaimed call in it.
+        let parsed = wire::strict(line).and_then(|()| Line::parse(line));
+        let (messages, batch) = match parsed {
+            Ok(Line::One(message)) => (vec![message], false),
+            Ok(Line::Batch(messages)) => (messages, true),
+            Err(why) => {
+                let why = format!(
+                    "not forwarded: the line is not one JSON message every parser reads alike ({why})"
+                );
+                self.send_client(&[error(&raw(&Value::Null), PARSE_ERROR, why)], false);
                 return None;
             }
         };
-        match message {
-            Value::Array(batch) => {
-                // A JSON-RPC batch (revisions before 2025-06-18): each call in
-                // it claimed; if one was answered here the rest go on alone.
-                let before = batch.len();
-                let kept: Vec<Value> = batch.into_iter().filter(|m| self.claim(m)).collect();
-                if kept.len() == before {
-                    Some(line)
-                } else if kept.is_empty() {
-                    None
-                } else {
-                    Some(format!("{}\n", Value::Array(kept)).into_bytes())
+        let mut answers = Vec::new();
+        let forward: Vec<Box<RawValue>> =
+            messages.into_iter().filter_map(|m| self.client_message(m, &mut answers)).collect();
+        self.send_client(&answers, batch);
+        (!forward.is_empty()).then(|| wire::line(&forward, batch))
+    }
+
+    /// One client message: what to forward, or `None` with its answer (if
+    /// any) pushed to `answers`.
+    fn client_message(
+        &self,
+        mut message: Message,
+        answers: &mut Vec<Box<RawValue>>,
+    ) -> Option<Box<RawValue>> {
+        let method = message.method();
+        let Some(method) = method else {
+            // An answer to the upstream's request (sampling, elicitation):
+            // the upstream's own id, passed as it came.
+            return Some(message.to_raw());
+        };
+        let Some(client_id) = message.get("id").map(ToOwned::to_owned) else {
+            if method == "tools/call" {
+                tracing::warn!("a tools/call without an id (a notification): not forwarded");
+                return None;
+            }
+            if method == "notifications/cancelled" {
+                self.cancelled(&mut message);
+            }
+            return Some(message.to_raw());
+        };
+        let refuse = |code, why: String, answers: &mut Vec<_>| {
+            answers.push(error(&client_id, code, format!("not forwarded: {why}")));
+            None
+        };
+        // Only this thread adds to what is in flight, so what is checked
+        // here still holds when the request is added below, but for the
+        // upstream ending meanwhile.
+        {
+            let in_flight = lock(&self.in_flight);
+            if in_flight.closed {
+                return refuse(UPSTREAM_LOST, format!("{} has ended", self.server), answers);
+            }
+            if in_flight.by_client.contains_key(client_id.get()) {
+                let why = format!("a request with id {} is still in flight", client_id.get());
+                return refuse(INVALID_REQUEST, why, answers);
+            }
+        }
+        let call = if method == "tools/call" {
+            let params = message.get("params").map_or("null", RawValue::get);
+            let params = match serde_json::from_str::<CallToolRequestParams>(params) {
+                Ok(params) => params,
+                Err(why) => {
+                    return refuse(
+                        INVALID_PARAMS,
+                        format!("tools/call params are not MCP's ({why})"),
+                        answers,
+                    );
+                }
+            };
+            match self.claim(params) {
+                Ok(claimed) => Some(claimed),
+                Err(refused) => {
+                    answers.push(raw(&json!({"jsonrpc": "2.0", "id": client_id, "result": refused})));
+                    return None;
                 }
             }
-            message => self.claim(&message).then_some(line),
+        } else {
+            None
+        };
+        let ours = format!("ep-{}", self.requests.fetch_add(1, Ordering::Relaxed) + 1);
+        let mut in_flight = lock(&self.in_flight);
+        if in_flight.closed {
+            drop(in_flight);
+            if let Some(call) = &call {
+                // Claimed, never forwarded: it did not run.
+                let never = Reported { executed: false, exit_code: None, timed_out: false, cancelled: false };
+                lock(&self.ledger).settle(&self.run, &call.request_id, &never, None);
+            }
+            return refuse(UPSTREAM_LOST, format!("{} has ended", self.server), answers);
         }
+        in_flight.by_client.insert(client_id.get().to_owned(), ours.clone());
+        in_flight.forwarded.insert(ours.clone(), Forwarded { client_id, call });
+        drop(in_flight);
+        message.set("id", raw(&ours));
+        Some(message.to_raw())
     }
 
-    /// A client line over the input bound: answered, never forwarded (its
-    /// id cannot be read, so the error's is null).
-    fn client_overlong(&self) {
-        let why = format!("not forwarded: a message over {INPUT_BOUND} bytes");
-        self.send_client(&error_line(&Value::Null, INVALID_REQUEST, why));
-    }
-
-    /// Claims `message` if it is a `tools/call`, marks a cancelled call;
-    /// `false` when it was answered here (or dropped) and must not be
-    /// forwarded.
-    fn claim(&self, message: &Value) -> bool {
-        let method = message.get("method").and_then(Value::as_str);
-        if method == Some("notifications/cancelled") {
-            if let Some(id) = message.pointer("/params/requestId") {
-                self.cancelled(&id.to_string());
-            }
-            return true;
-        }
-        if method != Some("tools/call") {
-            return true;
-        }
-        let Some(id) = message.get("id") else {
-            tracing::warn!("a tools/call without an id (a notification): not forwarded");
-            return false;
-        };
-        let params = message.get("params").cloned().unwrap_or(Value::Null);
-        let params = match serde_json::from_value::<CallToolRequestParams>(params) {
-            Ok(params) => params,
-            Err(error) => {
-                let why = format!("not forwarded: tools/call params are not MCP's ({error})");
-                self.send_client(&error_line(id, INVALID_PARAMS, why));
-                return false;
-            }
-        };
-        let key = id.to_string();
-        if lock(&self.pending).contains_key(&key) {
-            let why = format!("not forwarded: a call with id {key} is still in flight");
-            self.send_client(&error_line(id, INVALID_REQUEST, why));
-            return false;
-        }
+    /// Claims a `tools/call`; `Err` is the result to answer instead of
+    /// forwarding it (no claim, no call).
+    fn claim(&self, params: CallToolRequestParams) -> Result<Claimed, Value> {
         let n = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
         let request_id = format!("{}-{n}", self.prefix);
         let call = Call::External(External {
@@ -248,134 +335,147 @@ impl Proxy {
             endpoint: Some(self.endpoint.clone()),
         });
         let claimed = lock(&self.ledger).claim(&self.run, &request_id, call, "effects");
-        if claimed.status != ClaimStatus::Run {
-            let reason = claimed.reason.unwrap_or_default();
-            tracing::warn!("tools/call {}: not forwarded: {reason}", params.name);
-            let answer = json!({
-                "jsonrpc": "2.0",
-                "id": id,
-                "result": {
-                    "content": [{"type": "text", "text": format!(
-                        "not forwarded to {}: the effect ledger could not claim it ({reason})", self.server)}],
-                    "isError": true,
-                    "_meta": {META_KEY: {
-                        "run_id": self.run.id, "request_id": request_id,
-                        "status": claimed.status, "reason": reason,
-                    }},
-                },
-            });
-            self.send_client(format!("{answer}\n").as_bytes());
-            return false;
-        }
-        let pending = Pending { request_id, claim: claimed.claim };
-        lock(&self.pending).insert(key, pending);
-        true
-    }
-
-    /// The client cancelled a call it forwarded: settled CANCELLED now (it
-    /// may have acted in part), as MCP has the upstream send no answer to a
-    /// cancelled request. One that comes anyway passes through untouched.
-    fn cancelled(&self, id: &str) {
-        let Some(pending) = lock(&self.pending).remove(id) else { return };
-        let reported = Reported { executed: true, exit_code: None, timed_out: false, cancelled: true };
-        lock(&self.ledger).settle(&self.run, &pending.request_id, &reported, None);
-    }
-
-    /// The upstream's message `line`, its answers to calls settled first.
-    fn upstream_line(&self, line: Vec<u8>) -> Vec<u8> {
-        let Ok(message) = serde_json::from_slice::<Value>(&line) else { return line };
-        match message {
-            Value::Array(batch) => {
-                let mut changed = false;
-                let batch: Vec<Value> = batch
-                    .into_iter()
-                    .map(|mut m| {
-                        changed |= self.settle(&mut m);
-                        m
-                    })
-                    .collect();
-                if changed { format!("{}\n", Value::Array(batch)).into_bytes() } else { line }
-            }
-            mut message => {
-                if self.settle(&mut message) {
-                    format!("{message}\n").into_bytes()
-                } else {
-                    line
-                }
-            }
-        }
-    }
-
-    /// Settles the call `message` answers, if it answers one; `true` when
-    /// `message` was changed (positions added to a result's `_meta`).
-    fn settle(&self, message: &mut Value) -> bool {
-        if message.get("method").is_some() {
-            return false;
-        }
-        let Some(id) = message.get("id").map(Value::to_string) else { return false };
-        let Some(pending) = lock(&self.pending).remove(&id) else { return false };
-        let reported = match (message.get("result"), message.get("error")) {
-            // MCP 2026-07-28: the call needs input first and will be sent
-            // again; what it did so far is not known.
-            // An MCP task (2025-11-25): the call was accepted and runs on;
-            // how it ends is not this answer's to say.
-            (Some(result), _)
-                if result.get("resultType").and_then(Value::as_str) == Some("input_required")
-                    || result.get("task").is_some_and(Value::is_object) =>
-            {
-                Reported { executed: true, exit_code: None, timed_out: false, cancelled: false }
-            }
-            (Some(result), _) => {
-                let failed = result.get("isError").and_then(Value::as_bool).unwrap_or(false);
-                Reported {
-                    executed: true,
-                    exit_code: Some(i32::from(failed)),
-                    timed_out: false,
-                    cancelled: false,
-                }
-            }
-            _ => Reported { executed: true, exit_code: None, timed_out: false, cancelled: false },
+        let (status, reason) = match (claimed.status, claimed.claim) {
+            (ClaimStatus::Run, Some(claim)) => return Ok(Claimed { request_id, claim, cancelled: false }),
+            (ClaimStatus::Run, None) => (
+                claimed.status,
+                "the policy planned no claim, and every call through the proxy is claimed".into(),
+            ),
+            (status, _) => (status, claimed.reason.unwrap_or_default()),
         };
-        let settled = lock(&self.ledger).settle(&self.run, &pending.request_id, &reported, None);
+        tracing::warn!("tools/call {}: not forwarded: {reason}", params.name);
+        Err(json!({
+            "content": [{"type": "text", "text": format!(
+                "not forwarded to {}: the effect ledger could not claim it ({reason})", self.server)}],
+            "isError": true,
+            "_meta": {META_KEY: {
+                "run_id": self.run.id, "request_id": request_id, "status": status, "reason": reason,
+            }},
+        }))
+    }
+
+    /// The client cancels a request: the upstream hears it under its own id.
+    /// A call is marked, not settled: the upstream may finish it anyway,
+    /// and its answer says so if it comes.
+    fn cancelled(&self, notification: &mut Message) {
+        let Some(params) = notification.get("params").and_then(|p| Message::of(p).ok()) else { return };
+        let Some(client_id) = params.get("requestId") else { return };
+        let mut in_flight = lock(&self.in_flight);
+        let Some(ours) = in_flight.by_client.get(client_id.get()).cloned() else { return };
+        if let Some(Claimed { cancelled, .. }) =
+            in_flight.forwarded.get_mut(&ours).and_then(|forwarded| forwarded.call.as_mut())
+        {
+            *cancelled = true;
+        }
+        let mut params = params;
+        params.set("requestId", raw(&ours));
+        notification.set("params", params.to_raw());
+    }
+
+    /// The upstream's line, with its answers to forwarded requests given
+    /// back their client ids (and calls settled); `None` when it cannot be
+    /// read (its answer, if it was one, is then never settled or delivered
+    /// but by [`Proxy::upstream_lost`]).
+    fn upstream_line(&self, line: &[u8]) -> Option<Vec<u8>> {
+        let text = String::from_utf8_lossy(line);
+        match Line::parse(text.as_bytes()) {
+            Ok(Line::One(message)) => Some(wire::line(&[self.upstream_message(message)], false)),
+            Ok(Line::Batch(messages)) => {
+                let messages: Vec<_> = messages.into_iter().map(|m| self.upstream_message(m)).collect();
+                Some(wire::line(&messages, true))
+            }
+            Err(why) => {
+                tracing::warn!("a line from {} is not JSON ({why}); dropped", self.server);
+                None
+            }
+        }
+    }
+
+    fn upstream_message(&self, mut message: Message) -> Box<RawValue> {
+        if message.method().is_some() {
+            return message.to_raw();
+        }
+        let Some(ours) = message.text("id") else { return message.to_raw() };
+        let forwarded = {
+            let mut in_flight = lock(&self.in_flight);
+            let Some(forwarded) = in_flight.forwarded.remove(&ours) else { return message.to_raw() };
+            in_flight.by_client.remove(forwarded.client_id.get());
+            forwarded
+        };
+        if let Some(call) = &forwarded.call {
+            let settled = lock(&self.ledger).settle(&self.run, &call.request_id, &reported(&message), None);
+            self.add_positions(&mut message, call, &settled);
+        }
+        message.set("id", forwarded.client_id);
+        message.to_raw()
+    }
+
+    /// The ledger's positions in a result's `_meta` (a JSON-RPC error is
+    /// kept as it was sent: it has none).
+    fn add_positions(&self, answer: &mut Message, call: &Claimed, settled: &StepResult) {
+        if settled.outcome.is_none() {
+            tracing::warn!(
+                "the outcome of {} was not recorded: {}",
+                call.request_id,
+                settled.reason.as_deref().unwrap_or("no reason given")
+            );
+        }
         let positions = json!({
             "run_id": self.run.id,
-            "request_id": pending.request_id,
-            "claim": pending.claim,
+            "request_id": call.request_id,
+            "claim": call.claim,
             "outcome": settled.outcome.as_ref().and_then(|outcome| outcome.position),
             "execution": settled.outcome.as_ref().map(|outcome| outcome.execution),
+            "status": settled.status,
+            "reason": settled.reason,
         });
-        // A JSON-RPC error is kept as it was sent (it has no `_meta`).
-        let Some(Value::Object(result)) = message.get_mut("result") else { return false };
-        let meta = result.entry("_meta").or_insert_with(|| json!({}));
-        match meta {
-            Value::Object(meta) => {
-                meta.insert(META_KEY.to_owned(), positions);
-                true
-            }
-            _ => false,
-        }
+        let Some(mut result) = answer.get("result").and_then(|r| Message::of(r).ok()) else { return };
+        let mut meta = match result.get("_meta").map(Message::of) {
+            None => Message::of(&raw(&json!({}))).expect("an object"),
+            Some(Ok(meta)) => meta,
+            Some(Err(_)) => return, // not an object: left as the upstream sent it
+        };
+        meta.set(META_KEY, raw(&positions));
+        result.set("_meta", meta.to_raw());
+        answer.set("result", result.to_raw());
     }
 
-    /// The upstream ended: every call it did not answer is settled UNKNOWN
-    /// (it may have acted) and answered with a JSON-RPC error.
+    /// The upstream ended: nothing more is forwarded, every call it did not
+    /// answer is settled (CANCELLED if the client cancelled it, else
+    /// UNKNOWN: it may have acted), and every request still waiting is
+    /// answered with a JSON-RPC error.
     fn upstream_lost(&self) {
-        let lost: Vec<(String, Pending)> = lock(&self.pending).drain().collect();
-        for (id, pending) in lost {
-            let reported = Reported { executed: true, exit_code: None, timed_out: false, cancelled: false };
-            lock(&self.ledger).settle(&self.run, &pending.request_id, &reported, None);
-            let id: Value = serde_json::from_str(&id).unwrap_or(Value::Null);
-            let answer = json!({
-                "jsonrpc": "2.0",
-                "id": id,
-                "error": {
-                    "code": UPSTREAM_LOST,
-                    "message": format!(
-                        "{} ended before answering; whether the call took effect is unknown (the ledger \
-                         recorded it as UNKNOWN)", self.server),
-                    "data": {META_KEY: {"run_id": self.run.id, "request_id": pending.request_id, "claim": pending.claim}},
-                },
+        let lost: Vec<Forwarded> = {
+            let mut in_flight = lock(&self.in_flight);
+            in_flight.closed = true;
+            in_flight.by_client.clear();
+            in_flight.forwarded.drain().map(|(_, forwarded)| forwarded).collect()
+        };
+        let mut answers = Vec::new();
+        for forwarded in lost {
+            let mut message = format!("{} ended before answering", self.server);
+            if let Some(call) = &forwarded.call {
+                let reported =
+                    Reported { executed: true, exit_code: None, timed_out: false, cancelled: call.cancelled };
+                lock(&self.ledger).settle(&self.run, &call.request_id, &reported, None);
+                if call.cancelled {
+                    continue; // the client gave up on it: no answer
+                }
+                message.push_str(
+                    "; whether the call took effect is unknown (the ledger recorded it as UNKNOWN)",
+                );
+            }
+            let positions = forwarded.call.as_ref().map(|call| {
+                json!({META_KEY: {"run_id": self.run.id, "request_id": call.request_id, "claim": call.claim}})
             });
-            self.send_client(format!("{answer}\n").as_bytes());
+            answers.push(raw(&json!({
+                "jsonrpc": "2.0",
+                "id": forwarded.client_id,
+                "error": {"code": UPSTREAM_LOST, "message": message, "data": positions},
+            })));
+        }
+        for answer in answers {
+            self.send_client(&[answer], false);
         }
     }
 }
@@ -386,16 +486,17 @@ fn relay_client(proxy: &Proxy, mut upstream: ChildStdin) {
     let mut reader = stdin.lock();
     let mut line = Vec::new();
     loop {
-        match read_line(&mut reader, &mut line) {
+        match read_line(&mut reader, &mut line, INPUT_BOUND) {
             Read::End => break,
             Read::Overlong => {
-                proxy.client_overlong();
+                let why = format!("not forwarded: a message over {INPUT_BOUND} bytes");
+                proxy.send_client(&[error(&raw(&Value::Null), INVALID_REQUEST, why)], false);
                 if !skip_line(&mut reader) {
                     break;
                 }
             }
             Read::Line => {
-                let Some(forward) = proxy.client_line(std::mem::take(&mut line)) else { continue };
+                let Some(forward) = proxy.client_line(&line) else { continue };
                 if upstream.write_all(&forward).and_then(|()| upstream.flush()).is_err() {
                     return;
                 }
@@ -403,6 +504,21 @@ fn relay_client(proxy: &Proxy, mut upstream: ChildStdin) {
         }
     }
     // The client closed its end: so does the proxy (the upstream's cue to exit).
+}
+
+/// Waits for the upstream to exit, killing it if it lingers after closing
+/// its output.
+fn reap(child: &mut Child) -> std::io::Result<std::process::ExitStatus> {
+    let deadline = Instant::now() + EXIT_GRACE;
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    tracing::warn!("the upstream closed its output but did not exit: killing it");
+    let _ = child.kill();
+    child.wait()
 }
 
 impl ProxyArgs {
@@ -441,7 +557,8 @@ impl ProxyArgs {
             server,
             prefix: request_prefix("proxy"),
             calls: AtomicU64::new(0),
-            pending: Mutex::default(),
+            requests: AtomicU64::new(0),
+            in_flight: Mutex::default(),
             client: Mutex::new(std::io::stdout()),
         });
         let upstream_in = child.stdin.take().expect("piped");
@@ -453,18 +570,24 @@ impl ProxyArgs {
         let mut reader = BufReader::new(upstream_out);
         let mut line = Vec::new();
         loop {
-            let answer = match read_line(&mut reader, &mut line) {
+            match read_line(&mut reader, &mut line, UPSTREAM_BOUND) {
                 Read::End => break,
-                Read::Line => proxy.upstream_line(std::mem::take(&mut line)),
-                // The upstream's own words, passed on in pieces as they come
-                // (the client reads them whole); a call answered in them
-                // stays unsettled, UNKNOWN when the upstream ends.
-                Read::Overlong => std::mem::take(&mut line),
-            };
-            proxy.send_client(&answer);
+                Read::Line => {
+                    if let Some(answer) = proxy.upstream_line(&line) {
+                        let mut out = lock(&proxy.client);
+                        let _ = out.write_all(&answer).and_then(|()| out.flush());
+                    }
+                }
+                Read::Overlong => {
+                    tracing::warn!("a line from {} is over {UPSTREAM_BOUND} bytes; dropped", proxy.server);
+                    if !skip_line(&mut reader) {
+                        break;
+                    }
+                }
+            }
         }
         proxy.upstream_lost();
-        let status = child.wait().map_err(|e| Failure::new(super::super::exit::PROBLEMS, e))?;
+        let status = reap(&mut child).map_err(|e| Failure::new(super::super::exit::PROBLEMS, e))?;
         lock(&proxy.ledger).sync().map_err(|e| {
             Failure::new(super::super::exit::PROBLEMS, anyhow!("making the log durable: {e}"))
         })?;

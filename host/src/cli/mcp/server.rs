@@ -406,6 +406,18 @@ impl Ledgered {
         })
     }
 
+    /// Runs `work` (which takes the ledger's lock) on the blocking pool, so
+    /// the service loop keeps reading cancellations and pings meanwhile.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Self) -> Result<T, McpError> + Send + 'static,
+    ) -> Result<T, McpError> {
+        let server = self.clone();
+        tokio::task::spawn_blocking(move || work(&server))
+            .await
+            .unwrap_or_else(|panicked| Err(McpError::internal_error(format!("panicked: {panicked}"), None)))
+    }
+
     fn complete(&self, input: Value) -> Result<CallToolResult, McpError> {
         let input: CompleteInput = match serde_json::from_value(input) {
             Ok(input) => input,
@@ -418,11 +430,12 @@ impl Ledgered {
         let completed = lock(&self.0.ledger).complete(&self.0.run, &input.required, &input.answer);
         let completion = match completed {
             Ok(completion) => completion,
+            // A decision that cannot be taken is a domain answer (EMB-2).
             Err(effect_ledger::ledger::CompleteError::Log(error)) => {
-                return Err(McpError::internal_error(
-                    format!("the run's log: {error}; nothing was decided"),
-                    None,
-                ));
+                return Ok(CallToolResult::error(vec![ContentBlock::text(format!(
+                    "complete: the run's log cannot be read ({error}); nothing was decided, so the work is \
+                     not known to be done"
+                ))]));
             }
             Err(refused) => {
                 return Ok(CallToolResult::error(vec![ContentBlock::text(format!("complete: {refused}"))]));
@@ -523,7 +536,7 @@ impl ServerHandler for Ledgered {
     ) -> Result<CallToolResponse, McpError> {
         let input = Value::Object(request.arguments.unwrap_or_default());
         let result = match request.name.as_ref() {
-            "complete" => self.complete(input)?,
+            "complete" => self.blocking(move |server| server.complete(input)).await?,
             "check" if !self.0.checks.is_empty() => self.check(input, &context).await,
             name if self.0.tools.iter().any(|tool| tool.name == name) => {
                 self.tool(name, input, &context).await
@@ -558,9 +571,10 @@ impl ServerHandler for Ledgered {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let text = if request.uri == self.uri("decision") {
-            serde_json::to_string_pretty(&self.decision_json()?).expect("JSON serializes")
+            let decision = self.blocking(|server| server.decision_json()).await?;
+            serde_json::to_string_pretty(&decision).expect("JSON serializes")
         } else if request.uri == self.uri("log") {
-            self.log_lines()?
+            self.blocking(|server| server.log_lines()).await?
         } else {
             return Err(McpError::resource_not_found(
                 format!("no resource {}; resources/list names this run's", request.uri),
