@@ -6,8 +6,9 @@
 //! it with real processes, `strace` and SIGKILL).
 
 use effect_ledger::log::{
-    CHECKPOINT_EVERY, Checkpoints, ClaimRecord, ClaimState, EffectLog, Faults, LogError, MemoryFile,
-    OperatorKey, OutcomeRecord, ProcessesRecord, Record, Recovery, Sidecar, Storage, VerifierRecord,
+    CHECKPOINT_EVERY, CHECKPOINT_LAG, Checkpoints, ClaimRecord, ClaimState, EffectLog, Faults, LogError,
+    MemoryFile, OperatorKey, OutcomeRecord, ProcessesRecord, Record, Recovery, Sidecar, Storage,
+    VerifierRecord,
 };
 use effect_ledger::model::{CleanupState, Execution, Impact, Outcome, ProducerFacts};
 use effect_ledger::procfs::ProcessIdentity;
@@ -263,6 +264,48 @@ fn an_open_claim_from_before_the_checkpoint_is_still_recovered_with_its_processe
         .unwrap();
     assert_eq!(recovered, vec![open_claim]);
     assert_eq!(judged, vec![("open".to_owned(), true)]);
+}
+
+/// LOG-10 with several writers on one lineage (hook processes, agents of
+/// one run): one checkpoint per boundary, written by the writer whose own
+/// append crossed it, not one per writer that read past it.
+#[test]
+fn several_writers_write_one_checkpoint_per_boundary() {
+    let file = MemoryFile::new();
+    let mut writers: Vec<_> = (0..4).map(|_| open_keep(&file, None)).collect();
+    let (mut changed_at, mut last) = (Vec::new(), None);
+    for i in 0..2 * CHECKPOINT_EVERY + 10 {
+        let position = writers[(i % 4) as usize].claim("r1", claim(&format!("c{i}"))).unwrap();
+        let now = file.read_sidecar(Sidecar::Checkpoint).unwrap();
+        if now != last {
+            changed_at.push(position);
+            last = now;
+        }
+    }
+    // The claims at these positions took the log to 256 and 512 records.
+    assert_eq!(changed_at, [CHECKPOINT_EVERY - 1, 2 * CHECKPOINT_EVERY - 1]);
+    drop(writers);
+    assert_eq!(file.read_sidecar(Sidecar::Checkpoint).unwrap(), last, "none written at the writers' ends");
+    assert_eq!(open_keep(&file, None).base(), 2 * CHECKPOINT_EVERY, "a continuing handle starts at it");
+}
+
+/// A log without a checkpoint near its end (from before checkpoints, or
+/// whose checkpoint writers all died first) gets one from the next writer,
+/// even one whose append crosses no boundary.
+#[test]
+fn a_writer_that_finds_no_checkpoint_near_the_end_writes_one() {
+    let file = MemoryFile::new();
+    let mut old = open(&file); // writes no checkpoint
+    for i in 0..CHECKPOINT_LAG + 5 {
+        old.claim("r1", claim(&format!("c{i}"))).unwrap();
+    }
+    drop(old);
+    assert!(file.read_sidecar(Sidecar::Checkpoint).unwrap().is_none());
+    let mut writer = open_keep(&file, None);
+    writer.claim("r1", claim("one more")).unwrap();
+    assert!(file.read_sidecar(Sidecar::Checkpoint).unwrap().is_some(), "the lagging writer wrote one");
+    drop(writer);
+    assert_eq!(open_keep(&file, None).base(), CHECKPOINT_LAG + 6);
 }
 
 /// A log with a checkpoint, and the checkpoint's bytes.

@@ -24,8 +24,9 @@
 //!   much as its records do.
 //!
 //! A checkpoint is written only over records that are durable (right after an
-//! fsync of the log) and only by a writable handle, every
-//! [`CHECKPOINT_EVERY`] records. It is not fsynced itself (a rename over the
+//! fsync of the log) and only by a writable handle: the one whose own append
+//! crossed a multiple of [`CHECKPOINT_EVERY`] records, or one that finds no
+//! checkpoint within [`CHECKPOINT_LAG`] records of what it read. It is not fsynced itself (a rename over the
 //! old one): a crash may leave the old one, none, or a torn or zeroed file,
 //! and each of those either names durable records or fails its seal. A
 //! checkpoint that does not verify (a wrong seal, a line that is not the one
@@ -41,9 +42,17 @@ use super::frame::{self, Framed, OperatorKey};
 use super::history::{History, HistorySnapshot};
 use super::record::{Position, Record};
 
-/// How many records a writer appends or reads past its last checkpoint
-/// before it writes a new one: the most a continuing process reads.
+/// A checkpoint is written by the writer whose own append takes the log
+/// past a multiple of this many records: one writer per boundary, however
+/// many share the lineage, so a continuing process reads at most about
+/// twice this many (a boundary whose writer died before its checkpoint is
+/// covered at the next).
 pub const CHECKPOINT_EVERY: u64 = 256;
+
+/// A writer that knows of no checkpoint within this many records of what it
+/// has read (a log from before checkpoints, writers that all died before
+/// theirs) looks for a newer one on disk, and writes one if there is none.
+pub const CHECKPOINT_LAG: u64 = 4 * CHECKPOINT_EVERY;
 
 /// The version this host writes and reads.
 const VERSION: u32 = 1;
@@ -132,6 +141,19 @@ pub fn encode(cover: &Cover<'_>, key: Option<&OperatorKey>) -> Vec<u8> {
     bytes.extend_from_slice(seal.as_bytes());
     bytes.push(b'\n');
     bytes
+}
+
+/// How many records a checkpoint says it covers, unverified: enough for a
+/// writer to see that another wrote a newer one and leave it be (a
+/// checkpoint only saves work; one that claims more than it covers fails
+/// verification when it is used, and the log is read whole).
+pub fn covered(bytes: &[u8]) -> Option<Position> {
+    #[derive(Deserialize)]
+    struct Header {
+        records: Position,
+    }
+    let first = bytes.split(|&b| b == b'\n').next()?;
+    serde_json::from_slice::<Header>(first).ok().map(|header| header.records)
 }
 
 /// Verifies a checkpoint's bytes against its seal and against the log's own

@@ -37,7 +37,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::checkpoint::{self, CHECKPOINT_EVERY};
+use super::checkpoint::{self, CHECKPOINT_EVERY, CHECKPOINT_LAG};
 use super::error::LogError;
 use super::frame::{self, Framed, OperatorKey};
 use super::history::{ClaimState, History};
@@ -140,6 +140,10 @@ pub struct EffectLog<S: Storage> {
     checkpoints: Checkpoints,
     /// Records covered by the newest checkpoint this handle knows of.
     checkpointed: Position,
+    /// This handle's own append took the log past a multiple of
+    /// [`CHECKPOINT_EVERY`] since its last checkpoint: the next one is its
+    /// to write.
+    crossed: bool,
     /// File offset up to which this handle has read (always a line boundary).
     read_offset: u64,
     /// Where the last record read or written starts.
@@ -185,6 +189,7 @@ impl<S: Storage> EffectLog<S> {
             pinned: BTreeMap::new(),
             checkpoints,
             checkpointed: 0,
+            crossed: false,
             read_offset: 0,
             last_line: 0,
             last_check: scan::genesis(),
@@ -458,7 +463,11 @@ impl<S: Storage> EffectLog<S> {
                 .collect();
             return (results, false);
         }
+        let first = self.history.len() - accepted.len() as u64;
         self.history.commit();
+        if first / CHECKPOINT_EVERY != self.history.len() / CHECKPOINT_EVERY {
+            self.crossed = true;
+        }
         self.records.extend(accepted);
         self.read_offset = before + bytes.len() as u64;
         self.last_line = before + last_line;
@@ -498,10 +507,25 @@ impl<S: Storage> EffectLog<S> {
         }
     }
 
-    /// Whether a writer's checkpoint is due: it keeps one, and it has read
-    /// or written [`CHECKPOINT_EVERY`] records past the newest it knows of.
+    /// Whether a writer's checkpoint is due: it keeps them, and its own
+    /// append crossed a boundary, or it knows of none within
+    /// [`CHECKPOINT_LAG`] records of what it read.
     fn checkpoint_due(&self) -> bool {
-        self.checkpoints == Checkpoints::Keep && self.history.len() >= self.checkpointed + CHECKPOINT_EVERY
+        self.checkpoints == Checkpoints::Keep
+            && self.history.len() > self.checkpointed
+            && (self.crossed || self.history.len() >= self.checkpointed + CHECKPOINT_LAG)
+    }
+
+    /// A lagging writer first looks at the checkpoint on disk: another
+    /// writer's newer one is left be. True when one is still due.
+    fn lagging_checkpoint_due(&mut self) -> bool {
+        if !self.crossed
+            && let Ok(Some(bytes)) = self.storage.read_sidecar(Sidecar::Checkpoint)
+            && let Some(covered) = checkpoint::covered(&bytes)
+        {
+            self.checkpointed = self.checkpointed.max(covered.min(self.history.len()));
+        }
+        self.checkpoint_due()
     }
 
     /// LOG-10: writes a checkpoint over everything this handle has read or
@@ -509,7 +533,7 @@ impl<S: Storage> EffectLog<S> {
     /// all of it is durable. A checkpoint only saves work: failing to write
     /// one is a warning.
     fn checkpoint_if_due(&mut self) {
-        if !self.checkpoint_due() {
+        if !self.checkpoint_due() || !self.lagging_checkpoint_due() {
             return;
         }
         let mut open = Vec::new();
@@ -533,7 +557,10 @@ impl<S: Storage> EffectLog<S> {
         };
         let bytes = checkpoint::encode(&cover, self.key.as_ref());
         match self.storage.write_sidecar(Sidecar::Checkpoint, &bytes) {
-            Ok(()) => self.checkpointed = self.history.len(),
+            Ok(()) => {
+                self.checkpointed = self.history.len();
+                self.crossed = false;
+            }
             Err(error) => tracing::warn!(path = %self.path, "the checkpoint could not be written: {error}"),
         }
     }

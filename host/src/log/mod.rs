@@ -27,7 +27,7 @@ mod requests;
 mod scan;
 mod storage;
 
-pub use checkpoint::CHECKPOINT_EVERY;
+pub use checkpoint::{CHECKPOINT_EVERY, CHECKPOINT_LAG};
 pub use effect_log::{Checkpoints, EffectLog, Recovery};
 pub use error::LogError;
 pub use file::{DiskLog, OpenMode, OpenOptionsLog, check_file, check_run_id, open_effects_dir, open_lineage};
