@@ -17,6 +17,9 @@ use serde::Deserialize;
 
 use crate::toolchain::Route;
 
+/// The shadow stack each guest is linked with (see `compile_core`).
+const GUEST_STACK_BYTES: u32 = 128 << 10;
+
 /// The `[package.metadata.effects]` table.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -94,6 +97,13 @@ impl Builder {
         // Later remaps win, so the target dir (which may sit inside guest/)
         // always maps to the same place, whatever directory it really is.
         let mut rustflags: Vec<String> = self.route.rustflags().iter().map(|s| s.to_string()).collect();
+        // A guest's shadow stack lives in its linear memory, and every byte of
+        // that memory is reset for the next instance (`host/src/policy/
+        // sandbox.rs`): Rust's default 1 MiB stack was most of what a fresh
+        // instance cost. The guests need a few KiB; an overflow traps (the
+        // stack sits first, below it is address zero), a policy failure the
+        // host handles like any other.
+        rustflags.extend(["-C".to_owned(), format!("link-arg=-zstack-size={GUEST_STACK_BYTES}")]);
         for (from, to) in
             [(&self.guest_dir, "/guest"), (&cargo_home, "/cargo"), (&self.target_dir, "/target")]
         {

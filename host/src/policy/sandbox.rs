@@ -59,11 +59,13 @@ const POOLED_INSTANCES: u32 = 32;
 /// kernel, so a fresh evaluator does not page-fault its way through the ledger
 /// it lifts (each decision runs on a fresh instance).
 ///
-/// Wasmtime's `PAGEMAP_SCAN` reset (only the pages an instance dirtied) would
-/// halve a fresh classifier's cost, but in wasmtime 48 it resets only dirty
-/// pages that are present: one swapped out or migrated at that moment keeps
-/// the last instance's bytes for the next (upstream PR #14357). Isolation
-/// between instances comes first (POL-3), so it stays off.
+/// The `memset` covers everything the instance could reach, so the guests are
+/// linked with a small shadow stack (`docs/toolchain.md`): a 1 MiB stack made
+/// it most of a fresh instance's cost. Wasmtime's `PAGEMAP_SCAN` reset (only
+/// the pages an instance dirtied) would cut it further, but in wasmtime 48 it
+/// resets only dirty pages that are present: one swapped out or migrated at
+/// that moment keeps the last instance's bytes for the next (upstream PR
+/// #14357). Isolation between instances comes first (POL-3), so it stays off.
 const KEEP_RESIDENT: usize = 64 << 20;
 
 /// Bytes of a table slot reset with `memset` rather than `madvise` on drop:
