@@ -211,6 +211,10 @@ fn nothing_the_proxy_cannot_read_reaches_the_upstream() {
     proxy.send_json(json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": {"name": "bad-params", "arguments": ["x"]}}));
     assert_eq!(code(&proxy.read()), (json!(6), json!(-32602)));
     proxy.send_json(json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "notification"}}));
+    proxy.send_json(
+        json!({"jsonrpc": "2.0", "id": 8, "method": ["tools/call"], "params": {"name": "not-a-method"}}),
+    );
+    assert_eq!(code(&proxy.read()), (json!(8), json!(-32600)));
 
     // An id still in flight is not reused, by a call or by any request.
     proxy.send_json(call(7, "hold"));

@@ -250,8 +250,13 @@ impl Proxy {
         mut message: Message,
         answers: &mut Vec<Box<RawValue>>,
     ) -> Option<Box<RawValue>> {
-        let method = message.method();
-        let Some(method) = method else {
+        let Some(method) = message.method() else {
+            if message.get("method").is_some() {
+                // A method that is not a string: no request we can read.
+                let id = message.get("id").map_or_else(|| raw(&Value::Null), ToOwned::to_owned);
+                answers.push(error(&id, INVALID_REQUEST, "not forwarded: the method is not a string".into()));
+                return None;
+            }
             // An answer to the upstream's request (sampling, elicitation):
             // the upstream's own id, passed as it came.
             return Some(message.to_raw());
