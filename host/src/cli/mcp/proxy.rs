@@ -382,6 +382,9 @@ impl Proxy {
     /// read (its answer, if it was one, is then never settled or delivered
     /// but by [`Proxy::upstream_lost`]).
     fn upstream_line(&self, line: &[u8]) -> Option<Vec<u8>> {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return None;
+        }
         let text = String::from_utf8_lossy(line);
         match Line::parse(text.as_bytes()) {
             Ok(Line::One(message)) => Some(wire::line(&[self.upstream_message(message)], false)),
