@@ -26,8 +26,9 @@
 //! A checkpoint is written only over records that are durable (right after an
 //! fsync of the log) and only by a writable handle: the one whose own append
 //! crossed a multiple of [`CHECKPOINT_EVERY`] records, or one that finds no
-//! checkpoint within [`CHECKPOINT_LAG`] records of what it read. It is not fsynced itself (a rename over the
-//! old one): a crash may leave the old one, none, or a torn or zeroed file,
+//! checkpoint within [`CHECKPOINT_LAG`] records of what it read. It is not
+//! fsynced itself (a rename over the old one): a crash may leave the old
+//! one, none, or a torn or zeroed file,
 //! and each of those either names durable records or fails its seal. A
 //! checkpoint that does not verify (a wrong seal, a line that is not the one
 //! it names, a log shorter than it says, an unknown version) is not used:

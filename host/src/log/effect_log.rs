@@ -516,9 +516,12 @@ impl<S: Storage> EffectLog<S> {
             && (self.crossed || self.history.len() >= self.checkpointed + CHECKPOINT_LAG)
     }
 
-    /// A lagging writer first looks at the checkpoint on disk: another
-    /// writer's newer one is left be. True when one is still due.
-    fn lagging_checkpoint_due(&mut self) -> bool {
+    /// [`EffectLog::checkpoint_due`], where a lagging writer first looks at
+    /// the checkpoint on disk: another writer's newer one is left be.
+    fn checkpoint_still_due(&mut self) -> bool {
+        if !self.checkpoint_due() {
+            return false;
+        }
         if !self.crossed
             && let Ok(Some(bytes)) = self.storage.read_sidecar(Sidecar::Checkpoint)
             && let Some(covered) = checkpoint::covered(&bytes)
@@ -533,7 +536,7 @@ impl<S: Storage> EffectLog<S> {
     /// all of it is durable. A checkpoint only saves work: failing to write
     /// one is a warning.
     fn checkpoint_if_due(&mut self) {
-        if !self.checkpoint_due() || !self.lagging_checkpoint_due() {
+        if !self.checkpoint_still_due() {
             return;
         }
         let mut open = Vec::new();

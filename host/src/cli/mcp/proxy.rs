@@ -38,7 +38,7 @@
 //! INTERRUPTED at the next open (LOG-7).
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, ExitCode, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -51,7 +51,7 @@ use rmcp::model::CallToolRequestParams;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use effect_ledger::bounded::INPUT_BOUND;
+use effect_ledger::bounded::{self, BoundedLine, INPUT_BOUND};
 use effect_ledger::ledger::{ClaimStatus, Ledger, Reported, Run, StepResult};
 use effect_ledger::log::Position;
 use effect_ledger::tools::{Call, External};
@@ -151,37 +151,6 @@ struct Proxy {
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-/// One read of a relay: a line, the first `bound` bytes of a longer one
-/// (the rest is the next reads'), or the end.
-enum Read {
-    Line,
-    Overlong,
-    End,
-}
-
-fn read_line(reader: &mut impl BufRead, line: &mut Vec<u8>, bound: u64) -> Read {
-    line.clear();
-    match std::io::Read::take(&mut *reader, bound).read_until(b'\n', line) {
-        Ok(0) | Err(_) => Read::End,
-        Ok(n) if !line.ends_with(b"\n") && n as u64 == bound => Read::Overlong,
-        // A line, or the last one without a line break.
-        Ok(_) => Read::Line,
-    }
-}
-
-/// Reads and drops the rest of an over-long line; `false` at the end.
-fn skip_line(reader: &mut impl BufRead) -> bool {
-    let mut rest = Vec::new();
-    loop {
-        rest.clear();
-        match std::io::Read::take(&mut *reader, INPUT_BOUND).read_until(b'\n', &mut rest) {
-            Ok(0) | Err(_) => return false,
-            Ok(_) if rest.ends_with(b"\n") => return true,
-            Ok(_) => {}
-        }
-    }
 }
 
 /// A JSON-RPC error answer to `id`.
@@ -494,16 +463,13 @@ fn relay_client(proxy: &Proxy, mut upstream: ChildStdin) {
     let mut reader = stdin.lock();
     let mut line = Vec::new();
     loop {
-        match read_line(&mut reader, &mut line, INPUT_BOUND) {
-            Read::End => break,
-            Read::Overlong => {
+        match bounded::read_line(&mut reader, &mut line, INPUT_BOUND) {
+            Ok(BoundedLine::End) | Err(_) => break,
+            Ok(BoundedLine::Overlong) => {
                 let why = format!("not forwarded: a message over {INPUT_BOUND} bytes");
                 proxy.send_client(&[error(&raw(&Value::Null), INVALID_REQUEST, why)], false);
-                if !skip_line(&mut reader) {
-                    break;
-                }
             }
-            Read::Line => {
+            Ok(BoundedLine::Line) => {
                 let Some(forward) = proxy.client_line(&line) else { continue };
                 if upstream.write_all(&forward).and_then(|()| upstream.flush()).is_err() {
                     return;
@@ -578,19 +544,16 @@ impl ProxyArgs {
         let mut reader = BufReader::new(upstream_out);
         let mut line = Vec::new();
         loop {
-            match read_line(&mut reader, &mut line, UPSTREAM_BOUND) {
-                Read::End => break,
-                Read::Line => {
+            match bounded::read_line(&mut reader, &mut line, UPSTREAM_BOUND) {
+                Ok(BoundedLine::End) | Err(_) => break,
+                Ok(BoundedLine::Line) => {
                     if let Some(answer) = proxy.upstream_line(&line) {
                         let mut out = lock(&proxy.client);
                         let _ = out.write_all(&answer).and_then(|()| out.flush());
                     }
                 }
-                Read::Overlong => {
+                Ok(BoundedLine::Overlong) => {
                     tracing::warn!("a line from {} is over {UPSTREAM_BOUND} bytes; dropped", proxy.server);
-                    if !skip_line(&mut reader) {
-                        break;
-                    }
                 }
             }
         }

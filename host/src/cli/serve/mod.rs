@@ -17,7 +17,7 @@ mod server;
 mod workers;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -26,7 +26,7 @@ use anyhow::anyhow;
 use clap::Args;
 use serde_json::Value;
 
-use effect_ledger::bounded::INPUT_BOUND;
+use effect_ledger::bounded::{self, BoundedLine, INPUT_BOUND};
 
 use super::Failure;
 use super::output::out;
@@ -164,27 +164,24 @@ fn serve(server: &Arc<Server>) -> Option<RequestId> {
     let mut reader = stdin.lock();
     let mut line = Vec::new();
     loop {
-        line.clear();
         // One message per line, at most the library's input bound.
-        let read = std::io::Read::take(&mut reader, INPUT_BOUND + 1).read_until(b'\n', &mut line);
-        match read {
-            Ok(0) => return None,
-            Ok(_) => {}
+        match bounded::read_line(&mut reader, &mut line, INPUT_BOUND) {
+            Ok(BoundedLine::Line) => {}
+            Ok(BoundedLine::End) => return None,
+            Ok(BoundedLine::Overlong) => {
+                server.send(error_line(
+                    None,
+                    code::INVALID_REQUEST,
+                    format!(
+                        "a message is over {INPUT_BOUND} bytes; it was not read (the rest of its line is skipped)"
+                    ),
+                ));
+                continue;
+            }
             Err(error) => {
                 tracing::error!("reading stdin: {error}");
                 return None;
             }
-        }
-        if line.len() as u64 > INPUT_BOUND && !line.ends_with(b"\n") {
-            server.send(error_line(
-                None,
-                code::INVALID_REQUEST,
-                format!(
-                    "a message is over {INPUT_BOUND} bytes; it was not read (the rest of its line is skipped)"
-                ),
-            ));
-            skip_line(&mut reader);
-            continue;
         }
         let text = String::from_utf8_lossy(&line);
         if text.trim().is_empty() {
@@ -199,23 +196,6 @@ fn serve(server: &Arc<Server>) -> Option<RequestId> {
         };
         if let Some(shutdown) = server.accept(message) {
             return Some(shutdown);
-        }
-    }
-}
-
-/// Discards the rest of an overlong line.
-fn skip_line(reader: &mut impl BufRead) {
-    loop {
-        let (done, used) = match reader.fill_buf() {
-            Ok([]) | Err(_) => return,
-            Ok(buffer) => match buffer.iter().position(|&b| b == b'\n') {
-                Some(at) => (true, at + 1),
-                None => (false, buffer.len()),
-            },
-        };
-        reader.consume(used);
-        if done {
-            return;
         }
     }
 }
