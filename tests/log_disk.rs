@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
-use effect_ledger::log::{DiskLog, LogError, OpenMode, OpenOptionsLog, Record, open_lineage};
+use effect_ledger::log::{LineageLog, LogError, OpenMode, OpenOptionsLog, Record, open_lineage};
 
 use crate::support;
 
@@ -33,7 +33,7 @@ fn effects_dir() -> tempfile::TempDir {
     dir
 }
 
-fn open(dir: &Path, run_id: &str, mode: OpenMode) -> Result<Option<DiskLog>, LogError> {
+fn open(dir: &Path, run_id: &str, mode: OpenMode) -> Result<Option<LineageLog>, LogError> {
     let handle = Dir::open_ambient_dir(dir, ambient_authority()).unwrap();
     open_lineage(
         &handle,
@@ -43,7 +43,7 @@ fn open(dir: &Path, run_id: &str, mode: OpenMode) -> Result<Option<DiskLog>, Log
     )
 }
 
-fn load(dir: &Path, run_id: &str) -> DiskLog {
+fn load(dir: &Path, run_id: &str) -> LineageLog {
     open(dir, run_id, OpenMode::ReadOnly).expect("the log loads").expect("the log exists")
 }
 
@@ -53,7 +53,7 @@ fn writer(dir: &Path, run_id: &str, count: usize, name: &str, extra: &[&str]) ->
     command
 }
 
-fn refusal(result: Result<Option<DiskLog>, LogError>) -> String {
+fn refusal(result: Result<Option<LineageLog>, LogError>) -> String {
     match result {
         Err(error @ LogError::Refused { .. }) => error.to_string(),
         Err(other) => panic!("expected a refusal, got {other}"),
@@ -101,19 +101,7 @@ fn hostile_files_in_the_logs_place_are_refused() {
     assert_eq!(std::fs::read(&outside).unwrap(), b"");
 }
 
-/// Reads a writer's stdout: `ack <position> <check>` lines.
-fn acks(stdout: &[u8]) -> Vec<(u64, String)> {
-    String::from_utf8_lossy(stdout)
-        .lines()
-        .filter_map(|line| {
-            let mut words = line.split(' ');
-            (words.next() == Some("ack")).then(|| {
-                let position = words.next().unwrap().parse().unwrap();
-                (position, words.next().unwrap().to_owned())
-            })
-        })
-        .collect()
-}
+use support::acks;
 
 #[test]
 fn eight_writers_racing_share_one_lineage_without_reuse_or_double_settlement() {
@@ -444,7 +432,7 @@ fn opening_a_log_recovers_dead_executors_claims_and_leaves_live_ones_alone() {
     assert!(writer(dir.path(), "eager", 2, "e", &[]).stdout(Stdio::null()).status().unwrap().success());
     let handle = Dir::open_ambient_dir(dir.path(), ambient_authority()).unwrap();
     let mut first = open_lineage(&handle, "d", "eager", &OpenOptionsLog::default()).unwrap().unwrap();
-    let interrupted = |log: &DiskLog| {
+    let interrupted = |log: &LineageLog| {
         log.records()
             .iter()
             .filter(|r| matches!(&r.record, Record::Outcome(o) if o.recovery && o.outcome.execution == effect_ledger::model::Execution::Interrupted))

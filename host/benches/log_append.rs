@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use common::report::{Figure, Goal, value};
 use common::{claim, claim_line, open_log};
-use effect_ledger::log::{ClaimRecord, DiskLog, EffectLog, GroupLog, MemoryFile, Record};
+use effect_ledger::log::{ClaimRecord, EffectLog, GroupLog, LineageLog, MemoryFile, Record};
 
 fn scale(n: usize) -> usize {
     let factor: f64 = std::env::var("EFFECTS_BENCH_SCALE").ok().and_then(|v| v.parse().ok()).unwrap_or(1.0);
@@ -111,7 +111,7 @@ fn sqlite_inserter(dir: &Path) -> impl FnMut(usize) {
 }
 
 /// Appends claims to `log` (records prepared outside the timed call).
-fn claimer(mut log: DiskLog) -> impl FnMut(usize) {
+fn claimer(mut log: LineageLog) -> impl FnMut(usize) {
     let records: Vec<ClaimRecord> = (0..64).map(claim).collect();
     move |i| {
         log.claim("bench", records[i % 64].clone()).unwrap();

@@ -17,6 +17,10 @@
 //! the directory and opens it). Every surface asks it for the store, a log,
 //! the jobs directory or the cache, so the layout is spelled here once.
 //!
+//! With a fleet store ([`DataDir::with_server`], SPEC 13) the lineages' logs
+//! live on a PostgreSQL server instead of in `effects/`; the rest of the
+//! layout (launch index, jobs, cache) stays in the data dir.
+//!
 //! Boundary: names come in as run ids and are checked before they become a
 //! file name (letters, digits, `-`, `_`; a child's `PARENT.NAME` names its
 //! lineage's log), so no caller's string can climb out of the store. The log
@@ -27,7 +31,10 @@ use rustix::fs::{Mode, OFlags};
 use rustix::io::Errno;
 
 use crate::ledger::Run;
-use crate::log::{DiskLog, LogError, OpenMode, OpenOptionsLog, OperatorKey, check_run_id, open_effects_dir};
+use crate::log::{
+    Checkpoints, EffectLog, LineageLog, LogError, Medium, OpenMode, OpenOptionsLog, OperatorKey, PgStore,
+    check_run_id, open_effects_dir,
+};
 use crate::policy::{CacheError, CompileCache};
 use crate::producers::job::Jobs;
 
@@ -36,6 +43,8 @@ use crate::producers::job::Jobs;
 pub struct DataDir {
     dir: Dir,
     display: String,
+    /// The fleet store's connection string, when the logs live there.
+    server: Option<String>,
 }
 
 impl DataDir {
@@ -52,7 +61,19 @@ impl DataDir {
 
     /// The data dir reached through `dir`, printed as `display`.
     pub fn new(dir: Dir, display: &str) -> Self {
-        Self { dir, display: display.to_owned() }
+        Self { dir, display: display.to_owned(), server: None }
+    }
+
+    /// The same data dir, with the lineages' logs on the PostgreSQL server
+    /// at `url` (`postgres://...`, libpq's syntax) instead of in `effects/`.
+    pub fn with_server(self, url: &str) -> Self {
+        Self { server: Some(url.to_owned()), ..self }
+    }
+
+    /// The fleet store's address for messages (no password), if the logs
+    /// live there.
+    pub fn server_display(&self) -> Option<String> {
+        self.server.as_deref().map(redact)
     }
 
     /// The data dir's handle.
@@ -67,11 +88,20 @@ impl DataDir {
 
     /// A second handle to the same directory.
     pub fn try_clone(&self) -> std::io::Result<Self> {
-        Ok(Self { dir: self.dir.try_clone()?, display: self.display.clone() })
+        Ok(Self { dir: self.dir.try_clone()?, display: self.display.clone(), server: self.server.clone() })
     }
 
-    /// `DATA_DIR/effects`, for messages.
+    /// `DATA_DIR/effects`, or the fleet store, for messages.
     pub fn store_display(&self) -> String {
+        match self.server_display() {
+            Some(server) => server,
+            None => self.local_store_display(),
+        }
+    }
+
+    /// `DATA_DIR/effects`, the local store (the launch index and jobs live
+    /// there even when the logs are on the fleet store).
+    fn local_store_display(&self) -> String {
         format!("{}/{}", self.display, Self::STORE)
     }
 
@@ -89,8 +119,12 @@ impl DataDir {
         check_run_id(lineage).is_ok().then_some(lineage)
     }
 
-    /// `DATA_DIR/effects/<lineage>.log`, for messages.
+    /// `DATA_DIR/effects/<lineage>.log` (on the fleet store
+    /// `URL#<lineage>`), for messages.
     pub fn log_display(&self, lineage: &str) -> String {
+        if let Some(server) = self.server_display() {
+            return format!("{server}#{lineage}");
+        }
         format!("{}/{lineage}{}", self.store_display(), Self::LOG_SUFFIX)
     }
 
@@ -120,8 +154,11 @@ impl DataDir {
         lineage: &str,
         create: bool,
         options: &OpenOptionsLog,
-    ) -> Result<Option<DiskLog>, LogError> {
+    ) -> Result<Option<LineageLog>, LogError> {
         let name = Self::log_name(lineage).map_err(|reason| self.refused(reason))?;
+        if let Some(url) = &self.server {
+            return self.open_on_server(url, lineage, create, options);
+        }
         let store_mode = if create { OpenMode::ReadWrite } else { OpenMode::ReadOnly };
         let Some(store) = self.open_store(store_mode)? else { return Ok(None) };
         // `exists` does not follow a final symlink's absence away: a symlink
@@ -131,7 +168,32 @@ impl DataDir {
         }
         let mode = if create { OpenMode::ReadWrite } else { options.mode };
         let options = OpenOptionsLog { mode, ..options.clone() };
-        crate::log::open_lineage(&store, &self.store_display(), lineage, &options)
+        crate::log::open_lineage(&store, &self.local_store_display(), lineage, &options)
+    }
+
+    /// [`DataDir::open_lineage`] on the fleet store. No recovery runs: a
+    /// claim's executor may be a process on another machine, which this one
+    /// cannot see, so none is known dead here (LOG-7; leases on the server's
+    /// clock are what will tell). Its claim stays unsettled, and no decision
+    /// counts it done.
+    fn open_on_server(
+        &self,
+        url: &str,
+        lineage: &str,
+        create: bool,
+        options: &OpenOptionsLog,
+    ) -> Result<Option<LineageLog>, LogError> {
+        let display = format!("{}#{lineage}", redact(url));
+        let io =
+            |source| LogError::Io { path: display.clone(), operation: "open on the fleet store", source };
+        let writable = create || options.mode == OpenMode::ReadWrite;
+        let Some(store) = PgStore::open(url, lineage, create).map_err(io)? else { return Ok(None) };
+        let checkpoints = match (writable, options.checkpoints) {
+            (false, Checkpoints::Keep) => Checkpoints::Use,
+            (_, checkpoints) => checkpoints,
+        };
+        EffectLog::open_with(Medium::Server(store), display.clone(), options.key.clone(), checkpoints)
+            .map(Some)
     }
 
     /// The log holding `run` (a root run or a child `PARENT.NAME`: its
@@ -141,7 +203,7 @@ impl DataDir {
         &self,
         run: &str,
         key: Option<&OperatorKey>,
-    ) -> Result<Option<DiskLog>, LogError> {
+    ) -> Result<Option<LineageLog>, LogError> {
         let lineage = Run::parse(run).map_err(|e| self.refused(e.to_string()))?.lineage;
         let options = OpenOptionsLog {
             mode: OpenMode::ReadOnly,
@@ -158,6 +220,13 @@ impl DataDir {
     /// as a log is listed whatever it is, so opening it says what is wrong
     /// (a symlink, a FIFO) instead of the listing hiding it.
     pub fn lineages(&self) -> Result<Vec<String>, LogError> {
+        if let Some(url) = &self.server {
+            return PgStore::lineages(url).map_err(|source| LogError::Io {
+                path: redact(url),
+                operation: "list lineages",
+                source,
+            });
+        }
         let Some(store) = self.open_store(OpenMode::ReadOnly)? else { return Ok(Vec::new()) };
         let io = |operation| {
             let path = self.store_display();
@@ -177,7 +246,7 @@ impl DataDir {
     /// The jobs directory, `effects/jobs/`, created (with the store) if
     /// missing.
     pub fn jobs(&self) -> Result<Jobs, LogError> {
-        Jobs::open(&self.writable_store()?, &self.store_display())
+        Jobs::open(&self.writable_store()?, &self.local_store_display())
     }
 
     /// The compiled-component cache, `cache/components`, each directory made
@@ -218,6 +287,14 @@ impl DataDir {
     }
 }
 
+/// `url` without its password, for messages.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => format!("{}{}", &url[..scheme + 3], &url[at + 1..]),
+        _ => url.to_owned(),
+    }
+}
+
 /// Opens a log file an operator holds by path, `DIR/<run id>.log`, reached
 /// through `dir` (its directory, displayed `display`), with the LOG-1 /
 /// LOG-9 checks and without recovery: for `effects log verify|show|recover
@@ -228,7 +305,7 @@ pub fn open_log_file(
     display: &str,
     file_name: &str,
     options: &OpenOptionsLog,
-) -> Result<Option<DiskLog>, LogError> {
+) -> Result<Option<LineageLog>, LogError> {
     let lineage = DataDir::lineage_of(file_name).ok_or_else(|| LogError::Refused {
         path: format!("{display}/{file_name}"),
         reason: format!("not a log file name (want <run id>{})", DataDir::LOG_SUFFIX),
@@ -255,7 +332,7 @@ mod tests {
     }
 
     /// What an open came to, printable (a log handle is not `Debug`).
-    fn outcome(opened: &Result<Option<DiskLog>, LogError>) -> String {
+    fn outcome(opened: &Result<Option<LineageLog>, LogError>) -> String {
         match opened {
             Ok(Some(log)) => format!("opened {}", log.path()),
             Ok(None) => "no log".into(),
@@ -263,7 +340,7 @@ mod tests {
         }
     }
 
-    fn create(data: &DataDir, lineage: &str) -> DiskLog {
+    fn create(data: &DataDir, lineage: &str) -> LineageLog {
         let options = OpenOptionsLog { recover: false, ..OpenOptionsLog::default() };
         data.open_lineage(lineage, true, &options).unwrap().expect("created")
     }

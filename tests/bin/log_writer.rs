@@ -3,7 +3,9 @@
 //!
 //! `effects-test-writer DIR RUN_ID COUNT WRITER [--outcomes] [--until-error]`
 //!
-//! Opens lineage RUN_ID in DIR (no eager recovery: several writers share it)
+//! Opens lineage RUN_ID in DIR, or on the fleet store when DIR is a
+//! `postgres://` or `postgresql://` URL (no eager recovery: several writers
+//! share it)
 //! and appends COUNT claims with action ids `WRITER-<i>`. After each claim
 //! returns (durable) it prints `ack <position> <check hex>`; with `--outcomes`
 //! it then settles the claim and prints `settled <position>`. With
@@ -17,7 +19,8 @@ use std::io::Write;
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use effect_ledger::log::{
-    ClaimRecord, LogError, OpenMode, OpenOptionsLog, OperationRef, OutcomeRecord, open_lineage,
+    Checkpoints, ClaimRecord, EffectLog, LogError, Medium, OpenMode, OpenOptionsLog, OperationRef,
+    OutcomeRecord, PgStore, open_lineage,
 };
 use effect_ledger::model::{CleanupState, Execution, Impact, Outcome, ProducerFacts};
 
@@ -80,10 +83,16 @@ fn main() {
     let outcomes = flags.iter().any(|f| f == "--outcomes");
     let until_error = flags.iter().any(|f| f == "--until-error");
     let count: u64 = count.parse().expect("COUNT is a number");
-    let dir = Dir::open_ambient_dir(dir, ambient_authority()).expect("DIR opens");
-    let options =
-        OpenOptionsLog { mode: OpenMode::ReadWrite, key: None, recover: false, ..Default::default() };
-    let mut log = open_lineage(&dir, "log-dir", run_id, &options).expect("log opens").expect("read-write");
+    let mut log = if dir.starts_with("postgres://") || dir.starts_with("postgresql://") {
+        let store = PgStore::open(dir, run_id, true).expect("the fleet store opens").expect("created");
+        EffectLog::open_with(Medium::Server(store), run_id.as_str(), None, Checkpoints::Keep)
+            .expect("log opens")
+    } else {
+        let dir = Dir::open_ambient_dir(dir, ambient_authority()).expect("DIR opens");
+        let options =
+            OpenOptionsLog { mode: OpenMode::ReadWrite, key: None, recover: false, ..Default::default() };
+        open_lineage(&dir, "log-dir", run_id, &options).expect("log opens").expect("read-write")
+    };
     let mut out = std::io::stdout().lock();
     for i in 0..count {
         let position = match log.claim(run_id, claim(format!("{writer}-{i}"))) {

@@ -122,3 +122,18 @@ pub fn claim(action: &str) -> ClaimRecord {
         profile: None,
     }
 }
+
+/// Reads an `effects-test-writer`'s stdout: its `ack <position> <check>`
+/// lines.
+pub fn acks(stdout: &[u8]) -> Vec<(u64, String)> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split(' ');
+            (words.next() == Some("ack")).then(|| {
+                let position = words.next().unwrap().parse().unwrap();
+                (position, words.next().unwrap().to_owned())
+            })
+        })
+        .collect()
+}

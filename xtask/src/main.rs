@@ -18,6 +18,7 @@
 mod bench;
 mod clients;
 mod guests;
+mod postgres;
 mod toolchain;
 
 use std::path::{Path, PathBuf};
@@ -235,10 +236,14 @@ fn test(root: &Path, cargo_test_args: &[String]) -> Result<()> {
     // The guests' own logic, natively (STYLE: guests testable without wasm).
     run(Command::new(&cargo).current_dir(root.join("guest")).args(["test", "--quiet", "--locked"]))?;
     build_fixtures(root, None)?;
+    // The fleet store's suites run against a real server; a cluster this
+    // starts is stopped when `_cluster` drops, whatever the tests did.
+    let (postgres_url, _cluster) = postgres::Cluster::for_tests()?;
     run(Command::new(&cargo)
         .current_dir(root)
         .args(["test", "--release", "--locked", "--workspace"])
         .args(cargo_test_args)
-        .env("EFFECTS_FIXTURES_DIR", fixtures_dir(root)))?;
+        .env("EFFECTS_FIXTURES_DIR", fixtures_dir(root))
+        .env(postgres::URL_VAR, &postgres_url))?;
     if cargo_test_args.is_empty() { clients::test(root) } else { Ok(()) }
 }

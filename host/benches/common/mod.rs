@@ -16,7 +16,7 @@ use cap_std::fs::Dir;
 use effect_ledger::identity::{ControlPlane, SealedRoot};
 use effect_ledger::ledger::{Ledger, LedgerConfig};
 use effect_ledger::log::{
-    Checkpoints, ClaimRecord, DiskLog, EffectLog, MemoryFile, OpenMode, OpenOptionsLog, OperationRef,
+    Checkpoints, ClaimRecord, EffectLog, LineageLog, MemoryFile, OpenMode, OpenOptionsLog, OperationRef,
     open_lineage,
 };
 use effect_ledger::model::{ResourceRef, ResourceRole};
@@ -154,7 +154,7 @@ pub fn claim_line(i: usize) -> Vec<u8> {
 /// Lineage `run_id` in `dir`, opened for appending without eager recovery
 /// (several writers share it), keeping checkpoints as the ledger's handle
 /// does (so a bench pays for them where the ledger would).
-pub fn open_log(dir: &Path, run_id: &str) -> DiskLog {
+pub fn open_log(dir: &Path, run_id: &str) -> LineageLog {
     let handle = Dir::open_ambient_dir(dir, ambient_authority()).unwrap();
     let options = OpenOptionsLog {
         mode: OpenMode::ReadWrite,

@@ -24,7 +24,7 @@ use effect_ledger::completion::{Recorded, Replay, ReplayError};
 use effect_ledger::data_dir::DataDir;
 use effect_ledger::digest::Sha256Digest;
 use effect_ledger::ledger::{CompleteError, Completion, Run, RunError, recorded_root};
-use effect_ledger::log::{DiskLog, EvaluatorRun, LogError, OperatorKey, Position};
+use effect_ledger::log::{EvaluatorRun, LineageLog, LogError, OperatorKey, Position};
 use effect_ledger::model::{EffectAssessment, Reason, Verdict};
 use effect_ledger::policy::{self, EvaluatorComponent, LoadedComponent, PolicyOptions, PolicySet, World};
 
@@ -106,7 +106,7 @@ fn existing_data_dir(data_dir: &Path) -> Result<DataDir, Failure> {
 /// The run's lineage's log, opened read-only through the library: nothing
 /// is recovered or written. A child run's records are in its lineage's log
 /// (LOG-1).
-fn read_only_log(data: &DataDir, run: &str, key: Option<&OperatorKey>) -> Result<DiskLog, Failure> {
+fn read_only_log(data: &DataDir, run: &str, key: Option<&OperatorKey>) -> Result<LineageLog, Failure> {
     match data.open_lineage_read_only(run, key) {
         Ok(Some(log)) => Ok(log),
         Ok(None) => Err(no_such_run(data, run)),

@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use effect_ledger::data_dir::{DataDir, open_log_file};
 use effect_ledger::ledger::Run;
 use effect_ledger::log::{
-    ClaimState, DiskLog, Executor, Framed, LogError, OpenMode, OpenOptionsLog, Record, Storage,
+    ClaimState, Executor, Framed, LineageLog, LogError, OpenMode, OpenOptionsLog, Record, Store,
 };
 
 use super::input::read_key;
@@ -64,6 +64,24 @@ per lineage, one per line (`lineage`, `log`, `runs`, `records`, `unsettled`, `ru
         #[arg(long, env = "EFFECTS_LOG_KEY_FILE")]
         key_file: Option<PathBuf>,
     },
+    /// Write a run's lineage log, read from the store (the data dir's, or
+    /// the fleet store with --store), to `DIR/<lineage>.log`: every record is
+    /// verified as it is read, and the file is byte for byte the log the
+    /// local store would hold, so `effects log verify FILE` checks it
+    /// anywhere. An existing file is never overwritten.
+    #[command(after_help = "Exit 0 when written; 1 when the log does not verify; 2 on bad input (no \
+such run, DIR missing, the file already there).")]
+    Export {
+        /// The run whose lineage to export (a child exports its lineage).
+        #[arg(long)]
+        run: String,
+        /// The directory to write `<lineage>.log` in.
+        #[arg(long, default_value = ".")]
+        out: PathBuf,
+        /// Operator key file, for logs written with HMAC-authenticated records.
+        #[arg(long, env = "EFFECTS_LOG_KEY_FILE")]
+        key_file: Option<PathBuf>,
+    },
     /// Cut a torn tail (keeping its bytes in `<log>.broken`), clear a
     /// poisoned log (LOG-4: after a failed fsync; the whole log is read and
     /// fsynced again first) and record every unsettled claim of a dead
@@ -101,6 +119,10 @@ impl LogCommand {
             LogCommand::Show { which, json, key_file } => {
                 show(&open(data_dir, &which, OpenMode::ReadOnly, key_file)?, json)
             }
+            LogCommand::Export { run, out, key_file } => {
+                let which = Which { run: Some(run), path: None };
+                export(&open(data_dir, &which, OpenMode::ReadOnly, key_file)?, &out)
+            }
             LogCommand::Recover { which, key_file } => {
                 recover(open(data_dir, &which, OpenMode::ReadWrite, key_file)?)
             }
@@ -110,7 +132,7 @@ impl LogCommand {
 
 /// A log opened for one command, and how to name it again.
 struct Opened {
-    log: DiskLog,
+    log: LineageLog,
     /// The command that recovers this log, for `verify` to suggest.
     recover_command: String,
     /// `show --run CHILD`: only this run's records and its descendants'.
@@ -226,6 +248,45 @@ fn verify(opened: &Opened) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `log export`: the verified records' exact bytes, to a new file.
+#[allow(clippy::disallowed_methods)] // `--out`, opened by its path: where its authority enters
+fn export(opened: &Opened, out: &Path) -> Result<ExitCode, Failure> {
+    let bad = |error: anyhow::Error| Failure::new(exit::BAD_INPUT, error);
+    let records = opened.log.records();
+    let lineage = match records.first() {
+        Some(first) => Run::parse(&first.run_id).map_err(|e| bad(anyhow!(e)))?.lineage,
+        None => return Err(bad(anyhow!("{} holds no records", opened.log.path()))),
+    };
+    let bytes = opened
+        .log
+        .storage()
+        .read_range(0, opened.log.read_offset())
+        .map_err(|e| bad(anyhow!("reading {}: {e}", opened.log.path())))?;
+    let name = DataDir::log_name(&lineage).map_err(|e| bad(anyhow!(e)))?;
+    let dir = cap_std::fs::Dir::open_ambient_dir(out, cap_std::ambient_authority())
+        .map_err(|e| bad(anyhow!("opening {}: {e}", out.display())))?;
+    let target = out.join(&name);
+    let mut options = cap_std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    cap_std::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let written = dir.open_with(&name, &options).and_then(|mut file| {
+        use std::io::Write;
+        file.write_all(&bytes)?;
+        file.sync_all()
+    });
+    written.map_err(|e| bad(anyhow!("writing {}: {e}", target.display())))?;
+    effect_ledger::log::durable::sync_dir(&dir, &out.display().to_string()).map_err(|e| bad(anyhow!(e)))?;
+    out!(
+        "exported {} records ({} bytes) of {} to {}; `effects log verify {}` checks it",
+        records.len(),
+        bytes.len(),
+        opened.log.path(),
+        target.display(),
+        target.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
 /// Whether `framed` belongs to `run` or one of its descendants.
 pub(super) fn of_run(framed: &Framed, run: &str) -> bool {
     framed.run_id == run || framed.run_id.strip_prefix(run).is_some_and(|rest| rest.starts_with('.'))
@@ -261,7 +322,7 @@ fn show(opened: &Opened, as_json: bool) -> Result<ExitCode, Failure> {
 }
 
 /// One lineage's log summarized for `log list`.
-fn summarize(data: &DataDir, lineage: &str, log: &DiskLog) -> Value {
+fn summarize(data: &DataDir, lineage: &str, log: &LineageLog) -> Value {
     let records = log.records();
     let mut runs: Vec<&str> = Vec::new();
     for framed in records {

@@ -78,6 +78,13 @@ pub struct Cli {
     #[arg(long, global = true, env = "EFFECTS_DATA_DIR", default_value = DEFAULT_DATA_DIR)]
     data_dir: PathBuf,
 
+    /// The fleet store: a PostgreSQL URL (`postgres://USER@HOST:PORT/DB`),
+    /// $EFFECTS_STORE. The runs' logs go there instead of the data dir's
+    /// `effects/`, for every command; the data dir keeps the rest (launch
+    /// index, jobs, policy cache). See docs/fleet.md.
+    #[arg(long, global = true, env = "EFFECTS_STORE", value_name = "URL")]
+    store: Option<String>,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -133,6 +140,7 @@ impl Cli {
     pub fn run(self) -> Result<ExitCode, Failure> {
         // Resolved once, by clap: every subcommand gets the same data dir.
         let data_dir = self.data_dir.as_path();
+        runtime::choose_store(self.store);
         match self.command {
             Command::Session(args) => args.run(data_dir),
             Command::Decide(args) => args.run(data_dir),

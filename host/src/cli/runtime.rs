@@ -80,6 +80,15 @@ pub(super) fn private_dir(path: &Path) -> Result<(), Failure> {
     Ok(())
 }
 
+/// The fleet store `--store` (or `$EFFECTS_STORE`) names, chosen once at
+/// start for every data dir this process opens.
+static STORE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+
+/// Sets the fleet store for this process (the first call wins).
+pub(super) fn choose_store(url: Option<String>) {
+    let _ = STORE.set(url.filter(|url| !url.is_empty()));
+}
+
 /// The data dir at `path` as the library's [`DataDir`]: the ambient
 /// authority `--data-dir` (or its default) brings, entering here once.
 /// With `create` it is made first (`0700`, each new directory fsynced into
@@ -95,7 +104,11 @@ pub(super) fn open_data_dir(path: &Path, create: bool) -> Result<Option<DataDir>
     let dir = Dir::open_ambient_dir(path, ambient_authority())
         .with_context(|| format!("opening the data dir {}", path.display()))
         .map_err(bad)?;
-    Ok(Some(DataDir::new(dir, &path.display().to_string())))
+    let data = DataDir::new(dir, &path.display().to_string());
+    Ok(Some(match STORE.get().and_then(Option::as_deref) {
+        Some(url) => data.with_server(url),
+        None => data,
+    }))
 }
 
 /// ID-4 by path, before anything is created: the canonical data dir is not

@@ -49,7 +49,6 @@ mod verify;
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use cap_std::fs::Dir;
 use serde_json::Value;
@@ -57,7 +56,7 @@ use serde_json::Value;
 use crate::data_dir::DataDir;
 use crate::identity::{ControlPlane, MountError, PlacementError, SealedRoot, check_mounts, check_placement};
 use crate::log::{
-    Checkpoints, ClaimRecord, DiskLog, LogError, Obligation, ObservationRecord, OpenMode, OpenOptionsLog,
+    Checkpoints, ClaimRecord, LineageLog, LogError, Obligation, ObservationRecord, OpenMode, OpenOptionsLog,
     OperationRef, OperatorKey, OutcomeRecord, Position, ProcessesRecord,
 };
 use crate::model::{
@@ -198,8 +197,7 @@ pub enum RecordError {
 /// The ledger: one sealed root, one policy set, the logs of its lineages.
 pub struct Ledger {
     config: LedgerConfig,
-    logs: HashMap<String, DiskLog>,
-    actions: AtomicU64,
+    logs: HashMap<String, LineageLog>,
     /// Gates of started jobs whose RUNNING outcome is not yet durable, by
     /// launch generation (`jobs.rs`).
     gates: HashMap<u64, crate::producers::supervisor::Gate>,
@@ -281,14 +279,7 @@ impl Ledger {
                 }
             }
         }
-        Self {
-            config,
-            logs: HashMap::new(),
-            actions: AtomicU64::new(0),
-            gates: HashMap::new(),
-            runtime: HashMap::new(),
-            misplaced,
-        }
+        Self { config, logs: HashMap::new(), gates: HashMap::new(), runtime: HashMap::new(), misplaced }
     }
 
     /// The sealed root.
@@ -410,7 +401,7 @@ impl Ledger {
     }
 
     /// The lineage's log: created when `create`, else only if it exists.
-    fn log(&mut self, lineage: &str, create: bool) -> Result<Option<&mut DiskLog>, LogError> {
+    fn log(&mut self, lineage: &str, create: bool) -> Result<Option<&mut LineageLog>, LogError> {
         if !self.logs.contains_key(lineage) {
             let options = OpenOptionsLog {
                 mode: OpenMode::ReadWrite,
@@ -499,8 +490,8 @@ impl Ledger {
             Ok(link) => link,
             Err(answer) => return answer,
         };
-        let action_id =
-            format!("{}-{}-{}", run.id, std::process::id(), self.actions.fetch_add(1, Ordering::Relaxed));
+        // Fleet-unique, like a fresh run id (SPEC 13).
+        let action_id = format!("{}-{}", run.id, uuid::Uuid::now_v7().simple());
         let classified = self
             .config
             .policies

@@ -19,8 +19,6 @@
 //! can), and one lineage keeps one root. This module never writes: a run
 //! leaves records only through its claims and what follows them.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use crate::data_dir::DataDir;
 use crate::log::{
     Checkpoints, Framed, LogError, OpenMode, OpenOptionsLog, OperatorKey, Record, check_run_id,
@@ -180,13 +178,13 @@ pub enum RunError {
 
 impl Ledger {
     /// A new run with a fresh id: a root run, or a child of `parent` writing
-    /// to its parent's lineage. Fresh ids are unique by time, process and
-    /// count, so nothing is looked up.
+    /// to its parent's lineage. Fresh ids are fleet-unique (SPEC 13): a
+    /// UUIDv7, time-ordered (its first 48 bits are the Unix time in
+    /// milliseconds, so ids sort by when they began) with 74 random bits, so
+    /// no two machines sharing a store mint the same one and nothing is
+    /// looked up.
     pub fn begin_run(&self, parent: Option<&Run>) -> Run {
-        static RUNS: AtomicU64 = AtomicU64::new(0);
-        let seconds =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        let name = format!("run-{seconds}-{}-{}", std::process::id(), RUNS.fetch_add(1, Ordering::Relaxed));
+        let name = format!("run-{}", uuid::Uuid::now_v7().simple());
         match parent {
             Some(parent) => child_of(parent, &name),
             None => Run { lineage: name.clone(), id: name, parent: None },

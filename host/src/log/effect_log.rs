@@ -1,4 +1,4 @@
-//! [`EffectLog`]: one handle on one lineage's log, over any [`Storage`].
+//! [`EffectLog`]: one handle on one lineage's log, over any [`Store`].
 //!
 //! Append protocol (LOG-2, and LOG-3 / LOG-4 of SPEC revision 2):
 //!
@@ -34,6 +34,14 @@
 //!
 //! Readers merge under a shared lock and never repair: a torn tail seen there
 //! is simply not read yet.
+//!
+//! Over a server store ([`Store::compares_head`]) steps 1, 2, 3 and 7 are the
+//! server's: the writer allocates and validates at the head it knows and
+//! appends with one round trip that names that head; when others have
+//! appended since, the server answers their lines instead, and the writer
+//! merges them and runs steps 4-6 again. Its commit is durable when
+//! acknowledged, so step 8 has nothing to do, and a lost answer is settled by
+//! sending the identical lines at the same head again (the store's work).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -47,7 +55,8 @@ use super::record::{
 };
 use super::requests::RequestIndex;
 use super::scan::{self, scan};
-use super::storage::{LockKind, Sidecar, Storage, read_range};
+use super::storage::{LockKind, Sidecar};
+use super::store::{After, Head, LineMeta, Store, Written};
 use crate::model::{CleanupState, Execution, Impact, Outcome, ProducerFacts};
 
 /// What recovery's judge (LOG-7) found of an unsettled claim.
@@ -109,6 +118,28 @@ fn copy_failure(path: &str) -> LogError {
     }
 }
 
+/// What [`EffectLog::write_batch`] did.
+enum Wrote {
+    /// Each record's result, and whether anything was written.
+    Batch(Vec<Result<Position, LogError>>, bool),
+    /// The request already has this claim: nothing was written.
+    Found(Position),
+}
+
+/// A batch allocated, validated and framed, not yet appended.
+struct Prepared {
+    /// The framed lines.
+    bytes: Vec<u8>,
+    /// What a server store checks of each line.
+    meta: Vec<LineMeta>,
+    /// Where the last line starts within `bytes`.
+    last_line: u64,
+    /// The records admitted, in order.
+    accepted: Vec<Framed>,
+    /// Each record's result, in input order.
+    results: Vec<Result<Position, LogError>>,
+}
+
 /// Whether a handle starts at the log's checkpoint and keeps it (LOG-10).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Checkpoints {
@@ -124,7 +155,7 @@ pub enum Checkpoints {
 }
 
 /// One handle on a lineage's log.
-pub struct EffectLog<S: Storage> {
+pub struct EffectLog<S: Store> {
     storage: S,
     path: String,
     key: Option<OperatorKey>,
@@ -161,7 +192,7 @@ pub struct EffectLog<S: Storage> {
     requests: RequestIndex,
 }
 
-impl<S: Storage> EffectLog<S> {
+impl<S: Store> EffectLog<S> {
     /// A handle over `storage`, reading everything in it strictly (LOG-6). A
     /// torn tail is tolerated (not read) and repaired by the first append.
     pub fn open(storage: S, path: impl Into<String>, key: Option<OperatorKey>) -> Result<Self, LogError> {
@@ -233,7 +264,7 @@ impl<S: Storage> EffectLog<S> {
         };
         let storage = &self.storage;
         let verified = checkpoint::verify(&bytes, self.key.as_ref(), length, |start, end| {
-            read_range(storage, start, end - start)
+            storage.read_range(start, end - start)
         });
         match verified {
             Ok(found) => {
@@ -301,20 +332,31 @@ impl<S: Storage> EffectLog<S> {
     /// torn tail found at the end (0 if none). With `repair` (only under the
     /// exclusive lock) that tail is preserved in `<log>.broken` and cut off.
     fn merge(&mut self, repair: bool) -> Result<u64, LogError> {
-        let length = self.storage.length().map_err(self.io("stat"))?;
-        if length < self.read_offset {
-            return Err(LogError::Corrupt {
-                path: self.path.clone(),
-                line: self.history.len() + 1,
-                offset: length,
-                reason: format!("the log shrank to {length} bytes under records this handle had read"),
-            });
-        }
-        if length == self.read_offset {
+        let bytes = match self.storage.read_after(self.head()).map_err(self.io("read"))? {
+            After::Bytes(bytes) => bytes,
+            After::Shrank { length } => {
+                return Err(LogError::Corrupt {
+                    path: self.path.clone(),
+                    line: self.history.len() + 1,
+                    offset: length,
+                    reason: format!("the log shrank to {length} bytes under records this handle had read"),
+                });
+            }
+        };
+        self.absorb(bytes, repair)
+    }
+
+    /// Where this handle's reading stands.
+    fn head(&self) -> Head {
+        Head { records: self.history.len(), offset: self.read_offset }
+    }
+
+    /// Decodes and admits `bytes`, read at this handle's head; the rest of
+    /// [`EffectLog::merge`].
+    fn absorb(&mut self, bytes: Vec<u8>, repair: bool) -> Result<u64, LogError> {
+        if bytes.is_empty() {
             return Ok(0);
         }
-        let bytes = read_range(&self.storage, self.read_offset, length - self.read_offset)
-            .map_err(self.io("read"))?;
         self.history.begin();
         let scanned =
             match scan(&bytes, self.read_offset, self.last_check, self.key.as_ref(), &mut self.history) {
@@ -339,8 +381,8 @@ impl<S: Storage> EffectLog<S> {
         }
         if scanned.torn > 0 && repair {
             let torn = &bytes[scanned.consumed as usize..];
-            self.storage.preserve_broken(torn).map_err(self.io("preserving a torn tail"))?;
-            if let Err(source) = self.storage.truncate(self.read_offset).and_then(|()| self.storage.sync()) {
+            self.storage.keep_torn(torn).map_err(self.io("preserving a torn tail"))?;
+            if let Err(source) = self.storage.cut(self.read_offset) {
                 // LOG-4's rule for any failed fsync: the log is poisoned.
                 self.mark_poisoned(&source);
                 return Err(LogError::DurabilityUnknown { path: self.path.clone(), source });
@@ -369,12 +411,12 @@ impl<S: Storage> EffectLog<S> {
             return batch.iter().map(|_| Err(refused())).collect();
         }
         let outcome = self.with_lock(LockKind::Exclusive, |log| {
-            log.refuse_if_poisoned()?;
-            log.merge(true)?;
-            Ok(log.write_batch(batch))
+            log.refuse_and_merge()?;
+            log.write_batch(batch, None)
         });
         let (results, written) = match outcome {
-            Ok(written) => written,
+            Ok(Wrote::Batch(results, written)) => (results, written),
+            Ok(Wrote::Found(_)) => unreachable!("only claim_once looks for a request's claim"),
             Err(error) => {
                 let first = Err(error);
                 let path = self.path.clone();
@@ -405,85 +447,135 @@ impl<S: Storage> EffectLog<S> {
         }
     }
 
-    /// Steps 4-6 under the exclusive lock, after the merge. Returns the
-    /// results and whether anything was written (and admitted: the history
-    /// now holds it, as the file does).
-    fn write_batch(&mut self, batch: &[(&str, &Record)]) -> (Vec<Result<Position, LogError>>, bool) {
+    /// Steps 2-3 for a file (under the exclusive lock): refuse a poisoned
+    /// log and merge. A server store does both itself on each append.
+    fn refuse_and_merge(&mut self) -> Result<(), LogError> {
+        if !self.storage.compares_head() {
+            self.refuse_if_poisoned()?;
+            self.merge(true)?;
+        }
+        Ok(())
+    }
+
+    /// Steps 4-7 after [`EffectLog::refuse_and_merge`]: allocates,
+    /// validates and frames the batch at this handle's head and appends it.
+    /// When a server store answers lines this handle missed, they are merged
+    /// and the batch is validated again at the new head, so a claim another
+    /// writer made for the request (`once`: run and request id, for
+    /// [`EffectLog::claim_once`]) or an outcome it settled is seen before
+    /// anything is written. `Err` only when merging the missed lines fails.
+    fn write_batch(
+        &mut self,
+        batch: &[(&str, &Record)],
+        once: Option<(&str, &str)>,
+    ) -> Result<Wrote, LogError> {
+        loop {
+            if let Some((run_id, request_id)) = once
+                && let Some(found) =
+                    self.requests.find(self.base, &self.pinned, &self.records, run_id, request_id)
+            {
+                return Ok(Wrote::Found(found));
+            }
+            let head = self.head();
+            let prepared = self.prepare(batch);
+            if prepared.accepted.is_empty() {
+                self.history.commit();
+                return Ok(Wrote::Batch(prepared.results, false));
+            }
+            match self.storage.append_at(head, &prepared.bytes, &prepared.meta) {
+                Ok(Written::Appended) => return Ok(self.appended(head, prepared)),
+                Ok(Written::Missed(missed)) => {
+                    self.history.rollback();
+                    self.absorb(missed, false)?;
+                }
+                Err(failed) => {
+                    // LOG-4: not written, or (the cut back or the resend
+                    // failed too) unknown, which poisons the log.
+                    let failure = match failed.unknown {
+                        None => LogError::Persistence { path: self.path.clone(), source: failed.source },
+                        Some(cut) => {
+                            tracing::error!(path = %self.path, "a failed append may have left lines behind: {cut}");
+                            self.mark_poisoned(&cut);
+                            LogError::DurabilityUnknown { path: self.path.clone(), source: failed.source }
+                        }
+                    };
+                    self.history.rollback();
+                    let mut failure = Some(failure);
+                    let results = prepared
+                        .results
+                        .into_iter()
+                        .map(|result| match result {
+                            Ok(_) => Err(failure
+                                .take()
+                                .unwrap_or_else(|| copy_failure_of(&self.path, self.poisoned))),
+                            rejected => rejected,
+                        })
+                        .collect();
+                    return Ok(Wrote::Batch(results, false));
+                }
+            }
+        }
+    }
+
+    /// Steps 4-6: admits each record of the batch to the history (begun,
+    /// neither committed nor rolled back) and frames those admitted.
+    fn prepare(&mut self, batch: &[(&str, &Record)]) -> Prepared {
         self.history.begin();
         let mut chain = self.last_check;
-        let mut bytes = Vec::new();
-        let mut last_line = 0;
-        let mut accepted = Vec::new();
-        let mut results: Vec<Result<Position, LogError>> = Vec::with_capacity(batch.len());
+        let mut prepared = Prepared {
+            bytes: Vec::new(),
+            meta: Vec::new(),
+            last_line: 0,
+            accepted: Vec::new(),
+            results: Vec::with_capacity(batch.len()),
+        };
         for (run_id, record) in batch {
             if let Err(source) = self.history.admit(run_id, record) {
-                results.push(Err(LogError::Rejected { path: self.path.clone(), source }));
+                prepared.results.push(Err(LogError::Rejected { path: self.path.clone(), source }));
                 continue;
             }
             let position = self.history.len() - 1;
             let (line, check) = frame::encode(position, run_id, record, &chain, self.key.as_ref());
-            last_line = bytes.len() as u64;
-            bytes.extend_from_slice(&line);
+            prepared.last_line = prepared.bytes.len() as u64;
+            prepared.bytes.extend_from_slice(&line);
+            let settles = match record {
+                Record::Outcome(outcome) => {
+                    Some((outcome.claim, outcome.outcome.execution == crate::model::Execution::Running))
+                }
+                _ => None,
+            };
+            prepared.meta.push(LineMeta { prev: hex::encode(chain), check: hex::encode(check), settles });
             chain = check;
-            accepted.push(Framed {
+            prepared.accepted.push(Framed {
                 position,
                 run_id: (*run_id).to_owned(),
                 record: (*record).clone(),
                 check,
             });
-            results.push(Ok(position));
+            prepared.results.push(Ok(position));
         }
-        if accepted.is_empty() {
-            self.history.commit();
-            return (results, false);
-        }
-        let before = self.read_offset;
-        if let Err(source) = self.storage.write_at(before, &bytes) {
-            // LOG-4: not written. Cut back whatever part of the batch landed,
-            // durably; if even that fails, complete lines of the batch may
-            // survive, so the answer is "durability unknown", not "not written".
-            let failure = match self.storage.truncate(before).and_then(|()| self.storage.sync()) {
-                Ok(()) => LogError::Persistence { path: self.path.clone(), source },
-                Err(cut) => {
-                    tracing::error!(path = %self.path, "cutting back a failed write failed too: {cut}");
-                    self.mark_poisoned(&cut);
-                    LogError::DurabilityUnknown { path: self.path.clone(), source }
-                }
-            };
-            self.history.rollback();
-            let mut failure = Some(failure);
-            let results = results
-                .into_iter()
-                .map(|result| match result {
-                    Ok(_) => {
-                        Err(failure.take().unwrap_or_else(|| copy_failure_of(&self.path, self.poisoned)))
-                    }
-                    rejected => rejected,
-                })
-                .collect();
-            return (results, false);
-        }
-        let first = self.history.len() - accepted.len() as u64;
+        prepared
+    }
+
+    /// Step 7's bookkeeping: the prepared batch is in the log at `head`.
+    fn appended(&mut self, head: Head, prepared: Prepared) -> Wrote {
+        let first = self.history.len() - prepared.accepted.len() as u64;
         self.history.commit();
         if first / CHECKPOINT_EVERY != self.history.len() / CHECKPOINT_EVERY {
             self.crossed = true;
         }
-        self.records.extend(accepted);
-        self.read_offset = before + bytes.len() as u64;
-        self.last_line = before + last_line;
-        self.last_check = chain;
-        (results, true)
+        self.last_check = prepared.accepted.last().expect("a written batch has records").check;
+        self.records.extend(prepared.accepted);
+        self.read_offset = head.offset + prepared.bytes.len() as u64;
+        self.last_line = head.offset + prepared.last_line;
+        Wrote::Batch(prepared.results, true)
     }
 
     /// Step 8: fsyncs the file (and, the first time, its directory). A
     /// failure poisons the log.
     fn sync_now(&mut self) -> std::io::Result<()> {
         let at = (self.history.len(), self.read_offset);
-        let synced = self
-            .storage
-            .sync()
-            .and_then(|()| if self.directory_synced { Ok(()) } else { self.storage.sync_directory() });
-        match synced {
+        match self.storage.sync(!self.directory_synced) {
             Ok(()) => {
                 self.directory_synced = true;
                 self.unsynced = false;
@@ -588,8 +680,15 @@ impl<S: Storage> EffectLog<S> {
     /// for every other writer. Called with the exclusive lock held. The
     /// marker says from where durability is unknown: everything before this
     /// handle's last successful fsync was durable then.
+    ///
+    /// A server store leaves no marker: what it acknowledged is durable and
+    /// what it holds every writer reads alike, so only the handle that cannot
+    /// tell whether its own lines landed is in doubt.
     fn mark_poisoned(&mut self, source: &std::io::Error) {
         self.poisoned = true;
+        if self.storage.compares_head() {
+            return;
+        }
         let marker = serde_json::json!({
             "error": source.to_string(),
             "pid": std::process::id(),
@@ -657,7 +756,7 @@ impl<S: Storage> EffectLog<S> {
         self.with_lock(LockKind::Exclusive, |log| {
             log.merge(true)?;
             log.storage
-                .sync()
+                .sync(false)
                 .map_err(|source| LogError::DurabilityUnknown { path: log.path.clone(), source })?;
             log.storage.remove_sidecar(Sidecar::Poisoned).map_err(|source| LogError::Io {
                 path: log.path.clone(),
@@ -693,16 +792,12 @@ impl<S: Storage> EffectLog<S> {
         let request_id = claim.operation.request_id.clone();
         let record = Record::Claim(claim);
         let outcome = self.with_lock(LockKind::Exclusive, |log| {
-            log.refuse_if_poisoned()?;
-            log.merge(true)?;
-            match log.requests.find(log.base, &log.pinned, &log.records, run_id, &request_id) {
-                Some(found) => Ok(Err(found)),
-                None => Ok(Ok(log.write_batch(&[(run_id, &record)]))),
-            }
+            log.refuse_and_merge()?;
+            log.write_batch(&[(run_id, &record)], Some((run_id, &request_id)))
         })?;
         let (position, fresh) = match outcome {
-            Err(found) => (found, false),
-            Ok((mut results, _)) => (results.pop().expect("one result per record")?, true),
+            Wrote::Found(found) => (found, false),
+            Wrote::Batch(mut results, _) => (results.pop().expect("one result per record")?, true),
         };
         self.sync_now().map_err(|source| LogError::DurabilityUnknown { path: self.path.clone(), source })?;
         Ok((position, fresh))
@@ -959,7 +1054,7 @@ impl<S: Storage> EffectLog<S> {
     }
 }
 
-impl<S: Storage> Drop for EffectLog<S> {
+impl<S: Store> Drop for EffectLog<S> {
     /// LOG-3: what this handle appended without an fsync becomes durable when
     /// it is dropped at the latest (a process's end). A failure here poisons
     /// the log like any other; nobody is left to tell but the diagnostics.

@@ -19,6 +19,7 @@ use super::effect_log::{Checkpoints, EffectLog};
 use super::error::LogError;
 use super::frame::OperatorKey;
 use super::storage::DiskFile;
+use super::store::Medium;
 use crate::data_dir::DataDir;
 
 /// Filesystems where `flock` is emulated or durability is not ours to claim
@@ -73,8 +74,9 @@ pub fn check_run_id(run_id: &str) -> Result<(), String> {
     if ok { Ok(()) } else { Err(format!("run id {run_id:?}: use 1-64 letters, digits, '-' or '_'")) }
 }
 
-/// The effect log on disk.
-pub type DiskLog = EffectLog<DiskFile>;
+/// A lineage's log, on the medium it was opened on (a file here; the
+/// fleet store through `PgStore`).
+pub type LineageLog = EffectLog<Medium>;
 
 fn refused(path: &str, reason: impl Into<String>) -> LogError {
     LogError::Refused { path: path.to_owned(), reason: reason.into() }
@@ -139,7 +141,7 @@ pub fn open_lineage(
     display_dir: &str,
     root_run_id: &str,
     options: &OpenOptionsLog,
-) -> Result<Option<DiskLog>, LogError> {
+) -> Result<Option<LineageLog>, LogError> {
     let name = DataDir::log_name(root_run_id).map_err(|reason| refused(display_dir, reason))?;
     let path = format!("{display_dir}/{name}");
     let mut flags = OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
@@ -162,7 +164,7 @@ pub fn open_lineage(
         operation: "clone directory handle",
         source,
     })?;
-    let storage = DiskFile::new(file, directory, display_dir, &name);
+    let storage = Medium::File(DiskFile::new(file, directory, display_dir, &name));
     let checkpoints = match (options.mode, options.checkpoints) {
         (OpenMode::ReadOnly, Checkpoints::Keep) => Checkpoints::Use,
         (_, checkpoints) => checkpoints,

@@ -16,7 +16,7 @@ use std::sync::{Condvar, Mutex, MutexGuard};
 use super::effect_log::EffectLog;
 use super::error::LogError;
 use super::record::{Position, Record};
-use super::storage::Storage;
+use super::store::Store;
 
 struct Queue {
     pending: Vec<(u64, String, Record)>,
@@ -32,7 +32,7 @@ struct Queue {
 const GATHER_WINDOW: std::time::Duration = std::time::Duration::from_micros(40);
 
 /// A log handle shared by threads, committing their appends in groups.
-pub struct GroupLog<S: Storage> {
+pub struct GroupLog<S: Store> {
     log: Mutex<EffectLog<S>>,
     queue: Mutex<Queue>,
     finished: Condvar,
@@ -42,7 +42,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-impl<S: Storage> GroupLog<S> {
+impl<S: Store> GroupLog<S> {
     /// Wraps an open handle.
     pub fn new(log: EffectLog<S>) -> Self {
         Self {

@@ -4,8 +4,8 @@
 //! checksummed and hash-chained (`frame`); the history rules decide which
 //! records may follow which (`history`); `scan` reads bytes into records and
 //! tells a torn tail from corruption; [`EffectLog`] runs the append protocol
-//! (lock, merge, allocate, validate, write, unlock, fsync) over the one IO
-//! seam [`Storage`]; `checkpoint` lets a continuing process read only what
+//! (lock, merge, allocate, validate, write, unlock, fsync) over the one
+//! medium seam [`Store`] (a byte [`Storage`] file, or a server); `checkpoint` lets a continuing process read only what
 //! follows a verified checkpoint (LOG-10); `file` opens the real file with
 //! the LOG-1 checks; `launch` is the launch index (LOG-8), written through
 //! `durable`'s whole-file replace.
@@ -22,22 +22,28 @@ mod frame;
 mod group;
 mod history;
 mod launch;
+mod pg;
 mod record;
 mod requests;
 mod scan;
 mod storage;
+mod store;
 
 pub use checkpoint::{CHECKPOINT_EVERY, CHECKPOINT_LAG};
 pub use effect_log::{Checkpoints, EffectLog, Recovery};
 pub use error::LogError;
-pub use file::{DiskLog, OpenMode, OpenOptionsLog, check_file, check_run_id, open_effects_dir, open_lineage};
+pub use file::{
+    LineageLog, OpenMode, OpenOptionsLog, check_file, check_run_id, open_effects_dir, open_lineage,
+};
 pub use frame::{Framed, OperatorKey};
 pub use group::GroupLog;
 pub use history::{ClaimState, History, HistoryError, HistorySnapshot};
 pub use launch::{LaunchIndex, read_launch_index, reserve_launch, write_launch_index};
+pub use pg::PgStore;
 pub use record::{
     ClaimRecord, DecisionDetail, DecisionRecord, EvaluatorRun, Executor, Obligation, ObservationRecord,
     OperationRef, OutcomeRecord, Position, ProcessesRecord, Record, VerifierRecord,
 };
 pub use scan::{Defect, Scanned, scan};
 pub use storage::{DiskFile, Faults, LockKind, MemoryFile, Sidecar, Storage};
+pub use store::{After, AppendFailed, Head, LineMeta, Medium, Store, Written};

@@ -1,0 +1,464 @@
+//! The fleet store (SPEC 13): a lineage's log on PostgreSQL, as a [`Store`].
+//!
+//! Every record is stored as the exact line the local log writes (framed,
+//! chained and, with an operator key, authenticated by the writer: the key
+//! never reaches the server), so a lineage exported from the database is a
+//! log file `effects log verify` reads unchanged. Beside each line the server
+//! keeps what its backstops need: the position, the byte offset, the chain
+//! (`prev`, `check`) and the claim an outcome settles.
+//!
+//! ```text
+//! effects_heads    (lineage PK, records, bytes, head_check)     one row per lineage
+//! effects_lines    (lineage, position) PK, byte_offset, prev, check_hex,
+//!                  settles, running, line                       one row per record
+//! effects_sidecars (lineage, name) PK, bytes                    checkpoints (LOG-10)
+//! ```
+//!
+//! **One round trip per append**: `effects_append(lineage, records, bytes,
+//! lines, prevs, checks, settles, running)` locks the lineage's head row,
+//! and appends only if the head is where the writer says; otherwise it
+//! appends nothing and answers the lines after the writer's head, which the
+//! writer merges before it validates again ([`Written::Missed`]). The
+//! backstops, whatever a writer sends: a primary key on (lineage, position),
+//! each line's `prev` equal to the record before it's `check`, at most one
+//! settling outcome and one RUNNING outcome per claim (unique indexes).
+//!
+//! **Durable when acknowledged**: the session runs with `synchronous_commit`
+//! at least `on` (raised when the server says `off` or `local`), so the
+//! server has flushed the commit to its WAL before it answers. A lost answer
+//! (the connection dropped after sending) is settled by sending the same
+//! lines at the same head again on a new connection: the function takes
+//! byte-identical lines already at those positions as this append, done.
+//! It never concludes "absent" from a read.
+
+use std::io;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use postgres::{Client, NoTls, Statement};
+
+use super::record::Position;
+use super::storage::{LockKind, Sidecar};
+use super::store::{After, AppendFailed, Head, LineMeta, Store, Written};
+
+/// The schema, created once per database (idempotent, serialized by an
+/// advisory lock so two first writers do not race on `CREATE`).
+const SCHEMA: &str = r#"
+SELECT pg_advisory_xact_lock(7239001);
+CREATE TABLE IF NOT EXISTS effects_heads (
+    lineage    text PRIMARY KEY,
+    records    bigint NOT NULL CHECK (records >= 0),
+    bytes      bigint NOT NULL CHECK (bytes >= 0),
+    head_check text NOT NULL,
+    created    timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS effects_lines (
+    lineage     text NOT NULL REFERENCES effects_heads (lineage),
+    position    bigint NOT NULL CHECK (position >= 0),
+    byte_offset bigint NOT NULL CHECK (byte_offset >= 0),
+    prev        text NOT NULL,
+    check_hex   text NOT NULL,
+    settles     bigint,
+    running     bigint,
+    line        bytea NOT NULL,
+    PRIMARY KEY (lineage, position),
+    UNIQUE (lineage, prev)
+);
+CREATE UNIQUE INDEX IF NOT EXISTS effects_lines_one_settlement
+    ON effects_lines (lineage, settles) WHERE settles IS NOT NULL;
+CREATE UNIQUE INDEX IF NOT EXISTS effects_lines_one_running
+    ON effects_lines (lineage, running) WHERE running IS NOT NULL;
+CREATE INDEX IF NOT EXISTS effects_lines_offset ON effects_lines (lineage, byte_offset);
+CREATE TABLE IF NOT EXISTS effects_sidecars (
+    lineage text NOT NULL REFERENCES effects_heads (lineage),
+    name    text NOT NULL,
+    bytes   bytea NOT NULL,
+    PRIMARY KEY (lineage, name)
+);
+CREATE OR REPLACE FUNCTION effects_append(
+    p_lineage text, p_records bigint, p_bytes bigint, p_lines bytea[],
+    p_prevs text[], p_checks text[], p_settles bigint[], p_running bigint[]
+) RETURNS TABLE (missed bytea) LANGUAGE plpgsql AS $fn$
+DECLARE
+    head effects_heads;
+    n integer := cardinality(p_lines);
+    offset_now bigint := p_bytes;
+BEGIN
+    IF n IS NULL OR n = 0 OR cardinality(p_prevs) <> n OR cardinality(p_checks) <> n
+       OR cardinality(p_settles) <> n OR cardinality(p_running) <> n THEN
+        RAISE EXCEPTION 'effects_append: % lines with unequal columns', n USING ERRCODE = '22023';
+    END IF;
+    SELECT * INTO head FROM effects_heads WHERE lineage = p_lineage FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'effects_append: lineage % has no log', p_lineage USING ERRCODE = '42704';
+    END IF;
+    IF head.records <> p_records THEN
+        IF head.records < p_records THEN
+            RAISE EXCEPTION 'effects_append: lineage % holds % records, fewer than the % its writer read: the store lost records it acknowledged',
+                p_lineage, head.records, p_records USING ERRCODE = 'XX001';
+        END IF;
+        -- The same lines at the same head again: a resend after a lost answer.
+        IF head.records >= p_records + n AND p_lines = ARRAY(
+            SELECT line FROM effects_lines
+            WHERE lineage = p_lineage AND position >= p_records AND position < p_records + n
+            ORDER BY position) THEN
+            RETURN;
+        END IF;
+        RETURN QUERY SELECT line FROM effects_lines
+            WHERE lineage = p_lineage AND position >= p_records ORDER BY position;
+        RETURN;
+    END IF;
+    IF head.bytes <> p_bytes OR head.head_check <> p_prevs[1] THEN
+        RAISE EXCEPTION 'effects_append: lineage % head is at byte % check %, the writer says byte % check %',
+            p_lineage, head.bytes, head.head_check, p_bytes, p_prevs[1] USING ERRCODE = '23514';
+    END IF;
+    FOR i IN 1 .. n LOOP
+        IF i > 1 AND p_prevs[i] <> p_checks[i - 1] THEN
+            RAISE EXCEPTION 'effects_append: line % does not continue the chain', i USING ERRCODE = '23514';
+        END IF;
+        INSERT INTO effects_lines (lineage, position, byte_offset, prev, check_hex, settles, running, line)
+            VALUES (p_lineage, p_records + i - 1, offset_now, p_prevs[i], p_checks[i],
+                    p_settles[i], p_running[i], p_lines[i]);
+        offset_now := offset_now + length(p_lines[i]);
+    END LOOP;
+    UPDATE effects_heads SET records = p_records + n, bytes = offset_now, head_check = p_checks[n]
+        WHERE lineage = p_lineage;
+END
+$fn$;
+"#;
+
+/// The `prev` of a lineage's first record, as the server keeps it.
+const GENESIS_HEX: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// How often, and how long apart, a lost answer is asked again.
+const RESENDS: u32 = 10;
+const RESEND_PAUSE: Duration = Duration::from_millis(200);
+
+/// A connection and the statements prepared on it.
+struct Session {
+    client: Client,
+    append: Statement,
+    read: Statement,
+}
+
+impl Session {
+    fn connect(url: &str) -> Result<Self, postgres::Error> {
+        let mut client = Client::connect(url, NoTls)?;
+        // Durable when acknowledged: never below `on` (a replica's promise
+        // is the operator's setting on top of that: docs/fleet.md).
+        let level: String = client.query_one("SHOW synchronous_commit", &[])?.get(0);
+        if matches!(level.as_str(), "off" | "local") {
+            client.batch_execute("SET synchronous_commit TO on")?;
+        }
+        let append = client.prepare("SELECT missed FROM effects_append($1, $2, $3, $4, $5, $6, $7, $8)")?;
+        let read = client.prepare(
+            "SELECT h.records, h.bytes, l.line FROM effects_heads h \
+             LEFT JOIN effects_lines l ON l.lineage = h.lineage AND l.position >= $2 \
+             WHERE h.lineage = $1 ORDER BY l.position",
+        )?;
+        Ok(Self { client, append, read })
+    }
+}
+
+/// Creates the schema (idempotent): run by every [`PgStore::open`] that
+/// creates a lineage.
+pub fn ensure_schema(client: &mut Client) -> Result<(), postgres::Error> {
+    let mut transaction = client.transaction()?;
+    transaction.batch_execute(SCHEMA)?;
+    transaction.commit()
+}
+
+/// Whether the server answered `error` to the statement itself, so its
+/// transaction rolled back and nothing of it is there. A lost connection,
+/// or the server ending the session (a FATAL error: shutdown, an
+/// administrator's `pg_terminate_backend`, class 08 or 57), says nothing of
+/// what a statement already sent did.
+fn refused(error: &postgres::Error) -> bool {
+    let Some(db) = error.as_db_error() else { return false };
+    let code = db.code().code();
+    !error.is_closed()
+        && !matches!(db.severity(), "FATAL" | "PANIC")
+        && !code.starts_with("08")
+        && !code.starts_with("57")
+}
+
+/// The error as IO sees it: `InvalidData` when the server refused the
+/// statement ([`refused`]), `Other` when its answer may have been lost.
+fn io_error(error: postgres::Error) -> io::Error {
+    let kind = if refused(&error) { io::ErrorKind::InvalidData } else { io::ErrorKind::Other };
+    let text = match error.as_db_error() {
+        Some(db) => format!("PostgreSQL: {}", db.message()),
+        None => format!("PostgreSQL: {error}"),
+    };
+    io::Error::new(kind, text)
+}
+
+/// One lineage's log on a PostgreSQL server.
+pub struct PgStore {
+    url: String,
+    lineage: String,
+    /// `None` after a connection was lost, until the next call reconnects.
+    session: Mutex<Option<Box<Session>>>,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore").field("lineage", &self.lineage).finish_non_exhaustive()
+    }
+}
+
+impl PgStore {
+    /// `lineage`'s log on the server at `url`. With `create` the schema and
+    /// the lineage are created if missing; without, a lineage the server does
+    /// not hold is `None`.
+    pub fn open(url: &str, lineage: &str, create: bool) -> io::Result<Option<Self>> {
+        let mut session = Session::connect(url).or_else(|error| {
+            // A database with no schema yet: create it, then prepare again.
+            if create && error.as_db_error().is_some() {
+                let mut client = Client::connect(url, NoTls).map_err(io_error)?;
+                ensure_schema(&mut client).map_err(io_error)?;
+                Session::connect(url).map_err(io_error)
+            } else {
+                Err(io_error(error))
+            }
+        })?;
+        let exists = if create {
+            session
+                .client
+                .execute(
+                    "INSERT INTO effects_heads (lineage, records, bytes, head_check) VALUES ($1, 0, 0, $2) \
+                     ON CONFLICT (lineage) DO NOTHING",
+                    &[&lineage, &GENESIS_HEX],
+                )
+                .map_err(io_error)?;
+            true
+        } else {
+            session
+                .client
+                .query_opt("SELECT 1 FROM effects_heads WHERE lineage = $1", &[&lineage])
+                .map_err(io_error)?
+                .is_some()
+        };
+        Ok(exists.then(|| Self {
+            url: url.to_owned(),
+            lineage: lineage.to_owned(),
+            session: Mutex::new(Some(Box::new(session))),
+        }))
+    }
+
+    /// Every lineage the server holds, sorted.
+    pub fn lineages(url: &str) -> io::Result<Vec<String>> {
+        let mut client = Client::connect(url, NoTls).map_err(io_error)?;
+        match client.query("SELECT lineage FROM effects_heads ORDER BY lineage", &[]) {
+            Ok(rows) => Ok(rows.iter().map(|row| row.get(0)).collect()),
+            // No schema: nothing was ever claimed here.
+            Err(error) if error.code() == Some(&postgres::error::SqlState::UNDEFINED_TABLE) => Ok(Vec::new()),
+            Err(error) => Err(io_error(error)),
+        }
+    }
+
+    /// Runs `f` on a live session, connecting first if the last one was lost.
+    fn with_session<T>(&self, f: impl FnOnce(&mut Session) -> Result<T, postgres::Error>) -> io::Result<T> {
+        let mut guard = self.session.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if guard.is_none() {
+            *guard = Some(Box::new(Session::connect(&self.url).map_err(io_error)?));
+        }
+        let session = guard.as_mut().expect("connected above");
+        let result = f(session);
+        if let Err(error) = &result
+            && !refused(error)
+        {
+            *guard = None;
+        }
+        result.map_err(io_error)
+    }
+
+    /// One call of `effects_append`; `Err` keeps the database error apart
+    /// from a lost connection.
+    fn call_append(&self, head: Head, lines: &[Vec<u8>], meta: &[LineMeta]) -> io::Result<Vec<Vec<u8>>> {
+        let records = i64::try_from(head.records).map_err(io::Error::other)?;
+        let bytes = i64::try_from(head.offset).map_err(io::Error::other)?;
+        let prevs: Vec<&str> = meta.iter().map(|m| m.prev.as_str()).collect();
+        let checks: Vec<&str> = meta.iter().map(|m| m.check.as_str()).collect();
+        let settles: Vec<Option<i64>> = meta.iter().map(|m| terminal(m.settles)).collect();
+        let running: Vec<Option<i64>> = meta.iter().map(|m| running(m.settles)).collect();
+        self.with_session(|session| {
+            let rows = session.client.query(
+                &session.append,
+                &[&self.lineage, &records, &bytes, &lines, &prevs, &checks, &settles, &running],
+            )?;
+            Ok(rows.iter().map(|row| row.get::<_, Vec<u8>>(0)).collect())
+        })
+    }
+}
+
+fn terminal(settles: Option<(Position, bool)>) -> Option<i64> {
+    settles.filter(|(_, running)| !running).and_then(|(claim, _)| i64::try_from(claim).ok())
+}
+
+fn running(settles: Option<(Position, bool)>) -> Option<i64> {
+    settles.filter(|(_, running)| *running).and_then(|(claim, _)| i64::try_from(claim).ok())
+}
+
+/// Splits framed bytes into their lines, each with its `\n`.
+fn split_lines(bytes: &[u8]) -> Vec<Vec<u8>> {
+    bytes.split_inclusive(|&b| b == b'\n').map(<[u8]>::to_vec).collect()
+}
+
+fn sidecar_name(which: Sidecar) -> &'static str {
+    match which {
+        Sidecar::Poisoned => "poisoned",
+        Sidecar::Checkpoint => "checkpoint",
+    }
+}
+
+impl Store for PgStore {
+    fn compares_head(&self) -> bool {
+        true
+    }
+
+    fn lock(&self, _kind: LockKind) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn unlock(&self) -> io::Result<()> {
+        Ok(())
+    }
+
+    fn read_after(&self, head: Head) -> io::Result<After> {
+        let from = i64::try_from(head.records).map_err(io::Error::other)?;
+        let rows =
+            self.with_session(|session| session.client.query(&session.read, &[&self.lineage, &from]))?;
+        let Some(first) = rows.first() else {
+            return Err(io::Error::new(io::ErrorKind::NotFound, format!("lineage {} is gone", self.lineage)));
+        };
+        let (records, length): (i64, i64) = (first.get(0), first.get(1));
+        if (records as u64) < head.records {
+            return Ok(After::Shrank { length: length as u64 });
+        }
+        let mut bytes = Vec::new();
+        for row in &rows {
+            if let Some(line) = row.get::<_, Option<&[u8]>>(2) {
+                bytes.extend_from_slice(line);
+            }
+        }
+        Ok(After::Bytes(bytes))
+    }
+
+    fn read_range(&self, offset: u64, len: u64) -> io::Result<Vec<u8>> {
+        let start = i64::try_from(offset).map_err(io::Error::other)?;
+        let end = i64::try_from(offset.saturating_add(len)).map_err(io::Error::other)?;
+        let rows = self.with_session(|session| {
+            session.client.query(
+                "SELECT byte_offset, line FROM effects_lines WHERE lineage = $1 \
+                 AND byte_offset < $3 AND byte_offset + length(line) > $2 ORDER BY position",
+                &[&self.lineage, &start, &end],
+            )
+        })?;
+        let mut bytes = Vec::new();
+        for row in &rows {
+            let at: i64 = row.get(0);
+            let line: &[u8] = row.get(1);
+            let from = usize::try_from((start - at).max(0)).map_err(io::Error::other)?;
+            let to = usize::try_from((end - at).min(line.len() as i64)).map_err(io::Error::other)?;
+            bytes.extend_from_slice(&line[from..to]);
+        }
+        Ok(bytes)
+    }
+
+    fn append_at(&mut self, head: Head, lines: &[u8], meta: &[LineMeta]) -> Result<Written, AppendFailed> {
+        let lines = split_lines(lines);
+        let missed = |rows: Vec<Vec<u8>>| {
+            if rows.is_empty() { Written::Appended } else { Written::Missed(rows.concat()) }
+        };
+        let first = match self.call_append(head, &lines, meta) {
+            Ok(rows) => return Ok(missed(rows)),
+            // The server refused it: its transaction rolled back, nothing
+            // of it is there.
+            Err(source) if source.kind() == io::ErrorKind::InvalidData => {
+                return Err(AppendFailed { source, unknown: None });
+            }
+            Err(source) => source,
+        };
+        // The answer was lost: the lines may or may not have been committed.
+        // Ask again with the same lines at the same head until the server
+        // says which.
+        tracing::warn!(lineage = %self.lineage, "an append's answer was lost ({first}); sending it again");
+        let mut last = first;
+        for _ in 0..RESENDS {
+            std::thread::sleep(RESEND_PAUSE);
+            match self.call_append(head, &lines, meta) {
+                Ok(rows) => return Ok(missed(rows)),
+                Err(source) if source.kind() == io::ErrorKind::InvalidData => {
+                    return Err(AppendFailed {
+                        unknown: Some(io::Error::other(format!(
+                            "the server refused the resend of an append whose answer was lost: {source}"
+                        ))),
+                        source,
+                    });
+                }
+                Err(source) => last = source,
+            }
+        }
+        Err(AppendFailed {
+            unknown: Some(io::Error::other(format!(
+                "the server could not be asked again whether a lost append landed: {last}"
+            ))),
+            source: last,
+        })
+    }
+
+    fn keep_torn(&mut self, _torn: &[u8]) -> io::Result<()> {
+        Err(io::Error::other("a server store holds whole lines only; it has no torn tail"))
+    }
+
+    fn cut(&mut self, _at: u64) -> io::Result<()> {
+        Err(io::Error::other("a server store is never cut back: a refused append left nothing"))
+    }
+
+    fn sync(&mut self, _first: bool) -> io::Result<()> {
+        // Every append was durable when the server acknowledged it.
+        Ok(())
+    }
+
+    fn read_sidecar(&self, which: Sidecar) -> io::Result<Option<Vec<u8>>> {
+        let name = sidecar_name(which);
+        let row = self.with_session(|session| {
+            session.client.query_opt(
+                "SELECT bytes FROM effects_sidecars WHERE lineage = $1 AND name = $2",
+                &[&self.lineage, &name],
+            )
+        })?;
+        Ok(row.map(|row| row.get(0)))
+    }
+
+    fn write_sidecar(&mut self, which: Sidecar, bytes: &[u8]) -> io::Result<()> {
+        let name = sidecar_name(which);
+        self.with_session(|session| {
+            session.client.execute(
+                "INSERT INTO effects_sidecars (lineage, name, bytes) VALUES ($1, $2, $3) \
+                 ON CONFLICT (lineage, name) DO UPDATE SET bytes = EXCLUDED.bytes",
+                &[&self.lineage, &name, &bytes],
+            )
+        })
+        .map(drop)
+    }
+
+    fn remove_sidecar(&mut self, which: Sidecar) -> io::Result<()> {
+        let name = sidecar_name(which);
+        self.with_session(|session| {
+            session.client.execute(
+                "DELETE FROM effects_sidecars WHERE lineage = $1 AND name = $2",
+                &[&self.lineage, &name],
+            )
+        })
+        .map(drop)
+    }
+
+    fn length(&self) -> io::Result<u64> {
+        let row = self.with_session(|session| {
+            session.client.query_one("SELECT bytes FROM effects_heads WHERE lineage = $1", &[&self.lineage])
+        })?;
+        Ok(row.get::<_, i64>(0) as u64)
+    }
+}

@@ -1,0 +1,338 @@
+//! The fleet store (SPEC 13) on a real PostgreSQL server, doing the bad
+//! things for real: eight writer processes racing on one lineage, writers
+//! killed with SIGKILL mid-append, their connections terminated by the
+//! server mid-append, forged appends the server's backstops must refuse, a
+//! stale writer whose head moved, and a run exported to a log file that
+//! verifies unchanged.
+//!
+//! The server is `$EFFECTS_TEST_POSTGRES` (`cargo xtask test` starts a
+//! private cluster and sets it). Each test works on lineages of its own
+//! (fresh ids), so tests share the server without seeing each other.
+
+#![allow(clippy::disallowed_methods)] // tests set up files with ambient authority
+
+use std::collections::HashMap;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use effect_ledger::log::{
+    Checkpoints, ClaimRecord, EffectLog, LineageLog, LogError, Medium, OperationRef, OutcomeRecord, PgStore,
+    Record,
+};
+use effect_ledger::model::{CleanupState, Execution, Impact, Outcome, ProducerFacts};
+
+use crate::support::{self, acks};
+
+fn server() -> String {
+    std::env::var("EFFECTS_TEST_POSTGRES").expect(
+        "the fleet store's tests need a PostgreSQL server: run them with `cargo xtask test` (it starts one), \
+         or set EFFECTS_TEST_POSTGRES=postgresql://...",
+    )
+}
+
+fn env_count(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// A lineage no other test (or earlier run) uses.
+fn fresh(prefix: &str) -> String {
+    format!("{prefix}-{}", uuid::Uuid::now_v7().simple())
+}
+
+fn open(lineage: &str, create: bool) -> Option<LineageLog> {
+    let store = PgStore::open(&server(), lineage, create).expect("the server answers")?;
+    Some(
+        EffectLog::open_with(Medium::Server(store), lineage, None, Checkpoints::Ignore)
+            .expect("the log reads"),
+    )
+}
+
+/// A claim with its own request id, made by this process.
+fn claim(action_id: &str) -> ClaimRecord {
+    ClaimRecord {
+        executor: Some(effect_ledger::executor::current()),
+        operation: OperationRef { request_id: action_id.to_owned(), ..support::claim(action_id).operation },
+        ..support::claim(action_id)
+    }
+}
+
+fn settled(claim: u64, execution: Execution) -> OutcomeRecord {
+    OutcomeRecord {
+        claim,
+        outcome: Outcome {
+            execution,
+            impact: Impact::Possible,
+            cleanup: CleanupState::Clean,
+            replayed: false,
+            remote_acknowledged: false,
+            detached: false,
+        },
+        facts: ProducerFacts { executed: true, exit_code: Some(0), ..ProducerFacts::default() },
+        recovery: false,
+    }
+}
+
+/// The server's URL with `application_name` set to `lineage`, so a test
+/// can find its own writers' sessions among every test's.
+fn server_for(lineage: &str) -> String {
+    let url = server();
+    let joint = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{joint}application_name={lineage}")
+}
+
+fn writer(lineage: &str, count: usize, name: &str, extra: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_effects-test-writer"));
+    command.arg(server_for(lineage)).arg(lineage).arg(count.to_string()).arg(name).args(extra);
+    command
+}
+
+/// What the server said, for matching.
+fn said(error: postgres::Error) -> String {
+    match error.as_db_error() {
+        Some(db) => format!("{} {}", db.message(), db.constraint().unwrap_or_default()),
+        None => error.to_string(),
+    }
+}
+
+/// Every claim once per action id, each writer's in its own order, and every
+/// acknowledged claim at its acknowledged position with its check.
+fn check_lineage(lineage: &str, acknowledged: &HashMap<u64, String>) -> Vec<effect_ledger::log::Framed> {
+    let mut log = open(lineage, false).expect("the lineage exists");
+    let records = log.history().expect("the whole lineage verifies").to_vec();
+    let mut seen: HashMap<String, u64> = HashMap::new();
+    for framed in &records {
+        if let Record::Claim(claim) = &framed.record {
+            let previous = seen.insert(claim.action_id.clone(), framed.position);
+            assert!(previous.is_none(), "action {} claimed twice", claim.action_id);
+        }
+    }
+    for (position, check) in acknowledged {
+        let framed = &records[*position as usize];
+        assert_eq!(&hex::encode(framed.check), check, "acknowledged claim at {position} is on the server");
+    }
+    records
+}
+
+#[test]
+fn eight_writer_processes_share_one_lineage_every_position_once_each_settled_once() {
+    let appends = env_count("EFFECTS_CONTENTION_APPENDS", 500);
+    let lineage = fresh("race");
+    let children: Vec<Child> = (0..8)
+        .map(|w| writer(&lineage, appends, &format!("w{w}"), &["--outcomes"]).stdout(Stdio::piped()).spawn())
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let outputs: Vec<Output> = children.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
+    for output in &outputs {
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    }
+    let acknowledged: HashMap<u64, String> = outputs.iter().flat_map(|o| acks(&o.stdout)).collect();
+    assert_eq!(acknowledged.len(), 8 * appends, "every acknowledged position is distinct");
+    let records = check_lineage(&lineage, &acknowledged);
+    assert_eq!(records.len(), 8 * appends * 2, "every claim and outcome, once");
+    let mut last: HashMap<String, i64> = HashMap::new();
+    let mut settlements = vec![0u32; records.len()];
+    for framed in &records {
+        match &framed.record {
+            Record::Claim(claim) => {
+                let (writer, index) = claim.action_id.split_once('-').unwrap();
+                let index: i64 = index.parse().unwrap();
+                let previous = last.insert(writer.to_owned(), index).unwrap_or(-1);
+                assert_eq!(index, previous + 1, "{writer}'s claims out of order");
+            }
+            Record::Outcome(outcome) => settlements[outcome.claim as usize] += 1,
+            other => panic!("the writers append claims and outcomes only, found {}", other.kind()),
+        }
+    }
+    assert_eq!(settlements.iter().filter(|n| **n == 1).count(), 8 * appends, "each claim settled once");
+    assert!(settlements.iter().all(|n| *n <= 1));
+}
+
+#[test]
+fn writers_killed_mid_append_never_lose_an_acknowledged_claim_or_duplicate_one() {
+    let rounds = env_count("EFFECTS_TORTURE_KILLS", 200).div_ceil(10);
+    let lineage = fresh("kill");
+    let mut acknowledged: HashMap<u64, String> = HashMap::new();
+    for round in 0..rounds {
+        let mut children: Vec<Child> = (0..3)
+            .map(|w| writer(&lineage, 10_000, &format!("r{round}w{w}"), &[]).stdout(Stdio::piped()).spawn())
+            .collect::<Result<_, _>>()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(30 + (round as u64 * 37) % 120));
+        for child in &mut children {
+            child.kill().unwrap();
+        }
+        for child in children {
+            let output = child.wait_with_output().unwrap();
+            for (position, check) in acks(&output.stdout) {
+                assert!(
+                    acknowledged.insert(position, check).is_none(),
+                    "position {position} acknowledged twice"
+                );
+            }
+        }
+    }
+    assert!(!acknowledged.is_empty(), "the writers acknowledged claims before they were killed");
+    check_lineage(&lineage, &acknowledged);
+}
+
+#[test]
+fn connections_the_server_terminates_mid_append_are_resent_never_duplicated() {
+    let lineage = fresh("cut");
+    let appends = 300;
+    let stop = AtomicBool::new(false);
+    let outputs = std::thread::scope(|scope| {
+        // The server ends the writers' sessions again and again while they
+        // append: each lost answer must be settled by resending.
+        let killer = scope.spawn(|| {
+            let mut admin = postgres::Client::connect(&server(), postgres::NoTls).unwrap();
+            let mut terminated = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let rows = admin
+                    .query(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+                         WHERE application_name = $1 AND query LIKE '%effects_append%'",
+                        &[&lineage],
+                    )
+                    .unwrap();
+                terminated += rows.len() as u64;
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            terminated
+        });
+        let children: Vec<Child> = (0..3)
+            .map(|w| {
+                writer(&lineage, appends, &format!("c{w}"), &["--outcomes"]).stdout(Stdio::piped()).spawn()
+            })
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let outputs: Vec<Output> = children.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
+        stop.store(true, Ordering::Relaxed);
+        let terminated = killer.join().unwrap();
+        assert!(terminated > 0, "the test terminated no writer's connection; it proves nothing");
+        outputs
+    });
+    for output in &outputs {
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    }
+    let acknowledged: HashMap<u64, String> = outputs.iter().flat_map(|o| acks(&o.stdout)).collect();
+    assert_eq!(acknowledged.len(), 3 * appends);
+    let records = check_lineage(&lineage, &acknowledged);
+    assert_eq!(records.len(), 3 * appends * 2, "no claim or outcome written twice by a resend");
+}
+
+#[test]
+fn a_stale_writer_merges_what_it_missed_and_cannot_settle_a_settled_claim() {
+    let lineage = fresh("stale");
+    let mut first = open(&lineage, true).unwrap();
+    let mut second = open(&lineage, false).unwrap();
+    let position = first.claim(&lineage, claim("a-0")).unwrap();
+    // `second` has not read the claim: its append finds the head moved,
+    // merges it, and lands after it.
+    let other = second.claim(&lineage, claim("b-0")).unwrap();
+    assert_eq!((position, other), (0, 1));
+    first.record_outcome(&lineage, settled(position, Execution::ReportedSuccess)).unwrap();
+    // Still stale by one record: the merged history refuses a second outcome.
+    let refused = second.record_outcome(&lineage, settled(position, Execution::Failed));
+    assert!(matches!(refused, Err(LogError::Rejected { .. })), "{refused:?}");
+    let records = open(&lineage, false).unwrap().history().unwrap().to_vec();
+    assert_eq!(records.len(), 3);
+}
+
+#[test]
+fn the_server_refuses_forged_appends_a_writer_s_rules_would_not_send() {
+    let lineage = fresh("forged");
+    let mut log = open(&lineage, true).unwrap();
+    log.claim(&lineage, claim("a-0")).unwrap();
+    log.record_outcome(&lineage, settled(0, Execution::ReportedSuccess)).unwrap();
+    let head: (i64, i64, String) = {
+        let mut client = postgres::Client::connect(&server(), postgres::NoTls).unwrap();
+        let row = client
+            .query_one("SELECT records, bytes, head_check FROM effects_heads WHERE lineage = $1", &[&lineage])
+            .unwrap();
+        (row.get(0), row.get(1), row.get(2))
+    };
+    let mut client = postgres::Client::connect(&server(), postgres::NoTls).unwrap();
+    let mut append = |records: i64, prev: &str, settles: Option<i64>| {
+        client.query(
+            "SELECT missed FROM effects_append($1, $2, $3, $4, $5, $6, $7, $8)",
+            &[
+                &lineage,
+                &records,
+                &head.1,
+                &vec![b"{}\n".to_vec()],
+                &vec![prev],
+                &vec!["f".repeat(64)],
+                &vec![settles],
+                &vec![None::<i64>],
+            ],
+        )
+    };
+    // A second settlement of claim 0, chained correctly: the unique index.
+    let twice = said(append(head.0, &head.2, Some(0)).unwrap_err());
+    assert!(twice.contains("effects_lines_one_settlement"), "{twice}");
+    // A line that does not continue the chain.
+    let unchained = said(append(head.0, &"0".repeat(64), None).unwrap_err());
+    assert!(unchained.contains("the writer says"), "{unchained}");
+    // A head ahead of the server's: records it acknowledged are gone.
+    let ahead = said(append(head.0 + 5, &head.2, None).unwrap_err());
+    assert!(ahead.contains("lost records it acknowledged"), "{ahead}");
+    // Nothing of any of them landed.
+    assert_eq!(open(&lineage, false).unwrap().history().unwrap().len(), 2);
+}
+
+#[test]
+fn a_lineage_the_server_does_not_hold_opens_as_none_and_creates_nothing() {
+    let lineage = fresh("absent");
+    assert!(open(&lineage, false).is_none());
+    assert!(!PgStore::lineages(&server()).unwrap().contains(&lineage));
+}
+
+#[test]
+fn a_session_on_the_fleet_store_exports_to_a_log_file_that_verifies_unchanged() {
+    let work = tempfile::tempdir().unwrap();
+    let root = work.path().join("root");
+    std::fs::create_dir(&root).unwrap();
+    let effects = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_effects"))
+            .current_dir(work.path())
+            .env("EFFECTS_STORE", server())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let script = work.path().join("script.jsonl");
+    std::fs::write(
+        &script,
+        "{\"tool\": \"write_file\", \"input\": {\"path\": \"a.txt\", \"content\": \"hello\\n\"}}\n\
+         {\"complete\": {}}\n",
+    )
+    .unwrap();
+    let session = effects(&["session", "--json", "--root", root.to_str().unwrap(), script.to_str().unwrap()]);
+    assert!(session.status.success(), "{}", String::from_utf8_lossy(&session.stderr));
+    let stdout = String::from_utf8_lossy(&session.stdout);
+    let summary: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    let run = summary["summary"]["run_id"].as_str().unwrap().to_owned();
+    assert!(run.starts_with("run-") && run.len() == 36, "a UUIDv7 run id: {run}");
+    // The data dir holds no log: it is on the server.
+    assert!(!work.path().join(".effects/effects").join(format!("{run}.log")).exists());
+    let exported = work.path().join("exported");
+    std::fs::create_dir(&exported).unwrap();
+    let export = effects(&["log", "export", "--run", &run, "--out", exported.to_str().unwrap()]);
+    assert!(export.status.success(), "{}", String::from_utf8_lossy(&export.stderr));
+    let file = exported.join(format!("{run}.log"));
+    let verify = Command::new(env!("CARGO_BIN_EXE_effects"))
+        .env_remove("EFFECTS_STORE")
+        .args(["log", "verify", file.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(verify.status.success(), "{}", String::from_utf8_lossy(&verify.stdout));
+    assert!(
+        String::from_utf8_lossy(&verify.stdout).starts_with("ok: "),
+        "{}",
+        String::from_utf8_lossy(&verify.stdout)
+    );
+    // A second export never overwrites the first.
+    let again = effects(&["log", "export", "--run", &run, "--out", exported.to_str().unwrap()]);
+    assert_eq!(again.status.code(), Some(2));
+}
