@@ -20,7 +20,7 @@ use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use effect_ledger::log::{LineageLog, LogError, OpenMode, OpenOptionsLog, Record, open_lineage};
 
-use crate::support;
+use crate::support::{self, acks};
 
 fn env_count(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -100,8 +100,6 @@ fn hostile_files_in_the_logs_place_are_refused() {
     // Nothing was written through any of them.
     assert_eq!(std::fs::read(&outside).unwrap(), b"");
 }
-
-use support::acks;
 
 #[test]
 fn eight_writers_racing_share_one_lineage_without_reuse_or_double_settlement() {
