@@ -3,7 +3,8 @@
 //! killed with SIGKILL mid-append, their connections terminated by the
 //! server mid-append, forged appends the server's backstops must refuse, a
 //! stale writer whose head moved, and a run exported to a log file that
-//! verifies unchanged.
+//! verifies unchanged, writers paused past their lease and recovery that
+//! must leave a live or foreign writer's claim alone.
 //!
 //! The server is `$EFFECTS_TEST_POSTGRES` (`cargo xtask test` starts a
 //! private cluster and sets it). Each test works on lineages of its own
@@ -12,13 +13,14 @@
 #![allow(clippy::disallowed_methods)] // tests set up files with ambient authority
 
 use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use effect_ledger::log::{
-    Checkpoints, ClaimRecord, EffectLog, LineageLog, LogError, Medium, OperationRef, OutcomeRecord, PgStore,
-    Record,
+    Checkpoints, ClaimRecord, EffectLog, LEASE, LineageLog, LogError, Medium, OpenMode, OpenOptionsLog,
+    OperationRef, OutcomeRecord, PgStore, Record,
 };
 use effect_ledger::model::{CleanupState, Execution, Impact, Outcome, ProducerFacts};
 
@@ -41,7 +43,7 @@ fn fresh(prefix: &str) -> String {
 }
 
 fn open(lineage: &str, create: bool) -> Option<LineageLog> {
-    let store = PgStore::open(&server(), lineage, create).expect("the server answers")?;
+    let store = PgStore::open(&server(), lineage, create, Some(LEASE)).expect("the server answers")?;
     Some(
         EffectLog::open_with(Medium::Server(store), lineage, None, Checkpoints::Ignore)
             .expect("the log reads"),
@@ -245,17 +247,22 @@ fn the_server_refuses_forged_appends_a_writer_s_rules_would_not_send() {
     let mut log = open(&lineage, true).unwrap();
     log.claim(&lineage, claim("a-0")).unwrap();
     log.record_outcome(&lineage, settled(0, Execution::ReportedSuccess)).unwrap();
-    let head: (i64, i64, String) = {
+    let (head, live): ((i64, i64, String), String) = {
         let mut client = postgres::Client::connect(&server(), postgres::NoTls).unwrap();
         let row = client
             .query_one("SELECT records, bytes, head_check FROM effects_heads WHERE lineage = $1", &[&lineage])
             .unwrap();
-        (row.get(0), row.get(1), row.get(2))
+        let writer = client
+            .query_one("SELECT writer FROM effects_lines WHERE lineage = $1 LIMIT 1", &[&lineage])
+            .unwrap();
+        ((row.get(0), row.get(1), row.get(2)), writer.get(0))
     };
     let mut client = postgres::Client::connect(&server(), postgres::NoTls).unwrap();
-    let mut append = |records: i64, prev: &str, settles: Option<i64>| {
+    // Under the live writer's own lease, so only the backstop under test
+    // can refuse it.
+    let mut append_as = |writer: &str, records: i64, prev: &str, settles: Option<i64>| {
         client.query(
-            "SELECT missed FROM effects_append($1, $2, $3, $4, $5, $6, $7, $8)",
+            "SELECT missed FROM effects_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
             &[
                 &lineage,
                 &records,
@@ -265,9 +272,13 @@ fn the_server_refuses_forged_appends_a_writer_s_rules_would_not_send() {
                 &vec!["f".repeat(64)],
                 &vec![settles],
                 &vec![None::<i64>],
+                &vec![false],
+                &writer,
             ],
         )
     };
+    let mut append =
+        |records: i64, prev: &str, settles: Option<i64>| append_as(&live, records, prev, settles);
     // A second settlement of claim 0, chained correctly: the unique index.
     let twice = said(append(head.0, &head.2, Some(0)).unwrap_err());
     assert!(twice.contains("effects_lines_one_settlement"), "{twice}");
@@ -277,6 +288,9 @@ fn the_server_refuses_forged_appends_a_writer_s_rules_would_not_send() {
     // A head ahead of the server's: records it acknowledged are gone.
     let ahead = said(append(head.0 + 5, &head.2, None).unwrap_err());
     assert!(ahead.contains("lost records it acknowledged"), "{ahead}");
+    // A writer with no lease: nothing it sends is taken.
+    let unleased = said(append_as("w-none", head.0, &head.2, None).unwrap_err());
+    assert!(unleased.contains("lease has expired"), "{unleased}");
     // Nothing of any of them landed.
     assert_eq!(open(&lineage, false).unwrap().history().unwrap().len(), 2);
 }
@@ -335,4 +349,110 @@ fn a_session_on_the_fleet_store_exports_to_a_log_file_that_verifies_unchanged() 
     // A second export never overwrites the first.
     let again = effects(&["log", "export", "--run", &run, "--out", exported.to_str().unwrap()]);
     assert_eq!(again.status.code(), Some(2));
+}
+
+/// Recovery as every surface opens a fleet lineage: a data dir whose logs
+/// are on the server, opened to write, recovering.
+fn recover(lineage: &str) -> LineageLog {
+    let data = tempfile::tempdir().unwrap();
+    let dir = cap_std::fs::Dir::open_ambient_dir(data.path(), cap_std::ambient_authority()).unwrap();
+    let data = effect_ledger::data_dir::DataDir::new(dir, "data").with_server(&server());
+    let options =
+        OpenOptionsLog { mode: OpenMode::ReadWrite, key: None, recover: true, ..Default::default() };
+    data.open_lineage(lineage, false, &options).unwrap().expect("the lineage exists")
+}
+
+fn outcomes_of(lineage: &str, claim: u64) -> Vec<OutcomeRecord> {
+    let mut log = open(lineage, false).unwrap();
+    let records = log.history().unwrap().to_vec();
+    records
+        .into_iter()
+        .filter_map(|framed| match framed.record {
+            Record::Outcome(outcome) if outcome.claim == claim => Some(outcome),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A writer holding one claim, with a lease of `lease_ms`, waiting on stdin.
+fn holding_writer(lineage: &str, lease_ms: u64) -> (Child, BufReader<std::process::ChildStdout>) {
+    let mut child = writer(lineage, 1, "held", &["--hold", &format!("--lease-ms={lease_ms}")])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(line.starts_with("ack 0 "), "{line}");
+    (child, stdout)
+}
+
+fn resume(child: &mut Child, stdout: &mut BufReader<std::process::ChildStdout>) -> String {
+    child.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert!(child.wait().unwrap().success());
+    line.trim().to_owned()
+}
+
+#[test]
+fn a_writer_paused_past_its_lease_is_recovered_once_and_its_late_outcome_refused() {
+    let lineage = fresh("paused");
+    let (mut child, mut stdout) = holding_writer(&lineage, 600);
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::STOP).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // Its lease expired on the server's clock: recovery knows it dead.
+    recover(&lineage);
+    let outcomes = outcomes_of(&lineage, 0);
+    assert_eq!(outcomes.len(), 1, "{outcomes:?}");
+    assert!(outcomes[0].recovery && outcomes[0].outcome.execution == Execution::Interrupted);
+    // Once: a second recovery finds nothing to do.
+    recover(&lineage);
+    assert_eq!(outcomes_of(&lineage, 0).len(), 1);
+    // Resumed, the writer's own outcome is refused, not recorded late.
+    rustix::process::kill_process(pid, rustix::process::Signal::CONT).unwrap();
+    let said = resume(&mut child, &mut stdout);
+    assert!(said.starts_with("error "), "the late outcome was refused: {said}");
+    assert_eq!(outcomes_of(&lineage, 0).len(), 1);
+}
+
+#[test]
+fn a_live_writer_s_heartbeat_keeps_its_claim_from_recovery() {
+    let lineage = fresh("alive");
+    let (mut child, mut stdout) = holding_writer(&lineage, 600);
+    // Several lease lengths pass; the heartbeat renews it.
+    std::thread::sleep(Duration::from_millis(1500));
+    recover(&lineage);
+    assert!(outcomes_of(&lineage, 0).is_empty(), "a live writer's claim is its own to settle");
+    assert_eq!(resume(&mut child, &mut stdout), "settled 0");
+    let outcomes = outcomes_of(&lineage, 0);
+    assert_eq!(outcomes.len(), 1);
+    assert!(!outcomes[0].recovery);
+}
+
+#[test]
+fn an_expired_lease_vouches_only_for_its_own_process_s_claims() {
+    let lineage = fresh("foreign");
+    {
+        let store =
+            PgStore::open(&server(), &lineage, true, Some(Duration::from_millis(300))).unwrap().unwrap();
+        let mut log =
+            EffectLog::open_with(Medium::Server(store), lineage.as_str(), None, Checkpoints::Ignore).unwrap();
+        // A claim made for another process (as a hook claims for its agent):
+        // the writer's lease says nothing of whether that process lives.
+        let mut foreign = claim("agent-0");
+        if let Some(effect_ledger::log::Executor::Process(identity)) = &mut foreign.executor {
+            identity.pid += 1;
+        }
+        log.claim(&lineage, foreign).unwrap();
+        log.claim(&lineage, claim("own-0")).unwrap();
+    } // the handle drops: its heartbeat stops, and the lease runs out
+    std::thread::sleep(Duration::from_millis(800));
+    recover(&lineage);
+    assert!(outcomes_of(&lineage, 0).is_empty(), "the foreign executor's claim is left alone");
+    let own = outcomes_of(&lineage, 1);
+    assert_eq!(own.len(), 1, "the expired writer's own claim is recovered");
+    assert_eq!(own[0].outcome.execution, Execution::Interrupted);
 }

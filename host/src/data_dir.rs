@@ -171,11 +171,12 @@ impl DataDir {
         crate::log::open_lineage(&store, &self.local_store_display(), lineage, &options)
     }
 
-    /// [`DataDir::open_lineage`] on the fleet store. No recovery runs: a
-    /// claim's executor may be a process on another machine, which this one
-    /// cannot see, so none is known dead here (LOG-7; leases on the server's
-    /// clock are what will tell). Its claim stays unsettled, and no decision
-    /// counts it done.
+    /// [`DataDir::open_lineage`] on the fleet store. A writable handle
+    /// holds a writer's lease ([`crate::log::LEASE`]). Recovery (LOG-7)
+    /// judges by leases, not by this machine's `/proc`: a claim's executor
+    /// may be a process on another machine or in another container, so a
+    /// claim is known dead only when the lease that wrote it has expired and
+    /// its executor is that lease's holder ([`crate::executor::judge_leased`]).
     fn open_on_server(
         &self,
         url: &str,
@@ -187,13 +188,24 @@ impl DataDir {
         let io =
             |source| LogError::Io { path: display.clone(), operation: "open on the fleet store", source };
         let writable = create || options.mode == OpenMode::ReadWrite;
-        let Some(store) = PgStore::open(url, lineage, create).map_err(io)? else { return Ok(None) };
+        let lease = writable.then_some(crate::log::LEASE);
+        let Some(store) = PgStore::open(url, lineage, create, lease).map_err(io)? else { return Ok(None) };
+        let expired = match options.recover && writable {
+            true => store.expired_claims().map_err(io)?,
+            false => Default::default(),
+        };
         let checkpoints = match (writable, options.checkpoints) {
             (false, Checkpoints::Keep) => Checkpoints::Use,
             (_, checkpoints) => checkpoints,
         };
-        EffectLog::open_with(Medium::Server(store), display.clone(), options.key.clone(), checkpoints)
-            .map(Some)
+        let mut log =
+            EffectLog::open_with(Medium::Server(store), display.clone(), options.key.clone(), checkpoints)?;
+        if !expired.is_empty() {
+            let recovered =
+                log.recover_interrupted(|claim, _| crate::executor::judge_leased(&expired, claim))?;
+            tracing::info!(path = %log.path(), ?recovered, "recorded claims of expired writers as INTERRUPTED");
+        }
+        Ok(Some(log))
     }
 
     /// The log holding `run` (a root run or a child `PARENT.NAME`: its

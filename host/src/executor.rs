@@ -55,6 +55,26 @@ pub fn judge(claim: &ClaimRecord, processes: Option<&ProcessesRecord>) -> Recove
     Recovery::Dead { cleanup: tear_down(processes) }
 }
 
+/// Recovery's judge on the fleet store (LOG-7 across machines), given the
+/// unsettled claims whose writer's lease expired (by action id, with the
+/// lease holder's executor as JSON: `PgStore::expired_claims`). A claim is
+/// dead when its writer's lease expired and its executor is that holder:
+/// the process that wrote it, and could no longer append, is the one that
+/// was to settle it. Any other claim (a live lease, or an executor the lease
+/// does not vouch for, such as a hook's agent) is left alone: this machine's
+/// `/proc` cannot see another machine's or container's processes. The
+/// cleanup is UNKNOWN: the command's processes may be on another machine.
+pub fn judge_leased(expired: &std::collections::HashMap<String, String>, claim: &ClaimRecord) -> Recovery {
+    let holder =
+        expired.get(&claim.action_id).and_then(|holder| serde_json::from_str::<Executor>(holder).ok());
+    match (holder, &claim.executor) {
+        (Some(holder), Some(executor)) if holder == *executor => {
+            Recovery::Dead { cleanup: CleanupState::Unknown }
+        }
+        _ => Recovery::Alive,
+    }
+}
+
 /// Tears a dead executor's command down by its recorded identity and says
 /// what was observed.
 fn tear_down(processes: &ProcessesRecord) -> CleanupState {

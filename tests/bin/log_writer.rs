@@ -1,7 +1,7 @@
 //! `effects-test-writer`: a small writer process for the effect log's crash,
 //! race and fault tests (tests/log_disk.rs). Not part of the product.
 //!
-//! `effects-test-writer DIR RUN_ID COUNT WRITER [--outcomes] [--until-error]`
+//! `effects-test-writer DIR RUN_ID COUNT WRITER [--outcomes] [--until-error] [--lease-ms=N] [--hold]`
 //!
 //! Opens lineage RUN_ID in DIR, or on the fleet store when DIR is a
 //! `postgres://` or `postgresql://` URL (no eager recovery: several writers
@@ -11,6 +11,10 @@
 //! it then settles the claim and prints `settled <position>`. With
 //! `--until-error`, the first failing append prints `error <kind>`, one more
 //! append is tried and its result printed the same way, and the writer exits 0.
+//! On the fleet store the writer's lease lasts `--lease-ms` (default 30 s).
+//! With `--hold`, after its claims it waits for a line on stdin, then
+//! settles its first claim and prints `settled <position>` or
+//! `error <kind>` (a writer paused past its lease, then resumed).
 
 #![allow(clippy::disallowed_methods)] // a test tool takes its paths from argv
 
@@ -82,9 +86,15 @@ fn main() {
     };
     let outcomes = flags.iter().any(|f| f == "--outcomes");
     let until_error = flags.iter().any(|f| f == "--until-error");
+    let hold = flags.iter().any(|f| f == "--hold");
+    let lease =
+        flags.iter().find_map(|f| f.strip_prefix("--lease-ms=")).map_or(effect_ledger::log::LEASE, |ms| {
+            std::time::Duration::from_millis(ms.parse().expect("a number"))
+        });
     let count: u64 = count.parse().expect("COUNT is a number");
     let mut log = if dir.starts_with("postgres://") || dir.starts_with("postgresql://") {
-        let store = PgStore::open(dir, run_id, true).expect("the fleet store opens").expect("created");
+        let store =
+            PgStore::open(dir, run_id, true, Some(lease)).expect("the fleet store opens").expect("created");
         EffectLog::open_with(Medium::Server(store), run_id.as_str(), None, Checkpoints::Keep)
             .expect("log opens")
     } else {
@@ -94,6 +104,7 @@ fn main() {
         open_lineage(&dir, "log-dir", run_id, &options).expect("log opens").expect("read-write")
     };
     let mut out = std::io::stdout().lock();
+    let mut first = None;
     for i in 0..count {
         let position = match log.claim(run_id, claim(format!("{writer}-{i}"))) {
             Ok(position) => position,
@@ -108,6 +119,7 @@ fn main() {
             }
             Err(error) => panic!("claim failed: {error}"),
         };
+        first.get_or_insert(position);
         let check = hex::encode(log.records().last().expect("just appended").check);
         writeln!(out, "ack {position} {check}").unwrap();
         out.flush().unwrap();
@@ -115,6 +127,15 @@ fn main() {
             log.record_outcome(run_id, success(position)).expect("settling its own claim");
             writeln!(out, "settled {position}").unwrap();
             out.flush().unwrap();
+        }
+    }
+    if hold {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).unwrap();
+        let first = first.expect("--hold settles the first claim; make one");
+        match log.record_outcome(run_id, success(first)) {
+            Ok(_) => writeln!(out, "settled {first}").unwrap(),
+            Err(error) => writeln!(out, "error {}", kind(&error)).unwrap(),
         }
     }
 }

@@ -544,7 +544,12 @@ impl<S: Store> EffectLog<S> {
                 }
                 _ => None,
             };
-            prepared.meta.push(LineMeta { prev: hex::encode(chain), check: hex::encode(check), settles });
+            prepared.meta.push(LineMeta {
+                prev: hex::encode(chain),
+                check: hex::encode(check),
+                settles,
+                claim: matches!(record, Record::Claim(_)),
+            });
             chain = check;
             prepared.accepted.push(Framed {
                 position,

@@ -30,7 +30,17 @@
 //! lines at the same head again on a new connection: the function takes
 //! byte-identical lines already at those positions as this append, done.
 //! It never concludes "absent" from a read.
+//!
+//! **Writer leases** (LOG-7 across machines): a process that writes holds a
+//! lease on the server's clock (`effects_leases`), renewed by each append
+//! and by a heartbeat thread; each line records the lease that wrote it. An
+//! append under an expired lease is refused, so a writer paused past its
+//! lease never settles late. A claim is known dead when the lease that wrote
+//! it has expired and the claim's executor is that lease's holder (the
+//! writing process itself: a claim made for another process, a hook's for
+//! its agent, is not the lease's to vouch for): [`PgStore::expired_claims`].
 
+use std::collections::HashMap;
 use std::io;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -52,6 +62,12 @@ CREATE TABLE IF NOT EXISTS effects_heads (
     head_check text NOT NULL,
     created    timestamptz NOT NULL DEFAULT now()
 );
+CREATE TABLE IF NOT EXISTS effects_leases (
+    writer  text PRIMARY KEY,
+    holder  text NOT NULL,
+    ttl     interval NOT NULL,
+    expires timestamptz NOT NULL
+);
 CREATE TABLE IF NOT EXISTS effects_lines (
     lineage     text NOT NULL REFERENCES effects_heads (lineage),
     position    bigint NOT NULL CHECK (position >= 0),
@@ -60,6 +76,8 @@ CREATE TABLE IF NOT EXISTS effects_lines (
     check_hex   text NOT NULL,
     settles     bigint,
     running     bigint,
+    is_claim    boolean NOT NULL,
+    writer      text NOT NULL REFERENCES effects_leases (writer),
     line        bytea NOT NULL,
     PRIMARY KEY (lineage, position),
     UNIQUE (lineage, prev)
@@ -69,6 +87,7 @@ CREATE UNIQUE INDEX IF NOT EXISTS effects_lines_one_settlement
 CREATE UNIQUE INDEX IF NOT EXISTS effects_lines_one_running
     ON effects_lines (lineage, running) WHERE running IS NOT NULL;
 CREATE INDEX IF NOT EXISTS effects_lines_offset ON effects_lines (lineage, byte_offset);
+CREATE INDEX IF NOT EXISTS effects_lines_claims ON effects_lines (lineage, writer) WHERE is_claim;
 CREATE TABLE IF NOT EXISTS effects_sidecars (
     lineage text NOT NULL REFERENCES effects_heads (lineage),
     name    text NOT NULL,
@@ -77,17 +96,24 @@ CREATE TABLE IF NOT EXISTS effects_sidecars (
 );
 CREATE OR REPLACE FUNCTION effects_append(
     p_lineage text, p_records bigint, p_bytes bigint, p_lines bytea[],
-    p_prevs text[], p_checks text[], p_settles bigint[], p_running bigint[]
+    p_prevs text[], p_checks text[], p_settles bigint[], p_running bigint[], p_claims boolean[], p_writer text
 ) RETURNS TABLE (missed bytea) LANGUAGE plpgsql AS $fn$
 DECLARE
     head effects_heads;
+    lease effects_leases;
     n integer := cardinality(p_lines);
     offset_now bigint := p_bytes;
 BEGIN
     IF n IS NULL OR n = 0 OR cardinality(p_prevs) <> n OR cardinality(p_checks) <> n
-       OR cardinality(p_settles) <> n OR cardinality(p_running) <> n THEN
+       OR cardinality(p_settles) <> n OR cardinality(p_running) <> n OR cardinality(p_claims) <> n THEN
         RAISE EXCEPTION 'effects_append: % lines with unequal columns', n USING ERRCODE = '22023';
     END IF;
+    SELECT * INTO lease FROM effects_leases WHERE writer = p_writer FOR UPDATE;
+    IF NOT FOUND OR lease.expires < clock_timestamp() THEN
+        RAISE EXCEPTION 'effects_append: writer %''s lease has expired; its appends are refused and its own claims are recovered by others',
+            p_writer USING ERRCODE = 'EL001';
+    END IF;
+    UPDATE effects_leases SET expires = clock_timestamp() + lease.ttl WHERE writer = p_writer;
     SELECT * INTO head FROM effects_heads WHERE lineage = p_lineage FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'effects_append: lineage % has no log', p_lineage USING ERRCODE = '42704';
@@ -116,9 +142,10 @@ BEGIN
         IF i > 1 AND p_prevs[i] <> p_checks[i - 1] THEN
             RAISE EXCEPTION 'effects_append: line % does not continue the chain', i USING ERRCODE = '23514';
         END IF;
-        INSERT INTO effects_lines (lineage, position, byte_offset, prev, check_hex, settles, running, line)
+        INSERT INTO effects_lines
+                (lineage, position, byte_offset, prev, check_hex, settles, running, is_claim, writer, line)
             VALUES (p_lineage, p_records + i - 1, offset_now, p_prevs[i], p_checks[i],
-                    p_settles[i], p_running[i], p_lines[i]);
+                    p_settles[i], p_running[i], p_claims[i], p_writer, p_lines[i]);
         offset_now := offset_now + length(p_lines[i]);
     END LOOP;
     UPDATE effects_heads SET records = p_records + n, bytes = offset_now, head_check = p_checks[n]
@@ -150,7 +177,8 @@ impl Session {
         if matches!(level.as_str(), "off" | "local") {
             client.batch_execute("SET synchronous_commit TO on")?;
         }
-        let append = client.prepare("SELECT missed FROM effects_append($1, $2, $3, $4, $5, $6, $7, $8)")?;
+        let append =
+            client.prepare("SELECT missed FROM effects_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)")?;
         let read = client.prepare(
             "SELECT h.records, h.bytes, l.line FROM effects_heads h \
              LEFT JOIN effects_lines l ON l.lineage = h.lineage AND l.position >= $2 \
@@ -166,6 +194,52 @@ pub fn ensure_schema(client: &mut Client) -> Result<(), postgres::Error> {
     let mut transaction = client.transaction()?;
     transaction.batch_execute(SCHEMA)?;
     transaction.commit()
+}
+
+/// Whether `error` says the database has no schema of ours yet.
+fn missing_schema(error: &postgres::Error) -> bool {
+    use postgres::error::SqlState;
+    matches!(error.code(), Some(code) if *code == SqlState::UNDEFINED_TABLE || *code == SqlState::UNDEFINED_FUNCTION)
+}
+
+impl Lease {
+    /// Takes a lease of `length` for this process, and starts its heartbeat.
+    fn take(url: &str, client: &mut Client, length: Duration) -> io::Result<Self> {
+        let writer = format!("w-{}", uuid::Uuid::now_v7().simple());
+        let holder = serde_json::to_string(&crate::executor::current()).map_err(io::Error::other)?;
+        let millis = i64::try_from(length.as_millis()).map_err(io::Error::other)?;
+        client
+            .execute(
+                "INSERT INTO effects_leases (writer, holder, ttl, expires) \
+                 VALUES ($1, $2, $3::bigint * interval '1 millisecond', \
+                 clock_timestamp() + $3::bigint * interval '1 millisecond')",
+                &[&writer, &holder, &millis],
+            )
+            .map_err(io_error)?;
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let mut heartbeat = Client::connect(url, NoTls).map_err(io_error)?;
+        let renewed = writer.clone();
+        std::thread::Builder::new().name("effects-lease".into()).spawn(move || {
+            // Until the handle drops (the sender with it) or the lease is
+            // lost: a lease that expired is never renewed again.
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(length / 3) {
+                let renewal = heartbeat.execute(
+                    "UPDATE effects_leases SET expires = clock_timestamp() + ttl \
+                     WHERE writer = $1 AND expires >= clock_timestamp()",
+                    &[&renewed],
+                );
+                match renewal {
+                    Ok(1) => {}
+                    Ok(_) => {
+                        tracing::warn!(writer = %renewed, "this writer's lease expired; its appends are refused");
+                        return;
+                    }
+                    Err(error) => tracing::warn!(writer = %renewed, "renewing the lease failed: {error}"),
+                }
+            }
+        })?;
+        Ok(Self { writer, _stop: stop })
+    }
 }
 
 /// Whether the server answered `error` to the statement itself, so its
@@ -199,6 +273,16 @@ pub struct PgStore {
     lineage: String,
     /// `None` after a connection was lost, until the next call reconnects.
     session: Mutex<Option<Box<Session>>>,
+    /// The lease this handle appends under; a reader has none, and the
+    /// server refuses its appends.
+    lease: Option<Lease>,
+}
+
+/// A writer's lease and the thread that renews it.
+struct Lease {
+    writer: String,
+    /// Dropping it stops the heartbeat.
+    _stop: std::sync::mpsc::Sender<()>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -207,21 +291,28 @@ impl std::fmt::Debug for PgStore {
     }
 }
 
+/// How long a writer's lease lasts without renewal, unless the caller says.
+pub const LEASE: Duration = Duration::from_secs(30);
+
 impl PgStore {
     /// `lineage`'s log on the server at `url`. With `create` the schema and
     /// the lineage are created if missing; without, a lineage the server does
-    /// not hold is `None`.
-    pub fn open(url: &str, lineage: &str, create: bool) -> io::Result<Option<Self>> {
-        let mut session = Session::connect(url).or_else(|error| {
+    /// not hold is `None`. With `lease` this handle may append: it takes a
+    /// lease of that length, held by this process, renewed by every append
+    /// and every third of its length by a heartbeat thread while the handle
+    /// lives.
+    pub fn open(url: &str, lineage: &str, create: bool, lease: Option<Duration>) -> io::Result<Option<Self>> {
+        let mut session = match Session::connect(url) {
+            Ok(session) => session,
             // A database with no schema yet: create it, then prepare again.
-            if create && error.as_db_error().is_some() {
+            Err(error) if create && error.as_db_error().is_some() => {
                 let mut client = Client::connect(url, NoTls).map_err(io_error)?;
                 ensure_schema(&mut client).map_err(io_error)?;
-                Session::connect(url).map_err(io_error)
-            } else {
-                Err(io_error(error))
+                Session::connect(url).map_err(io_error)?
             }
-        })?;
+            Err(error) if missing_schema(&error) => return Ok(None),
+            Err(error) => return Err(io_error(error)),
+        };
         let exists = if create {
             session
                 .client
@@ -239,11 +330,36 @@ impl PgStore {
                 .map_err(io_error)?
                 .is_some()
         };
-        Ok(exists.then(|| Self {
+        if !exists {
+            return Ok(None);
+        }
+        let lease = match lease {
+            Some(length) => Some(Lease::take(url, &mut session.client, length)?),
+            None => None,
+        };
+        Ok(Some(Self {
             url: url.to_owned(),
             lineage: lineage.to_owned(),
             session: Mutex::new(Some(Box::new(session))),
+            lease,
         }))
+    }
+
+    /// The unsettled claims of this lineage whose writer's lease has expired,
+    /// by action id, each with that lease's holder (the executor its process
+    /// records on its own claims, as JSON): the claims LOG-7 may know dead,
+    /// when the claim's executor is that holder.
+    pub fn expired_claims(&self) -> io::Result<HashMap<String, String>> {
+        let rows = self.with_session(|session| {
+            session.client.query(
+                "SELECT convert_from(l.line, 'UTF8')::jsonb #>> '{record,claim,action_id}', k.holder \
+                 FROM effects_lines l JOIN effects_leases k ON k.writer = l.writer \
+                 WHERE l.lineage = $1 AND l.is_claim AND k.expires < clock_timestamp() \
+                 AND NOT EXISTS (SELECT 1 FROM effects_lines s WHERE s.lineage = l.lineage AND s.settles = l.position)",
+                &[&self.lineage],
+            )
+        })?;
+        Ok(rows.iter().filter_map(|row| Some((row.get::<_, Option<String>>(0)?, row.get(1)))).collect())
     }
 
     /// Every lineage the server holds, sorted.
@@ -282,10 +398,23 @@ impl PgStore {
         let checks: Vec<&str> = meta.iter().map(|m| m.check.as_str()).collect();
         let settles: Vec<Option<i64>> = meta.iter().map(|m| terminal(m.settles)).collect();
         let running: Vec<Option<i64>> = meta.iter().map(|m| running(m.settles)).collect();
+        let claims: Vec<bool> = meta.iter().map(|m| m.claim).collect();
+        let writer = self.lease.as_ref().map(|lease| lease.writer.as_str());
         self.with_session(|session| {
             let rows = session.client.query(
                 &session.append,
-                &[&self.lineage, &records, &bytes, &lines, &prevs, &checks, &settles, &running],
+                &[
+                    &self.lineage,
+                    &records,
+                    &bytes,
+                    &lines,
+                    &prevs,
+                    &checks,
+                    &settles,
+                    &running,
+                    &claims,
+                    &writer,
+                ],
             )?;
             Ok(rows.iter().map(|row| row.get::<_, Vec<u8>>(0)).collect())
         })

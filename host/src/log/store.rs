@@ -82,10 +82,8 @@ pub trait Store {
     /// checkpoint is verified against.
     fn read_range(&self, offset: u64, len: u64) -> io::Result<Vec<u8>>;
     /// Appends `lines` (`count` framed records, each ending in `\n`) at
-    /// `head`; `checks` are each line's `prev` and `check`, for a server's
-    /// chain continuity backstop, and `settles` each line's settlement key
-    /// (the claim an outcome settles and whether it is RUNNING), for its
-    /// one-settlement backstop.
+    /// `head`; `meta` says for each line what a server's backstops check
+    /// (its chain, the claim it settles) and its recovery looks for.
     fn append_at(&mut self, head: Head, lines: &[u8], meta: &[LineMeta]) -> Result<Written, AppendFailed>;
     /// Keeps the bytes of a torn tail a crashed writer left (a file's
     /// `<log>.broken`), before [`Store::cut`] removes them.
@@ -114,6 +112,8 @@ pub struct LineMeta {
     pub check: String,
     /// The claim this line settles, and whether as RUNNING.
     pub settles: Option<(Position, bool)>,
+    /// Whether this line is a claim (what a server's recovery looks at).
+    pub claim: bool,
 }
 
 /// A byte file is a store: locked with `flock`, appended at its end.
