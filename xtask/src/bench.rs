@@ -20,6 +20,7 @@ use serde_json::Value;
 const BENCHES: &[(&str, bool)] = &[
     ("log_append", false),
     ("log_contention", false),
+    ("fleet_store", false),
     ("chain_write", false),
     ("chain_bash", false),
     ("session_continue", false),
@@ -52,6 +53,15 @@ pub fn run(root: &Path, options: &Options) -> Result<()> {
         .copied()
         .filter(|(name, _)| options.only.is_empty() || options.only.iter().any(|o| o == name))
         .collect();
+    // The fleet store's bench runs against a real server; a cluster this
+    // starts is stopped when `_cluster` drops.
+    let (postgres_url, _cluster) = match selected.iter().any(|(name, _)| *name == "fleet_store") {
+        true => {
+            let (url, cluster) = crate::postgres::Cluster::for_tests()?;
+            (Some(url), cluster)
+        }
+        false => (None, None),
+    };
     let mut figures = Vec::new();
     for (i, (name, criterion)) in selected.iter().enumerate() {
         eprintln!(
@@ -60,7 +70,7 @@ pub fn run(root: &Path, options: &Options) -> Result<()> {
             selected.len(),
             if options.quick { " (quick)" } else { "" }
         );
-        figures.extend(run_bench(root, &cargo, name, *criterion, options.quick)?);
+        figures.extend(run_bench(root, &cargo, name, *criterion, options.quick, postgres_url.as_deref())?);
     }
     let out = options.out.clone().unwrap_or_else(|| {
         if options.quick { root.join("target/bench-report.md") } else { root.join("docs/benchmarks.md") }
@@ -87,9 +97,19 @@ pub fn run(root: &Path, options: &Options) -> Result<()> {
 }
 
 /// Runs one bench, echoing its output, and returns its figures.
-fn run_bench(root: &Path, cargo: &str, name: &str, criterion: bool, quick: bool) -> Result<Vec<Value>> {
+fn run_bench(
+    root: &Path,
+    cargo: &str,
+    name: &str,
+    criterion: bool,
+    quick: bool,
+    postgres_url: Option<&str>,
+) -> Result<Vec<Value>> {
     let mut command = Command::new(cargo);
     command.current_dir(root).args(["bench", "--locked", "--bench", name]);
+    if let Some(url) = postgres_url {
+        command.env(crate::postgres::URL_VAR, url);
+    }
     if quick {
         command.env("EFFECTS_BENCH_SCALE", "0.1");
         if criterion {

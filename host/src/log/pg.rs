@@ -32,8 +32,8 @@
 //! It never concludes "absent" from a read.
 //!
 //! **Writer leases** (LOG-7 across machines): a process that writes holds a
-//! lease on the server's clock (`effects_leases`), renewed by each append
-//! and by a heartbeat thread; each line records the lease that wrote it. An
+//! lease on the server's clock (`effects_leases`), renewed by a heartbeat
+//! thread and by an append that finds it past half its length; each line records the lease that wrote it. An
 //! append under an expired lease is refused, so a writer paused past its
 //! lease never settles late. A claim is known dead when the lease that wrote
 //! it has expired and the claim's executor is that lease's holder (the
@@ -102,54 +102,66 @@ DECLARE
     head effects_heads;
     lease effects_leases;
     n integer := cardinality(p_lines);
-    offset_now bigint := p_bytes;
 BEGIN
     IF n IS NULL OR n = 0 OR cardinality(p_prevs) <> n OR cardinality(p_checks) <> n
        OR cardinality(p_settles) <> n OR cardinality(p_running) <> n OR cardinality(p_claims) <> n THEN
         RAISE EXCEPTION 'effects_append: % lines with unequal columns', n USING ERRCODE = '22023';
     END IF;
-    SELECT * INTO lease FROM effects_leases WHERE writer = p_writer FOR UPDATE;
+    SELECT * INTO lease FROM effects_leases WHERE writer = p_writer;
     IF NOT FOUND OR lease.expires < clock_timestamp() THEN
         RAISE EXCEPTION 'effects_append: writer %''s lease has expired; its appends are refused and its own claims are recovered by others',
             p_writer USING ERRCODE = 'EL001';
     END IF;
-    UPDATE effects_leases SET expires = clock_timestamp() + lease.ttl WHERE writer = p_writer;
-    SELECT * INTO head FROM effects_heads WHERE lineage = p_lineage FOR UPDATE;
+    -- Renewed here only past half its length (the heartbeat renews it too):
+    -- a row update per append would cost as much WAL as the line itself.
+    IF lease.expires < clock_timestamp() + lease.ttl / 2 THEN
+        UPDATE effects_leases SET expires = clock_timestamp() + lease.ttl WHERE writer = p_writer;
+    END IF;
+    FOR i IN 2 .. n LOOP
+        IF p_prevs[i] <> p_checks[i - 1] THEN
+            RAISE EXCEPTION 'effects_append: line % does not continue the chain', i USING ERRCODE = '23514';
+        END IF;
+    END LOOP;
+    -- The compare-and-append: the head moves only from where the writer
+    -- says it is (the row lock orders concurrent appends; one that waited
+    -- re-reads the head and finds it moved).
+    UPDATE effects_heads
+        SET records = p_records + n,
+            bytes = p_bytes + (SELECT sum(length(l)) FROM unnest(p_lines) AS l),
+            head_check = p_checks[n]
+        WHERE lineage = p_lineage AND records = p_records AND bytes = p_bytes AND head_check = p_prevs[1];
+    IF FOUND THEN
+        INSERT INTO effects_lines
+                (lineage, position, byte_offset, prev, check_hex, settles, running, is_claim, writer, line)
+            SELECT p_lineage, p_records + u.o - 1,
+                   p_bytes + coalesce(sum(length(u.l)) OVER (ORDER BY u.o ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0),
+                   u.pr, u.ch, u.st, u.ru, u.cl, p_writer, u.l
+            FROM unnest(p_lines, p_prevs, p_checks, p_settles, p_running, p_claims) WITH ORDINALITY
+                AS u (l, pr, ch, st, ru, cl, o);
+        RETURN;
+    END IF;
+    -- Not at the head: say why.
+    SELECT * INTO head FROM effects_heads WHERE lineage = p_lineage;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'effects_append: lineage % has no log', p_lineage USING ERRCODE = '42704';
     END IF;
-    IF head.records <> p_records THEN
-        IF head.records < p_records THEN
-            RAISE EXCEPTION 'effects_append: lineage % holds % records, fewer than the % its writer read: the store lost records it acknowledged',
-                p_lineage, head.records, p_records USING ERRCODE = 'XX001';
-        END IF;
-        -- The same lines at the same head again: a resend after a lost answer.
-        IF head.records >= p_records + n AND p_lines = ARRAY(
-            SELECT line FROM effects_lines
-            WHERE lineage = p_lineage AND position >= p_records AND position < p_records + n
-            ORDER BY position) THEN
-            RETURN;
-        END IF;
-        RETURN QUERY SELECT line FROM effects_lines
-            WHERE lineage = p_lineage AND position >= p_records ORDER BY position;
-        RETURN;
+    IF head.records < p_records THEN
+        RAISE EXCEPTION 'effects_append: lineage % holds % records, fewer than the % its writer read: the store lost records it acknowledged',
+            p_lineage, head.records, p_records USING ERRCODE = 'XX001';
     END IF;
-    IF head.bytes <> p_bytes OR head.head_check <> p_prevs[1] THEN
+    IF head.records = p_records THEN
         RAISE EXCEPTION 'effects_append: lineage % head is at byte % check %, the writer says byte % check %',
             p_lineage, head.bytes, head.head_check, p_bytes, p_prevs[1] USING ERRCODE = '23514';
     END IF;
-    FOR i IN 1 .. n LOOP
-        IF i > 1 AND p_prevs[i] <> p_checks[i - 1] THEN
-            RAISE EXCEPTION 'effects_append: line % does not continue the chain', i USING ERRCODE = '23514';
-        END IF;
-        INSERT INTO effects_lines
-                (lineage, position, byte_offset, prev, check_hex, settles, running, is_claim, writer, line)
-            VALUES (p_lineage, p_records + i - 1, offset_now, p_prevs[i], p_checks[i],
-                    p_settles[i], p_running[i], p_claims[i], p_writer, p_lines[i]);
-        offset_now := offset_now + length(p_lines[i]);
-    END LOOP;
-    UPDATE effects_heads SET records = p_records + n, bytes = offset_now, head_check = p_checks[n]
-        WHERE lineage = p_lineage;
+    -- The same lines at the same head again: a resend after a lost answer.
+    IF head.records >= p_records + n AND p_lines = ARRAY(
+        SELECT line FROM effects_lines
+        WHERE lineage = p_lineage AND position >= p_records AND position < p_records + n
+        ORDER BY position) THEN
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT line FROM effects_lines
+        WHERE lineage = p_lineage AND position >= p_records ORDER BY position;
 END
 $fn$;
 "#;
