@@ -4,7 +4,10 @@
 //! server mid-append, forged appends the server's backstops must refuse, a
 //! stale writer whose head moved, and a run exported to a log file that
 //! verifies unchanged, writers paused past their lease and recovery that
-//! must leave a live or foreign writer's claim alone.
+//! must leave a live or foreign writer's claim alone, lines changed or
+//! removed on the server behind the ledger's back, and the server restarted
+//! while writers append (`$EFFECTS_TEST_POSTGRES_RESTART`, set by `cargo
+//! xtask test` for its own cluster, is the command that restarts it).
 //!
 //! The server is `$EFFECTS_TEST_POSTGRES` (`cargo xtask test` starts a
 //! private cluster and sets it). Each test works on lineages of its own
@@ -25,6 +28,14 @@ use effect_ledger::log::{
 use effect_ledger::model::{CleanupState, Execution, Impact, Outcome, ProducerFacts};
 
 use crate::support::{self, acks};
+
+/// Every test holds this shared while it uses the server; the restart test
+/// holds it alone, so no other test's own queries meet a server going down.
+static SERVER: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
+    SERVER.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 fn server() -> String {
     std::env::var("EFFECTS_TEST_POSTGRES").expect(
@@ -118,6 +129,7 @@ fn check_lineage(lineage: &str, acknowledged: &HashMap<u64, String>) -> Vec<effe
 
 #[test]
 fn eight_writer_processes_share_one_lineage_every_position_once_each_settled_once() {
+    let _server = shared();
     let appends = env_count("EFFECTS_CONTENTION_APPENDS", 500);
     let lineage = fresh("race");
     let children: Vec<Child> = (0..8)
@@ -152,6 +164,7 @@ fn eight_writer_processes_share_one_lineage_every_position_once_each_settled_onc
 
 #[test]
 fn writers_killed_mid_append_never_lose_an_acknowledged_claim_or_duplicate_one() {
+    let _server = shared();
     let rounds = env_count("EFFECTS_TORTURE_KILLS", 200).div_ceil(10);
     let lineage = fresh("kill");
     let mut acknowledged: HashMap<u64, String> = HashMap::new();
@@ -180,6 +193,7 @@ fn writers_killed_mid_append_never_lose_an_acknowledged_claim_or_duplicate_one()
 
 #[test]
 fn connections_the_server_terminates_mid_append_are_resent_never_duplicated() {
+    let _server = shared();
     let lineage = fresh("cut");
     let appends = 300;
     let stop = AtomicBool::new(false);
@@ -225,6 +239,7 @@ fn connections_the_server_terminates_mid_append_are_resent_never_duplicated() {
 
 #[test]
 fn a_stale_writer_merges_what_it_missed_and_cannot_settle_a_settled_claim() {
+    let _server = shared();
     let lineage = fresh("stale");
     let mut first = open(&lineage, true).unwrap();
     let mut second = open(&lineage, false).unwrap();
@@ -243,6 +258,7 @@ fn a_stale_writer_merges_what_it_missed_and_cannot_settle_a_settled_claim() {
 
 #[test]
 fn the_server_refuses_forged_appends_a_writer_s_rules_would_not_send() {
+    let _server = shared();
     let lineage = fresh("forged");
     let mut log = open(&lineage, true).unwrap();
     log.claim(&lineage, claim("a-0")).unwrap();
@@ -297,6 +313,7 @@ fn the_server_refuses_forged_appends_a_writer_s_rules_would_not_send() {
 
 #[test]
 fn a_lineage_the_server_does_not_hold_opens_as_none_and_creates_nothing() {
+    let _server = shared();
     let lineage = fresh("absent");
     assert!(open(&lineage, false).is_none());
     assert!(!PgStore::lineages(&server()).unwrap().contains(&lineage));
@@ -304,6 +321,7 @@ fn a_lineage_the_server_does_not_hold_opens_as_none_and_creates_nothing() {
 
 #[test]
 fn a_session_on_the_fleet_store_exports_to_a_log_file_that_verifies_unchanged() {
+    let _server = shared();
     let work = tempfile::tempdir().unwrap();
     let root = work.path().join("root");
     std::fs::create_dir(&root).unwrap();
@@ -398,6 +416,7 @@ fn resume(child: &mut Child, stdout: &mut BufReader<std::process::ChildStdout>) 
 
 #[test]
 fn a_writer_paused_past_its_lease_is_recovered_once_and_its_late_outcome_refused() {
+    let _server = shared();
     let lineage = fresh("paused");
     let (mut child, mut stdout) = holding_writer(&lineage, 600);
     let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
@@ -420,6 +439,7 @@ fn a_writer_paused_past_its_lease_is_recovered_once_and_its_late_outcome_refused
 
 #[test]
 fn a_live_writer_s_heartbeat_keeps_its_claim_from_recovery() {
+    let _server = shared();
     let lineage = fresh("alive");
     let (mut child, mut stdout) = holding_writer(&lineage, 600);
     // Several lease lengths pass; the heartbeat renews it.
@@ -434,6 +454,7 @@ fn a_live_writer_s_heartbeat_keeps_its_claim_from_recovery() {
 
 #[test]
 fn an_expired_lease_vouches_only_for_its_own_process_s_claims() {
+    let _server = shared();
     let lineage = fresh("foreign");
     {
         let store =
@@ -455,4 +476,64 @@ fn an_expired_lease_vouches_only_for_its_own_process_s_claims() {
     let own = outcomes_of(&lineage, 1);
     assert_eq!(own.len(), 1, "the expired writer's own claim is recovered");
     assert_eq!(own[0].outcome.execution, Execution::Interrupted);
+}
+
+#[test]
+fn a_line_changed_or_removed_on_the_server_is_corruption_not_history() {
+    let _server = shared();
+    let url = server();
+    let reopen = |lineage: &str| {
+        let store = PgStore::open(&url, lineage, false, None).unwrap().unwrap();
+        EffectLog::open_with(Medium::Server(store), lineage, None, Checkpoints::Ignore).map(drop)
+    };
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    for (tamper, lineage) in [("changed", fresh("changed")), ("removed", fresh("removed"))] {
+        let mut log = open(&lineage, true).unwrap();
+        for i in 0..3 {
+            log.claim(&lineage, claim(&format!("a-{i}"))).unwrap();
+        }
+        drop(log);
+        let statement = match tamper {
+            // One byte of the record, in place: the line no longer checks.
+            "changed" => {
+                "UPDATE effects_lines SET line = overlay(line placing '7'::bytea from position('a-1' in line) + 2 for 1) \
+                 WHERE lineage = $1 AND position = 1"
+            }
+            // A whole record gone: the chain and the positions break.
+            _ => "DELETE FROM effects_lines WHERE lineage = $1 AND position = 1",
+        };
+        assert_eq!(admin.execute(statement, &[&lineage]).unwrap(), 1);
+        let read = reopen(&lineage);
+        assert!(matches!(read, Err(LogError::Corrupt { .. })), "{tamper}: {read:?}");
+    }
+}
+
+#[test]
+fn a_server_restarted_while_writers_append_loses_no_acknowledged_claim_and_duplicates_none() {
+    let _alone = SERVER.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let restart = std::env::var("EFFECTS_TEST_POSTGRES_RESTART").expect(
+        "this test restarts the server: `cargo xtask test` sets EFFECTS_TEST_POSTGRES_RESTART for the cluster \
+         it starts; with your own server, set it to a command that restarts it",
+    );
+    let lineage = fresh("restart");
+    let appends = 200;
+    let mut children: Vec<Child> = (0..3)
+        .map(|w| writer(&lineage, appends, &format!("s{w}"), &["--outcomes"]).stdout(Stdio::piped()).spawn())
+        .collect::<Result<_, _>>()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let restarted = Command::new("sh").args(["-c", &restart]).status().unwrap();
+    assert!(restarted.success(), "{restart}");
+    assert!(
+        children.iter_mut().any(|child| child.try_wait().unwrap().is_none()),
+        "every writer had finished before the restart ended; the test proves nothing"
+    );
+    let outputs: Vec<Output> = children.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
+    for output in &outputs {
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    }
+    let acknowledged: HashMap<u64, String> = outputs.iter().flat_map(|o| acks(&o.stdout)).collect();
+    assert_eq!(acknowledged.len(), 3 * appends);
+    let records = check_lineage(&lineage, &acknowledged);
+    assert_eq!(records.len(), 3 * appends * 2, "every claim and outcome once, across the restart");
 }

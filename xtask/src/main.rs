@@ -238,12 +238,17 @@ fn test(root: &Path, cargo_test_args: &[String]) -> Result<()> {
     build_fixtures(root, None)?;
     // The fleet store's suites run against a real server; a cluster this
     // starts is stopped when `_cluster` drops, whatever the tests did.
-    let (postgres_url, _cluster) = postgres::Cluster::for_tests()?;
-    run(Command::new(&cargo)
+    let (postgres_url, cluster) = postgres::Cluster::for_tests()?;
+    let mut tests = Command::new(&cargo);
+    tests
         .current_dir(root)
         .args(["test", "--release", "--locked", "--workspace"])
         .args(cargo_test_args)
         .env("EFFECTS_FIXTURES_DIR", fixtures_dir(root))
-        .env(postgres::URL_VAR, &postgres_url))?;
+        .env(postgres::URL_VAR, &postgres_url);
+    if let Some(cluster) = &cluster {
+        tests.env(postgres::RESTART_VAR, cluster.restart_command());
+    }
+    run(&mut tests)?;
     if cargo_test_args.is_empty() { clients::test(root) } else { Ok(()) }
 }

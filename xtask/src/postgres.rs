@@ -14,6 +14,8 @@ use anyhow::{Context, Result, bail};
 
 /// The environment variable the tests read the server's URL from.
 pub const URL_VAR: &str = "EFFECTS_TEST_POSTGRES";
+/// The one they read a command that restarts that server from.
+pub const RESTART_VAR: &str = "EFFECTS_TEST_POSTGRES_RESTART";
 
 /// A running cluster this process started; stopped when dropped.
 pub struct Cluster {
@@ -24,6 +26,17 @@ pub struct Cluster {
 }
 
 impl Cluster {
+    /// A shell command that restarts the server (fast shutdown, then start
+    /// with the same options), for the test of a restart mid-append.
+    pub fn restart_command(&self) -> String {
+        let pg_ctl = self.bin.join("pg_ctl");
+        let run = format!("{} -w -m fast -D {} restart", pg_ctl.display(), self.data.display());
+        match self.user {
+            Some(user) => format!("runuser -u {user} -- {run} >/dev/null"),
+            None => format!("{run} >/dev/null"),
+        }
+    }
+
     /// The server the tests use: `$EFFECTS_TEST_POSTGRES`, or a new cluster.
     pub fn for_tests() -> Result<(String, Option<Cluster>)> {
         if let Ok(url) = std::env::var(URL_VAR)

@@ -229,13 +229,24 @@ impl Lease {
             )
             .map_err(io_error)?;
         let (stop, stopped) = std::sync::mpsc::channel::<()>();
-        let mut heartbeat = Client::connect(url, NoTls).map_err(io_error)?;
-        let renewed = writer.clone();
+        let mut heartbeat = Some(Client::connect(url, NoTls).map_err(io_error)?);
+        let (renewed, url) = (writer.clone(), url.to_owned());
         std::thread::Builder::new().name("effects-lease".into()).spawn(move || {
             // Until the handle drops (the sender with it) or the lease is
-            // lost: a lease that expired is never renewed again.
+            // lost: a lease that expired is never renewed again. A lost
+            // connection (a server restart) is made again at the next beat.
             while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(length / 3) {
-                let renewal = heartbeat.execute(
+                let client = match heartbeat.as_mut() {
+                    Some(client) => client,
+                    None => match Client::connect(&url, NoTls) {
+                        Ok(client) => heartbeat.insert(client),
+                        Err(error) => {
+                            tracing::warn!(writer = %renewed, "renewing the lease failed: {error}");
+                            continue;
+                        }
+                    },
+                };
+                let renewal = client.execute(
                     "UPDATE effects_leases SET expires = clock_timestamp() + ttl \
                      WHERE writer = $1 AND expires >= clock_timestamp()",
                     &[&renewed],
@@ -246,7 +257,12 @@ impl Lease {
                         tracing::warn!(writer = %renewed, "this writer's lease expired; its appends are refused");
                         return;
                     }
-                    Err(error) => tracing::warn!(writer = %renewed, "renewing the lease failed: {error}"),
+                    Err(error) => {
+                        tracing::warn!(writer = %renewed, "renewing the lease failed: {error}");
+                        if !refused(&error) {
+                            heartbeat = None;
+                        }
+                    }
                 }
             }
         })?;
