@@ -278,7 +278,7 @@ fn the_server_refuses_forged_appends_a_writer_s_rules_would_not_send() {
     // can refuse it.
     let mut append_as = |writer: &str, records: i64, prev: &str, settles: Option<i64>| {
         client.query(
-            "SELECT missed FROM effects_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            "SELECT missed FROM effects_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
             &[
                 &lineage,
                 &records,
@@ -288,6 +288,7 @@ fn the_server_refuses_forged_appends_a_writer_s_rules_would_not_send() {
                 &vec!["f".repeat(64)],
                 &vec![settles],
                 &vec![None::<i64>],
+                &vec![false],
                 &vec![false],
                 &writer,
             ],
@@ -536,4 +537,29 @@ fn a_server_restarted_while_writers_append_loses_no_acknowledged_claim_and_dupli
     assert_eq!(acknowledged.len(), 3 * appends);
     let records = check_lineage(&lineage, &acknowledged);
     assert_eq!(records.len(), 3 * appends * 2, "every claim and outcome once, across the restart");
+}
+
+#[test]
+fn recovery_on_the_fleet_store_never_judges_another_machine_s_process_by_this_one_s_proc() {
+    let _server = shared();
+    let lineage = fresh("remote");
+    // A writer elsewhere: its claim names a process of another boot (another
+    // machine), with a NUL in its request id, and its lease is live.
+    let store = PgStore::open(&server(), &lineage, true, Some(LEASE)).unwrap().unwrap();
+    let mut remote =
+        EffectLog::open_with(Medium::Server(store), lineage.as_str(), None, Checkpoints::Ignore).unwrap();
+    let mut elsewhere = claim("remote-0");
+    elsewhere.operation.request_id = "nul\u{0}in the id".into();
+    if let Some(effect_ledger::log::Executor::Process(identity)) = &mut elsewhere.executor {
+        identity.boot_id = "another-machine-boot-id".into();
+    }
+    remote.claim(&lineage, elsewhere).unwrap();
+    // The recovery every surface runs (Ledger::recover, `effects log recover`)
+    // and the one at open leave it alone: `/proc` here would call it dead.
+    let mut here = open(&lineage, false).unwrap();
+    assert!(effect_ledger::executor::recover(&mut here).unwrap().is_empty());
+    recover(&lineage);
+    assert!(outcomes_of(&lineage, 0).is_empty(), "a live remote writer's claim is its own to settle");
+    remote.record_outcome(&lineage, settled(0, Execution::ReportedSuccess)).unwrap();
+    assert_eq!(outcomes_of(&lineage, 0).len(), 1);
 }

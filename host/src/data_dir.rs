@@ -190,20 +190,17 @@ impl DataDir {
         let writable = create || options.mode == OpenMode::ReadWrite;
         let lease = writable.then_some(crate::log::LEASE);
         let Some(store) = PgStore::open(url, lineage, create, lease).map_err(io)? else { return Ok(None) };
-        let expired = match options.recover && writable {
-            true => store.expired_claims().map_err(io)?,
-            false => Default::default(),
-        };
         let checkpoints = match (writable, options.checkpoints) {
             (false, Checkpoints::Keep) => Checkpoints::Use,
             (_, checkpoints) => checkpoints,
         };
         let mut log =
             EffectLog::open_with(Medium::Server(store), display.clone(), options.key.clone(), checkpoints)?;
-        if !expired.is_empty() {
-            let recovered =
-                log.recover_interrupted(|claim, _| crate::executor::judge_leased(&expired, claim))?;
-            tracing::info!(path = %log.path(), ?recovered, "recorded claims of expired writers as INTERRUPTED");
+        if options.recover && writable {
+            let recovered = crate::executor::recover(&mut log)?;
+            if !recovered.is_empty() {
+                tracing::info!(path = %log.path(), ?recovered, "recorded claims of expired writers as INTERRUPTED");
+            }
         }
         Ok(Some(log))
     }

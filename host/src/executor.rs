@@ -20,9 +20,13 @@
 //! reads the log again before it settles a claim judged without one), and is
 //! UNKNOWN as every recovered claim was before.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
-use crate::log::{ClaimRecord, Executor, ProcessesRecord, Recovery};
+use crate::log::{
+    ClaimRecord, Executor, Framed, LineageLog, LogError, Medium, Position, ProcessesRecord, Record, Recovery,
+    ServerRefusal,
+};
 use crate::model::CleanupState;
 use crate::procfs;
 use crate::producers::supervisor;
@@ -55,6 +59,43 @@ pub fn judge(claim: &ClaimRecord, processes: Option<&ProcessesRecord>) -> Recove
     Recovery::Dead { cleanup: tear_down(processes) }
 }
 
+/// LOG-7 for a lineage on whichever store holds it: judged by this
+/// machine's `/proc` on the local log ([`judge`]), by writer leases on the
+/// fleet store ([`judge_leased`]; `/proc` there would take a process of
+/// another machine or container for dead). Returns the claims it settled.
+/// On the fleet store, a recovery the server refuses because the claim's
+/// writer renewed its lease meanwhile settles nothing and is not an error.
+pub fn recover(log: &mut LineageLog) -> Result<Vec<Position>, LogError> {
+    let expired = match log.storage() {
+        Medium::File(_) => return log.recover_interrupted(judge),
+        Medium::Server(store) => store.expired_claims().map_err(|source| LogError::Io {
+            path: log.path().to_owned(),
+            operation: "read the expired leases",
+            source,
+        })?,
+    };
+    if expired.is_empty() {
+        return Ok(Vec::new());
+    }
+    log.refresh()?;
+    let by_action: HashMap<String, String> = expired
+        .into_iter()
+        .filter_map(|(position, holder)| match log.record(position) {
+            Some(Framed { record: Record::Claim(claim), .. }) => Some((claim.action_id.clone(), holder)),
+            _ => None,
+        })
+        .collect();
+    match log.recover_interrupted(|claim, _| judge_leased(&by_action, claim)) {
+        Err(LogError::Persistence { source, .. })
+            if ServerRefusal::of(&source).is_some_and(|refusal| refusal.code == "EL002") =>
+        {
+            tracing::info!(path = %log.path(), "a writer renewed its lease before its claims were recovered: {source}");
+            Ok(Vec::new())
+        }
+        recovered => recovered,
+    }
+}
+
 /// Recovery's judge on the fleet store (LOG-7 across machines), given the
 /// unsettled claims whose writer's lease expired (by action id, with the
 /// lease holder's executor as JSON: `PgStore::expired_claims`). A claim is
@@ -64,7 +105,7 @@ pub fn judge(claim: &ClaimRecord, processes: Option<&ProcessesRecord>) -> Recove
 /// does not vouch for, such as a hook's agent) is left alone: this machine's
 /// `/proc` cannot see another machine's or container's processes. The
 /// cleanup is UNKNOWN: the command's processes may be on another machine.
-pub fn judge_leased(expired: &std::collections::HashMap<String, String>, claim: &ClaimRecord) -> Recovery {
+pub fn judge_leased(expired: &HashMap<String, String>, claim: &ClaimRecord) -> Recovery {
     let holder =
         expired.get(&claim.action_id).and_then(|holder| serde_json::from_str::<Executor>(holder).ok());
     match (holder, &claim.executor) {

@@ -513,7 +513,7 @@ fn recover(opened: Opened) -> Result<ExitCode, Failure> {
         );
     }
     let cut = log.repair().map_err(problem)?;
-    let recovered = log.recover_interrupted(effect_ledger::executor::judge).map_err(problem)?;
+    let recovered = effect_ledger::executor::recover(&mut log).map_err(problem)?;
     if cut == 0 && recovered.is_empty() {
         if cleared.is_none() {
             out!("nothing to recover: no torn tail, no poison, no unsettled claims of dead executors");

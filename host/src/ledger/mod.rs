@@ -317,7 +317,7 @@ impl Ledger {
     /// alone. Returns the claims it settled.
     pub fn recover(&mut self, lineage: &str) -> Result<Vec<Position>, LogError> {
         match self.log(lineage, false)? {
-            Some(log) => log.recover_interrupted(crate::executor::judge),
+            Some(log) => crate::executor::recover(log),
             None => Ok(Vec::new()),
         }
     }

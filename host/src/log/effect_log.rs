@@ -549,6 +549,7 @@ impl<S: Store> EffectLog<S> {
                 check: hex::encode(check),
                 settles,
                 claim: matches!(record, Record::Claim(_)),
+                recovers: matches!(record, Record::Outcome(outcome) if outcome.recovery),
             });
             chain = check;
             prepared.accepted.push(Framed {

@@ -20,8 +20,9 @@
 //! appends nothing and answers the lines after the writer's head, which the
 //! writer merges before it validates again ([`Written::Missed`]). The
 //! backstops, whatever a writer sends: a primary key on (lineage, position),
-//! each line's `prev` equal to the record before it's `check`, at most one
-//! settling outcome and one RUNNING outcome per claim (unique indexes).
+//! each line's `prev` equal to the record before it's `check` (checked by
+//! the function), at most one settling outcome and one RUNNING outcome per
+//! claim (unique indexes).
 //!
 //! **Durable when acknowledged**: the session runs with `synchronous_commit`
 //! at least `on` (raised when the server says `off` or `local`), so the
@@ -68,8 +69,12 @@ CREATE TABLE IF NOT EXISTS effects_leases (
     ttl     interval NOT NULL,
     expires timestamptz NOT NULL
 );
+-- No foreign keys and no unique chain index on the lines: effects_append
+-- holds both invariants (it appends only under a live lease, at the head,
+-- continuing its check), and each would cost a trigger or an index entry
+-- per append. The primary key and the settlement indexes are the backstops.
 CREATE TABLE IF NOT EXISTS effects_lines (
-    lineage     text NOT NULL REFERENCES effects_heads (lineage),
+    lineage     text NOT NULL,
     position    bigint NOT NULL CHECK (position >= 0),
     byte_offset bigint NOT NULL CHECK (byte_offset >= 0),
     prev        text NOT NULL,
@@ -77,10 +82,9 @@ CREATE TABLE IF NOT EXISTS effects_lines (
     settles     bigint,
     running     bigint,
     is_claim    boolean NOT NULL,
-    writer      text NOT NULL REFERENCES effects_leases (writer),
+    writer      text NOT NULL,
     line        bytea NOT NULL,
-    PRIMARY KEY (lineage, position),
-    UNIQUE (lineage, prev)
+    PRIMARY KEY (lineage, position)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS effects_lines_one_settlement
     ON effects_lines (lineage, settles) WHERE settles IS NOT NULL;
@@ -96,18 +100,23 @@ CREATE TABLE IF NOT EXISTS effects_sidecars (
 );
 CREATE OR REPLACE FUNCTION effects_append(
     p_lineage text, p_records bigint, p_bytes bigint, p_lines bytea[],
-    p_prevs text[], p_checks text[], p_settles bigint[], p_running bigint[], p_claims boolean[], p_writer text
+    p_prevs text[], p_checks text[], p_settles bigint[], p_running bigint[], p_claims boolean[],
+    p_recovers boolean[], p_writer text
 ) RETURNS TABLE (missed bytea) LANGUAGE plpgsql AS $fn$
 DECLARE
     head effects_heads;
     lease effects_leases;
+    other effects_leases;
     n integer := cardinality(p_lines);
 BEGIN
     IF n IS NULL OR n = 0 OR cardinality(p_prevs) <> n OR cardinality(p_checks) <> n
-       OR cardinality(p_settles) <> n OR cardinality(p_running) <> n OR cardinality(p_claims) <> n THEN
+       OR cardinality(p_settles) <> n OR cardinality(p_running) <> n OR cardinality(p_claims) <> n
+       OR cardinality(p_recovers) <> n THEN
         RAISE EXCEPTION 'effects_append: % lines with unequal columns', n USING ERRCODE = '22023';
     END IF;
-    SELECT * INTO lease FROM effects_leases WHERE writer = p_writer;
+    -- Shared: a recovery of this writer's claims (below, in another
+    -- writer's append) waits for this append, or this one for it.
+    SELECT * INTO lease FROM effects_leases WHERE writer = p_writer FOR SHARE;
     IF NOT FOUND OR lease.expires < clock_timestamp() THEN
         RAISE EXCEPTION 'effects_append: writer %''s lease has expired; its appends are refused and its own claims are recovered by others',
             p_writer USING ERRCODE = 'EL001';
@@ -117,6 +126,24 @@ BEGIN
     IF lease.expires < clock_timestamp() + lease.ttl / 2 THEN
         UPDATE effects_leases SET expires = clock_timestamp() + lease.ttl WHERE writer = p_writer;
     END IF;
+    -- Recovery's outcomes (LOG-7) settle a claim only while the lease that
+    -- wrote it is still expired: those leases are locked, so a renewal in
+    -- flight commits before this looks, or cannot commit after it.
+    FOR other IN
+        SELECT k.* FROM effects_leases k
+        WHERE k.writer IN (
+            SELECT c.writer FROM effects_lines c
+            WHERE c.lineage = p_lineage
+              AND c.position IN (SELECT r.claim FROM unnest(p_settles, p_recovers) AS r (claim, recovers)
+                                 WHERE r.recovers))
+        ORDER BY k.writer
+        FOR UPDATE
+    LOOP
+        IF other.expires >= clock_timestamp() THEN
+            RAISE EXCEPTION 'effects_append: writer %''s lease is live again; its claims are its own to settle',
+                other.writer USING ERRCODE = 'EL002';
+        END IF;
+    END LOOP;
     FOR i IN 2 .. n LOOP
         IF p_prevs[i] <> p_checks[i - 1] THEN
             RAISE EXCEPTION 'effects_append: line % does not continue the chain', i USING ERRCODE = '23514';
@@ -189,8 +216,8 @@ impl Session {
         if matches!(level.as_str(), "off" | "local") {
             client.batch_execute("SET synchronous_commit TO on")?;
         }
-        let append =
-            client.prepare("SELECT missed FROM effects_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)")?;
+        let append = client
+            .prepare("SELECT missed FROM effects_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)")?;
         let read = client.prepare(
             "SELECT h.records, h.bytes, l.line FROM effects_heads h \
              LEFT JOIN effects_lines l ON l.lineage = h.lineage AND l.position >= $2 \
@@ -284,15 +311,43 @@ fn refused(error: &postgres::Error) -> bool {
         && !code.starts_with("57")
 }
 
-/// The error as IO sees it: `InvalidData` when the server refused the
-/// statement ([`refused`]), `Other` when its answer may have been lost.
+/// What the server said when it refused a statement: its SQLSTATE and
+/// message, inside the `io::Error` a refusal becomes.
+#[derive(Debug)]
+pub struct ServerRefusal {
+    /// The SQLSTATE (`EL001`: the writer's lease expired; `EL002`: a
+    /// recovered claim's writer holds its lease again).
+    pub code: String,
+    message: String,
+}
+
+impl std::fmt::Display for ServerRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PostgreSQL: {}", self.message)
+    }
+}
+
+impl std::error::Error for ServerRefusal {}
+
+impl ServerRefusal {
+    /// The refusal inside `error`, if the server refused the statement.
+    pub fn of(error: &io::Error) -> Option<&ServerRefusal> {
+        error.get_ref()?.downcast_ref()
+    }
+}
+
+/// The error as IO sees it: `InvalidData` carrying a [`ServerRefusal`] when
+/// the server refused the statement ([`refused`]), `Other` when its answer
+/// may have been lost.
 fn io_error(error: postgres::Error) -> io::Error {
-    let kind = if refused(&error) { io::ErrorKind::InvalidData } else { io::ErrorKind::Other };
-    let text = match error.as_db_error() {
-        Some(db) => format!("PostgreSQL: {}", db.message()),
-        None => format!("PostgreSQL: {error}"),
-    };
-    io::Error::new(kind, text)
+    match error.as_db_error() {
+        Some(db) if refused(&error) => io::Error::new(
+            io::ErrorKind::InvalidData,
+            ServerRefusal { code: db.code().code().to_owned(), message: db.message().to_owned() },
+        ),
+        Some(db) => io::Error::other(format!("PostgreSQL: {}", db.message())),
+        None => io::Error::other(format!("PostgreSQL: {error}")),
+    }
 }
 
 /// One lineage's log on a PostgreSQL server.
@@ -374,20 +429,21 @@ impl PgStore {
     }
 
     /// The unsettled claims of this lineage whose writer's lease has expired,
-    /// by action id, each with that lease's holder (the executor its process
+    /// by position, each with that lease's holder (the executor its process
     /// records on its own claims, as JSON): the claims LOG-7 may know dead,
-    /// when the claim's executor is that holder.
-    pub fn expired_claims(&self) -> io::Result<HashMap<String, String>> {
+    /// when the claim's executor is that holder. The lines are not parsed
+    /// here: what they say is read by the writer's own strict reader.
+    pub fn expired_claims(&self) -> io::Result<HashMap<Position, String>> {
         let rows = self.with_session(|session| {
             session.client.query(
-                "SELECT convert_from(l.line, 'UTF8')::jsonb #>> '{record,claim,action_id}', k.holder \
+                "SELECT l.position, k.holder \
                  FROM effects_lines l JOIN effects_leases k ON k.writer = l.writer \
                  WHERE l.lineage = $1 AND l.is_claim AND k.expires < clock_timestamp() \
                  AND NOT EXISTS (SELECT 1 FROM effects_lines s WHERE s.lineage = l.lineage AND s.settles = l.position)",
                 &[&self.lineage],
             )
         })?;
-        Ok(rows.iter().filter_map(|row| Some((row.get::<_, Option<String>>(0)?, row.get(1)))).collect())
+        Ok(rows.iter().map(|row| (row.get::<_, i64>(0) as Position, row.get(1))).collect())
     }
 
     /// Every lineage the server holds, sorted.
@@ -427,6 +483,7 @@ impl PgStore {
         let settles: Vec<Option<i64>> = meta.iter().map(|m| terminal(m.settles)).collect();
         let running: Vec<Option<i64>> = meta.iter().map(|m| running(m.settles)).collect();
         let claims: Vec<bool> = meta.iter().map(|m| m.claim).collect();
+        let recovers: Vec<bool> = meta.iter().map(|m| m.recovers).collect();
         let writer = self.lease.as_ref().map(|lease| lease.writer.as_str());
         self.with_session(|session| {
             let rows = session.client.query(
@@ -441,6 +498,7 @@ impl PgStore {
                     &settles,
                     &running,
                     &claims,
+                    &recovers,
                     &writer,
                 ],
             )?;

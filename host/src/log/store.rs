@@ -114,6 +114,9 @@ pub struct LineMeta {
     pub settles: Option<(Position, bool)>,
     /// Whether this line is a claim (what a server's recovery looks at).
     pub claim: bool,
+    /// Whether this line is recovery's outcome (LOG-7): a server settles
+    /// with it only while the claim's writer's lease is still expired.
+    pub recovers: bool,
 }
 
 /// A byte file is a store: locked with `flock`, appended at its end.
