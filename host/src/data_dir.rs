@@ -184,7 +184,7 @@ impl DataDir {
         create: bool,
         options: &OpenOptionsLog,
     ) -> Result<Option<LineageLog>, LogError> {
-        let display = format!("{}#{lineage}", redact(url));
+        let display = self.log_display(lineage);
         let io =
             |source| LogError::Io { path: display.clone(), operation: "open on the fleet store", source };
         let writable = create || options.mode == OpenMode::ReadWrite;

@@ -171,7 +171,7 @@ pub fn open_lineage(
     };
     let mut log = EffectLog::open_with(storage, path, options.key.clone(), checkpoints)?;
     if options.recover && options.mode == OpenMode::ReadWrite {
-        match log.recover_interrupted(crate::executor::judge) {
+        match crate::executor::recover(&mut log) {
             Ok(recovered) if recovered.is_empty() => {}
             Ok(recovered) => {
                 tracing::info!(path = %log.path(), ?recovered, "recorded claims of dead executors as INTERRUPTED");
