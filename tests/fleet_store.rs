@@ -278,7 +278,7 @@ fn the_server_refuses_forged_appends_a_writer_s_rules_would_not_send() {
     // can refuse it.
     let mut append_as = |writer: &str, records: i64, prev: &str, settles: Option<i64>| {
         client.query(
-            "SELECT missed FROM effects_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            "SELECT appended, missed FROM effects_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
             &[
                 &lineage,
                 &records,
@@ -310,6 +310,38 @@ fn the_server_refuses_forged_appends_a_writer_s_rules_would_not_send() {
     assert!(unleased.contains("lease has expired"), "{unleased}");
     // Nothing of any of them landed.
     assert_eq!(open(&lineage, false).unwrap().history().unwrap().len(), 2);
+    // A head row ahead of the lines the server holds (a partial restore):
+    // an append from behind it is an error, not an empty "missed" taken
+    // for success.
+    let mut admin = postgres::Client::connect(&server(), postgres::NoTls).unwrap();
+    admin.execute("DELETE FROM effects_lines WHERE lineage = $1 AND position = 1", &[&lineage]).unwrap();
+    let behind = said(append_as(&live, 1, &head.2, None).unwrap_err());
+    assert!(behind.contains("the store is damaged"), "{behind}");
+}
+
+/// Sets the shared database's schema version, and back when dropped.
+struct SchemaVersion(postgres::Client);
+
+impl Drop for SchemaVersion {
+    fn drop(&mut self) {
+        self.0.execute("UPDATE effects_schema SET version = 1", &[]).unwrap();
+    }
+}
+
+#[test]
+fn a_database_of_another_schema_version_is_refused_naming_both() {
+    // Alone on the server: every other test would be refused meanwhile.
+    let _alone = SERVER.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let lineage = fresh("version");
+    open(&lineage, true).unwrap().claim(&lineage, claim("v-0")).unwrap();
+    let mut client = SchemaVersion(postgres::Client::connect(&server(), postgres::NoTls).unwrap());
+    client.0.execute("UPDATE effects_schema SET version = 99", &[]).unwrap();
+    for create in [false, true] {
+        let refused = PgStore::open(&server(), &lineage, create, Some(LEASE)).unwrap_err().to_string();
+        assert!(refused.contains("version 99") && refused.contains("version 1 only"), "{refused}");
+    }
+    drop(client);
+    assert_eq!(open(&lineage, false).unwrap().history().unwrap().len(), 1);
 }
 
 #[test]
@@ -330,6 +362,9 @@ fn a_session_on_the_fleet_store_exports_to_a_log_file_that_verifies_unchanged() 
         Command::new(env!("CARGO_BIN_EXE_effects"))
             .current_dir(work.path())
             .env("EFFECTS_STORE", server())
+            // Only the ledger's own variable names the server here.
+            .env_remove("EFFECTS_TEST_POSTGRES")
+            .env_remove("EFFECTS_TEST_POSTGRES_RESTART")
             .args(args)
             .output()
             .unwrap()
@@ -338,6 +373,7 @@ fn a_session_on_the_fleet_store_exports_to_a_log_file_that_verifies_unchanged() 
     std::fs::write(
         &script,
         "{\"tool\": \"write_file\", \"input\": {\"path\": \"a.txt\", \"content\": \"hello\\n\"}}\n\
+         {\"tool\": \"bash\", \"input\": {\"command\": \"env > seen.txt\"}}\n\
          {\"complete\": {}}\n",
     )
     .unwrap();
@@ -347,6 +383,11 @@ fn a_session_on_the_fleet_store_exports_to_a_log_file_that_verifies_unchanged() 
     let summary: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     let run = summary["summary"]["run_id"].as_str().unwrap().to_owned();
     assert!(run.starts_with("run-") && run.len() == 36, "a UUIDv7 run id: {run}");
+    // The command ran, and never saw the store's address (ID-4): with it
+    // a tool could take a lease of its own and append.
+    let seen = std::fs::read_to_string(root.join("seen.txt")).expect("the bash step ran");
+    assert!(seen.contains("PATH="), "{seen}");
+    assert!(!seen.contains("EFFECTS_STORE") && !seen.contains(&server()), "{seen}");
     // The data dir holds no log: it is on the server.
     assert!(!work.path().join(".effects/effects").join(format!("{run}.log")).exists());
     let exported = work.path().join("exported");

@@ -19,7 +19,9 @@
 //!
 //! With a fleet store ([`DataDir::with_server`], SPEC 13) the lineages' logs
 //! live on a PostgreSQL server instead of in `effects/`; the rest of the
-//! layout (launch index, jobs, cache) stays in the data dir.
+//! layout (launch index, jobs, cache) stays in the data dir. Its address
+//! (which may carry a password) is as much the store as the data dir is
+//! (ID-4): [`withhold_store`] keeps it out of every command the ledger runs.
 //!
 //! Boundary: names come in as run ids and are checked before they become a
 //! file name (letters, digits, `-`, `_`; a child's `PARENT.NAME` names its
@@ -37,6 +39,18 @@ use crate::log::{
 };
 use crate::policy::{CacheError, CompileCache};
 use crate::producers::job::Jobs;
+
+/// The environment variable that names the fleet store (`--store`).
+pub const STORE_ENV: &str = "EFFECTS_STORE";
+
+/// ID-4 for the fleet store: a process the ledger starts for a tool (a
+/// command, a job, an upstream MCP server) does not inherit the store's
+/// address. With it, and the credentials it may carry, a tool could take a
+/// writer's lease and append, or edit lines, as the data dir's permissions
+/// keep it from doing to a local log.
+pub fn withhold_store(command: &mut std::process::Command) -> &mut std::process::Command {
+    command.env_remove(STORE_ENV)
+}
 
 /// A data directory: the capability to reach it and its display name.
 #[derive(Debug)]

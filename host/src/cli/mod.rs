@@ -81,7 +81,9 @@ pub struct Cli {
     /// The fleet store: a PostgreSQL URL (`postgres://USER@HOST:PORT/DB`),
     /// $EFFECTS_STORE. The runs' logs go there instead of the data dir's
     /// `effects/`, for every command; the data dir keeps the rest (launch
-    /// index, jobs, policy cache). See docs/fleet.md.
+    /// index, jobs, policy cache). Commands the ledger runs do not inherit
+    /// $EFFECTS_STORE; prefer it to --store, which any process of the same
+    /// user can read in the process list. See docs/fleet.md.
     #[arg(long, global = true, env = "EFFECTS_STORE", value_name = "URL")]
     store: Option<String>,
 

@@ -99,14 +99,19 @@ fn interrupted(claim: Position, cleanup: CleanupState) -> OutcomeRecord {
 
 /// The error every record of a failed batch after the first gets: the same
 /// kind of failure, for the same reason (`io::Error` does not clone).
-fn copy_failure_of(path: &str, poisoned: bool) -> LogError {
+fn copy_failure_of(path: &str, poisoned: Option<&'static str>) -> LogError {
     let source =
         std::io::Error::other("the batch this record was written in failed; see the first record's error");
-    if poisoned {
-        LogError::DurabilityUnknown { path: path.to_owned(), source }
+    if let Some(remedy) = poisoned {
+        LogError::DurabilityUnknown { path: path.to_owned(), source, remedy }
     } else {
         LogError::Persistence { path: path.to_owned(), source }
     }
+}
+
+/// An fsync's error, said as one.
+fn fsync_failed(source: std::io::Error) -> std::io::Error {
+    std::io::Error::new(source.kind(), format!("fsync failed ({source})"))
 }
 
 /// The error for the rest of a batch whose lock or merge failed.
@@ -385,7 +390,7 @@ impl<S: Store> EffectLog<S> {
             if let Err(source) = self.storage.cut(self.read_offset) {
                 // LOG-4's rule for any failed fsync: the log is poisoned.
                 self.mark_poisoned(&source);
-                return Err(LogError::DurabilityUnknown { path: self.path.clone(), source });
+                return Err(self.durability_unknown(source));
             }
             tracing::warn!(path = %self.path, bytes = scanned.torn, "cut a torn tail left by a crashed writer");
         }
@@ -407,7 +412,7 @@ impl<S: Store> EffectLog<S> {
     pub fn append_batch(&mut self, batch: &[(&str, &Record)]) -> Vec<Result<Position, LogError>> {
         if self.poisoned {
             let detail = self.poisoned_detail();
-            let refused = || LogError::Poisoned { path: self.path.clone(), detail: detail.clone() };
+            let refused = || self.poisoned_by(detail.clone());
             return batch.iter().map(|_| Err(refused())).collect();
         }
         let outcome = self.with_lock(LockKind::Exclusive, |log| {
@@ -435,11 +440,13 @@ impl<S: Store> EffectLog<S> {
         match self.sync_now() {
             Ok(()) => results,
             Err(source) => {
-                let mut failure = Some(LogError::DurabilityUnknown { path: self.path.clone(), source });
+                let mut failure = Some(self.durability_unknown(fsync_failed(source)));
                 results
                     .into_iter()
                     .map(|result| match result {
-                        Ok(_) => Err(failure.take().unwrap_or_else(|| copy_failure_of(&self.path, true))),
+                        Ok(_) => Err(failure
+                            .take()
+                            .unwrap_or_else(|| copy_failure_of(&self.path, Some(self.unknown_remedy())))),
                         rejected => rejected,
                     })
                     .collect()
@@ -496,7 +503,7 @@ impl<S: Store> EffectLog<S> {
                         Some(cut) => {
                             tracing::error!(path = %self.path, "a failed append may have left lines behind: {cut}");
                             self.mark_poisoned(&cut);
-                            LogError::DurabilityUnknown { path: self.path.clone(), source: failed.source }
+                            self.durability_unknown(failed.source)
                         }
                     };
                     self.history.rollback();
@@ -505,9 +512,9 @@ impl<S: Store> EffectLog<S> {
                         .results
                         .into_iter()
                         .map(|result| match result {
-                            Ok(_) => Err(failure
-                                .take()
-                                .unwrap_or_else(|| copy_failure_of(&self.path, self.poisoned))),
+                            Ok(_) => Err(failure.take().unwrap_or_else(|| {
+                                copy_failure_of(&self.path, self.poisoned.then(|| self.unknown_remedy()))
+                            })),
                             rejected => rejected,
                         })
                         .collect();
@@ -674,7 +681,7 @@ impl<S: Store> EffectLog<S> {
         if self.poisoned {
             return Err(self.poisoned_error());
         }
-        self.sync_now().map_err(|source| LogError::DurabilityUnknown { path: self.path.clone(), source })
+        self.sync_now().map_err(|source| self.durability_unknown(fsync_failed(source)))
     }
 
     /// Whether this handle appended records no fsync of its own covered yet.
@@ -718,19 +725,37 @@ impl<S: Store> EffectLog<S> {
             None => Ok(()),
             // Not this handle's own failure: once `effects log recover` has
             // cleared the marker, this handle appends again.
-            Some(detail) => Err(LogError::Poisoned { path: self.path.clone(), detail }),
+            Some(detail) => Err(self.poisoned_by(detail)),
+        }
+    }
+
+    /// LOG-4's "durability unknown" for this log, with what its store needs
+    /// before anything appends again.
+    fn durability_unknown(&self, source: std::io::Error) -> LogError {
+        LogError::DurabilityUnknown { path: self.path.clone(), source, remedy: self.unknown_remedy() }
+    }
+
+    fn unknown_remedy(&self) -> &'static str {
+        if self.storage.compares_head() {
+            super::error::UNKNOWN_ON_SERVER
+        } else {
+            super::error::UNKNOWN_ON_FILE
         }
     }
 
     fn poisoned_error(&self) -> LogError {
-        LogError::Poisoned { path: self.path.clone(), detail: self.poisoned_detail() }
+        self.poisoned_by(self.poisoned_detail())
+    }
+
+    fn poisoned_by(&self, detail: String) -> LogError {
+        LogError::Poisoned { path: self.path.clone(), detail, remedy: self.unknown_remedy() }
     }
 
     /// The poison marker's text, or what this handle saw itself.
     fn poisoned_detail(&self) -> String {
         match self.poison_marker() {
             Ok(Some(marker)) => marker,
-            _ => "this handle's own fsync failed".to_owned(),
+            _ => "this handle's own append was not confirmed durable".to_owned(),
         }
     }
 
@@ -761,9 +786,7 @@ impl<S: Store> EffectLog<S> {
         }
         self.with_lock(LockKind::Exclusive, |log| {
             log.merge(true)?;
-            log.storage
-                .sync(false)
-                .map_err(|source| LogError::DurabilityUnknown { path: log.path.clone(), source })?;
+            log.storage.sync(false).map_err(|source| log.durability_unknown(fsync_failed(source)))?;
             log.storage.remove_sidecar(Sidecar::Poisoned).map_err(|source| LogError::Io {
                 path: log.path.clone(),
                 operation: "remove the poison marker",
@@ -793,7 +816,7 @@ impl<S: Store> EffectLog<S> {
     /// answered (EMB-1).
     pub fn claim_once(&mut self, run_id: &str, claim: ClaimRecord) -> Result<(Position, bool), LogError> {
         if self.poisoned {
-            return Err(LogError::Poisoned { path: self.path.clone(), detail: self.poisoned_detail() });
+            return Err(self.poisoned_error());
         }
         let request_id = claim.operation.request_id.clone();
         let record = Record::Claim(claim);
@@ -805,7 +828,7 @@ impl<S: Store> EffectLog<S> {
             Wrote::Found(found) => (found, false),
             Wrote::Batch(mut results, _) => (results.pop().expect("one result per record")?, true),
         };
-        self.sync_now().map_err(|source| LogError::DurabilityUnknown { path: self.path.clone(), source })?;
+        self.sync_now().map_err(|source| self.durability_unknown(fsync_failed(source)))?;
         Ok((position, fresh))
     }
 

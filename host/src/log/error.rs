@@ -7,6 +7,16 @@ use std::io;
 use super::history::HistoryError;
 
 /// An effect-log failure.
+/// What a local log needs after [`LogError::DurabilityUnknown`].
+pub const UNKNOWN_ON_FILE: &str =
+    "the log accepts no more appends until `effects log recover` has examined its tail";
+
+/// What a fleet store needs after [`LogError::DurabilityUnknown`]: the
+/// server's log is whole (it commits an append or none of it), so only this
+/// handle stops; the claim, if it landed, is recovered once its lease ends.
+pub const UNKNOWN_ON_SERVER: &str = "this handle appends no more; a new one reads what the server holds, and \
+     an unsettled claim of this process is recovered once its lease has expired";
+
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
     /// Opening, reading or locking failed.
@@ -48,29 +58,32 @@ pub enum LogError {
         /// The OS error.
         source: io::Error,
     },
-    /// fsync failed: the record may or may not be durable, and the log is
-    /// poisoned for every writer (LOG-4).
-    #[error(
-        "{path}: durability unknown: fsync failed ({source}); the record may or may not be on disk, and the log \
-         accepts no more appends until `effects log recover` has examined its tail"
-    )]
+    /// An fsync failed, a failed write could not be cut back, or a server's
+    /// answer was lost and could not be asked again: the record may or may
+    /// not be durable, and the log is poisoned (LOG-4): for every writer of
+    /// a local log, for this handle on a fleet store.
+    #[error("{path}: durability unknown: {source}; the record may or may not be durable, and {remedy}")]
     DurabilityUnknown {
         /// The log.
         path: String,
-        /// The OS error.
+        /// What failed.
         source: io::Error,
+        /// What appends again, by the store: [`UNKNOWN_ON_FILE`] or
+        /// [`UNKNOWN_ON_SERVER`].
+        remedy: &'static str,
     },
-    /// An earlier fsync failure, by this writer or another, poisoned the log
-    /// (LOG-4): nothing was written.
+    /// An earlier [`LogError::DurabilityUnknown`], by this writer or (on a
+    /// local log) another, poisoned the log (LOG-4): nothing was written.
     #[error(
-        "{path}: durability unknown: an fsync of this log failed ({detail}); appends are refused until \
-         `effects log recover` has examined its tail"
+        "{path}: durability unknown since an earlier append ({detail}): nothing was written, and {remedy}"
     )]
     Poisoned {
         /// The log.
         path: String,
         /// The poison marker, or what this handle saw.
         detail: String,
+        /// What appends again, as for [`LogError::DurabilityUnknown`].
+        remedy: &'static str,
     },
     /// The merged history refuses the record (LOG-2).
     #[error("{path}: record refused: {source}")]

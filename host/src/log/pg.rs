@@ -12,12 +12,19 @@
 //! effects_lines    (lineage, position) PK, byte_offset, prev, check_hex,
 //!                  settles, running, line                       one row per record
 //! effects_sidecars (lineage, name) PK, bytes                    checkpoints (LOG-10)
+//! effects_leases   writer PK, holder, ttl, expires               writer leases (LOG-7)
+//! effects_schema   version                                       one row: the schema's version
 //! ```
+//!
+//! A database whose `effects_schema` names another version than this
+//! build's is refused with both versions named: no build writes a shape its
+//! readers do not expect.
 //!
 //! **One round trip per append**: `effects_append(lineage, records, bytes,
 //! lines, prevs, checks, settles, running)` locks the lineage's head row,
-//! and appends only if the head is where the writer says; otherwise it
-//! appends nothing and answers the lines after the writer's head, which the
+//! and appends only if the head is where the writer says (answering
+//! `appended`); otherwise it appends nothing and answers the lines after
+//! the writer's head (a head ahead of its lines is an error), which the
 //! writer merges before it validates again ([`Written::Missed`]). The
 //! backstops, whatever a writer sends: a primary key on (lineage, position),
 //! each line's `prev` equal to the record before it's `check` (checked by
@@ -55,7 +62,10 @@ use super::store::{After, AppendFailed, Head, LineMeta, Store, Written};
 /// The schema, created once per database (idempotent, serialized by an
 /// advisory lock so two first writers do not race on `CREATE`).
 const SCHEMA: &str = r#"
-SELECT pg_advisory_xact_lock(7239001);
+CREATE TABLE effects_schema (
+    version integer NOT NULL CHECK (version > 0),
+    only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row)
+);
 CREATE TABLE IF NOT EXISTS effects_heads (
     lineage    text PRIMARY KEY,
     records    bigint NOT NULL CHECK (records >= 0),
@@ -102,12 +112,13 @@ CREATE OR REPLACE FUNCTION effects_append(
     p_lineage text, p_records bigint, p_bytes bigint, p_lines bytea[],
     p_prevs text[], p_checks text[], p_settles bigint[], p_running bigint[], p_claims boolean[],
     p_recovers boolean[], p_writer text
-) RETURNS TABLE (missed bytea) LANGUAGE plpgsql AS $fn$
+) RETURNS TABLE (appended boolean, missed bytea) LANGUAGE plpgsql AS $fn$
 DECLARE
     head effects_heads;
     lease effects_leases;
     other effects_leases;
     n integer := cardinality(p_lines);
+    found_lines bigint;
 BEGIN
     IF n IS NULL OR n = 0 OR cardinality(p_prevs) <> n OR cardinality(p_checks) <> n
        OR cardinality(p_settles) <> n OR cardinality(p_running) <> n OR cardinality(p_claims) <> n
@@ -165,6 +176,7 @@ BEGIN
                    u.pr, u.ch, u.st, u.ru, u.cl, p_writer, u.l
             FROM unnest(p_lines, p_prevs, p_checks, p_settles, p_running, p_claims) WITH ORDINALITY
                 AS u (l, pr, ch, st, ru, cl, o);
+        RETURN QUERY SELECT true, NULL::bytea;
         RETURN;
     END IF;
     -- Not at the head: say why.
@@ -185,13 +197,27 @@ BEGIN
         SELECT line FROM effects_lines
         WHERE lineage = p_lineage AND position >= p_records AND position < p_records + n
         ORDER BY position) THEN
+        RETURN QUERY SELECT true, NULL::bytea;
         RETURN;
     END IF;
-    RETURN QUERY SELECT line FROM effects_lines
+    RETURN QUERY SELECT false, line FROM effects_lines
         WHERE lineage = p_lineage AND position >= p_records ORDER BY position;
+    -- A head ahead of its lines (a partial restore) is no answer to merge.
+    -- More lines than the head read are appends committed since (each
+    -- statement reads the latest commits).
+    GET DIAGNOSTICS found_lines = ROW_COUNT;
+    IF found_lines < head.records - p_records THEN
+        RAISE EXCEPTION 'effects_append: lineage % has its head at % records but % lines after %: the store is damaged',
+            p_lineage, head.records, found_lines, p_records USING ERRCODE = 'XX001';
+    END IF;
 END
 $fn$;
 "#;
+
+/// The version of [`SCHEMA`], kept in `effects_schema`: a database made by
+/// a build that speaks another is refused, never written in a shape its
+/// readers do not expect.
+const SCHEMA_VERSION: i32 = 1;
 
 /// The `prev` of a lineage's first record, as the server keeps it.
 const GENESIS_HEX: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -208,16 +234,25 @@ struct Session {
 }
 
 impl Session {
-    fn connect(url: &str) -> Result<Self, postgres::Error> {
-        let mut client = Client::connect(url, NoTls)?;
+    /// A session on a database holding our schema; `None` when it has none.
+    fn connect(url: &str) -> io::Result<Option<Self>> {
+        let mut client = Client::connect(url, NoTls).map_err(io_error)?;
+        if schema_version(&mut client)?.is_none() {
+            return Ok(None);
+        }
+        Self::prepare(client).map(Some).map_err(io_error)
+    }
+
+    fn prepare(mut client: Client) -> Result<Self, postgres::Error> {
         // Durable when acknowledged: never below `on` (a replica's promise
         // is the operator's setting on top of that: docs/fleet.md).
         let level: String = client.query_one("SHOW synchronous_commit", &[])?.get(0);
         if matches!(level.as_str(), "off" | "local") {
             client.batch_execute("SET synchronous_commit TO on")?;
         }
-        let append = client
-            .prepare("SELECT missed FROM effects_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)")?;
+        let append = client.prepare(
+            "SELECT appended, missed FROM effects_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        )?;
         let read = client.prepare(
             "SELECT h.records, h.bytes, l.line FROM effects_heads h \
              LEFT JOIN effects_lines l ON l.lineage = h.lineage AND l.position >= $2 \
@@ -227,18 +262,54 @@ impl Session {
     }
 }
 
-/// Creates the schema (idempotent): run by every [`PgStore::open`] that
-/// creates a lineage.
-pub fn ensure_schema(client: &mut Client) -> Result<(), postgres::Error> {
-    let mut transaction = client.transaction()?;
-    transaction.batch_execute(SCHEMA)?;
-    transaction.commit()
+/// The database's schema version: `None` when it holds no schema of ours,
+/// an error naming both versions when it holds another than [`SCHEMA`].
+fn schema_version(client: &mut impl postgres::GenericClient) -> io::Result<Option<i32>> {
+    // Asked by name first: a failed SELECT would abort the caller's
+    // transaction.
+    let tables = client
+        .query_one(
+            "SELECT to_regclass('effects_schema') IS NOT NULL, to_regclass('effects_heads') IS NOT NULL",
+            &[],
+        )
+        .map_err(io_error)?;
+    let version = match (tables.get::<_, bool>(0), tables.get::<_, bool>(1)) {
+        (true, _) => client
+            .query_opt("SELECT version FROM effects_schema", &[])
+            .map_err(io_error)?
+            .map(|row| row.get::<_, i32>(0)),
+        // Effects tables without a version were made before versions were
+        // kept.
+        (false, true) => Some(0),
+        (false, false) => return Ok(None),
+    };
+    match version {
+        Some(SCHEMA_VERSION) => Ok(Some(SCHEMA_VERSION)),
+        other => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "this database's effects schema is version {}, and this build reads and writes version \
+                 {SCHEMA_VERSION} only: use a build of its version to export its lineages (`effects log export`), \
+                 or a database of its own for this one",
+                other.unwrap_or_default()
+            ),
+        )),
+    }
 }
 
-/// Whether `error` says the database has no schema of ours yet.
-fn missing_schema(error: &postgres::Error) -> bool {
-    use postgres::error::SqlState;
-    matches!(error.code(), Some(code) if *code == SqlState::UNDEFINED_TABLE || *code == SqlState::UNDEFINED_FUNCTION)
+/// Creates the schema unless the database has it: run by a
+/// [`PgStore::open`] that creates a lineage and finds none. Serialized by an
+/// advisory lock, so two first writers do not race on `CREATE`.
+pub fn ensure_schema(client: &mut Client) -> io::Result<()> {
+    let mut transaction = client.transaction().map_err(io_error)?;
+    transaction.batch_execute("SELECT pg_advisory_xact_lock(7239001)").map_err(io_error)?;
+    if schema_version(&mut transaction)?.is_none() {
+        transaction.batch_execute(SCHEMA).map_err(io_error)?;
+        transaction
+            .execute("INSERT INTO effects_schema (version) VALUES ($1)", &[&SCHEMA_VERSION])
+            .map_err(io_error)?;
+    }
+    transaction.commit().map_err(io_error)
 }
 
 impl Lease {
@@ -385,16 +456,15 @@ impl PgStore {
     /// and every third of its length by a heartbeat thread while the handle
     /// lives.
     pub fn open(url: &str, lineage: &str, create: bool, lease: Option<Duration>) -> io::Result<Option<Self>> {
-        let mut session = match Session::connect(url) {
-            Ok(session) => session,
+        let mut session = match Session::connect(url)? {
+            Some(session) => session,
             // A database with no schema yet: create it, then prepare again.
-            Err(error) if create && error.as_db_error().is_some() => {
+            None if create => {
                 let mut client = Client::connect(url, NoTls).map_err(io_error)?;
-                ensure_schema(&mut client).map_err(io_error)?;
-                Session::connect(url).map_err(io_error)?
+                ensure_schema(&mut client)?;
+                Session::connect(url)?.ok_or_else(|| io::Error::other("the schema just created is gone"))?
             }
-            Err(error) if missing_schema(&error) => return Ok(None),
-            Err(error) => return Err(io_error(error)),
+            None => return Ok(None),
         };
         let exists = if create {
             session
@@ -461,7 +531,10 @@ impl PgStore {
     fn with_session<T>(&self, f: impl FnOnce(&mut Session) -> Result<T, postgres::Error>) -> io::Result<T> {
         let mut guard = self.session.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if guard.is_none() {
-            *guard = Some(Box::new(Session::connect(&self.url).map_err(io_error)?));
+            let session = Session::connect(&self.url)?.ok_or_else(|| {
+                io::Error::new(io::ErrorKind::NotFound, "the store's effects tables are gone")
+            })?;
+            *guard = Some(Box::new(session));
         }
         let session = guard.as_mut().expect("connected above");
         let result = f(session);
@@ -475,7 +548,7 @@ impl PgStore {
 
     /// One call of `effects_append`; `Err` keeps the database error apart
     /// from a lost connection.
-    fn call_append(&self, head: Head, lines: &[Vec<u8>], meta: &[LineMeta]) -> io::Result<Vec<Vec<u8>>> {
+    fn call_append(&self, head: Head, lines: &[Vec<u8>], meta: &[LineMeta]) -> io::Result<Written> {
         let records = i64::try_from(head.records).map_err(io::Error::other)?;
         let bytes = i64::try_from(head.offset).map_err(io::Error::other)?;
         let prevs: Vec<&str> = meta.iter().map(|m| m.prev.as_str()).collect();
@@ -502,7 +575,14 @@ impl PgStore {
                     &writer,
                 ],
             )?;
-            Ok(rows.iter().map(|row| row.get::<_, Vec<u8>>(0)).collect())
+            Ok(rows)
+        })
+        .and_then(|rows| match rows.first().map(|row| row.get::<_, bool>(0)) {
+            Some(true) => Ok(Written::Appended),
+            Some(false) => {
+                Ok(Written::Missed(rows.iter().flat_map(|row| row.get::<_, &[u8]>(1).to_vec()).collect()))
+            }
+            None => Err(io::Error::other("effects_append answered nothing")),
         })
     }
 }
@@ -583,11 +663,8 @@ impl Store for PgStore {
 
     fn append_at(&mut self, head: Head, lines: &[u8], meta: &[LineMeta]) -> Result<Written, AppendFailed> {
         let lines = split_lines(lines);
-        let missed = |rows: Vec<Vec<u8>>| {
-            if rows.is_empty() { Written::Appended } else { Written::Missed(rows.concat()) }
-        };
         let first = match self.call_append(head, &lines, meta) {
-            Ok(rows) => return Ok(missed(rows)),
+            Ok(written) => return Ok(written),
             // The server refused it: its transaction rolled back, nothing
             // of it is there.
             Err(source) if source.kind() == io::ErrorKind::InvalidData => {
@@ -603,7 +680,7 @@ impl Store for PgStore {
         for _ in 0..RESENDS {
             std::thread::sleep(RESEND_PAUSE);
             match self.call_append(head, &lines, meta) {
-                Ok(rows) => return Ok(missed(rows)),
+                Ok(written) => return Ok(written),
                 Err(source) if source.kind() == io::ErrorKind::InvalidData => {
                     return Err(AppendFailed {
                         unknown: Some(io::Error::other(format!(

@@ -192,6 +192,7 @@ pub fn spawn(
         }
     };
     command.args(["-c", script_text]);
+    crate::data_dir::withhold_store(&mut command);
     if let Mode::Job { output_cap } = mode {
         command.env("EFFECTS_JOB_OUTPUT_CAP", output_cap.to_string());
     }

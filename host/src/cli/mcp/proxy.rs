@@ -512,7 +512,7 @@ impl ProxyArgs {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_else(|| program.clone())
         });
-        let mut child = std::process::Command::new(program)
+        let mut child = effect_ledger::data_dir::withhold_store(&mut std::process::Command::new(program))
             .args(&self.command[1..])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
