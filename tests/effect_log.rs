@@ -2,30 +2,13 @@
 //! backend (`MemoryFile`): the same `EffectLog` code the disk uses, with
 //! failures injected exactly where LOG-4 and LOG-6 care.
 
-use effect_ledger::log::{
-    ClaimState, EffectLog, Faults, GroupLog, LogError, MemoryFile, OutcomeRecord, Record, Storage,
-};
-use effect_ledger::model::{CleanupState, Execution, Impact, Outcome, ProducerFacts};
+use effect_ledger::log::{ClaimState, EffectLog, Faults, LogError, MemoryFile, Record, Storage};
+use effect_ledger::model::Execution;
 use proptest::prelude::*;
 use support::claim;
 
+use crate::every_store::{self, outcome};
 use crate::support;
-
-fn outcome(claim: u64, execution: Execution) -> OutcomeRecord {
-    OutcomeRecord {
-        claim,
-        outcome: Outcome {
-            execution,
-            impact: if execution == Execution::NotExecuted { Impact::None } else { Impact::Possible },
-            cleanup: CleanupState::NotApplicable,
-            replayed: false,
-            remote_acknowledged: false,
-            detached: false,
-        },
-        facts: ProducerFacts::default(),
-        recovery: false,
-    }
-}
 
 fn open(file: &MemoryFile) -> EffectLog<MemoryFile> {
     EffectLog::open(file.clone(), "mem.log", None).expect("log opens")
@@ -42,37 +25,6 @@ fn claims_are_durable_and_the_directory_is_synced_once() {
     let after = file.crash(0);
     let reopened = open(&after);
     assert_eq!(reopened.records().len(), 2);
-}
-
-#[test]
-fn two_handles_merge_and_never_settle_an_effect_twice() {
-    let file = MemoryFile::new();
-    let (mut first, mut second) = (open(&file), open(&file));
-    let claimed = first.claim("r1", claim("a0")).unwrap();
-    assert_eq!(second.claim("r1", claim("b0")).unwrap(), 1, "the second handle merged position 0 first");
-    first.record_outcome("r1", outcome(claimed, Execution::ReportedSuccess)).unwrap();
-    match second.record_outcome("r1", outcome(claimed, Execution::Failed)) {
-        Err(LogError::Rejected { .. }) => {}
-        other => panic!("expected the merged history to refuse a second settlement, got {other:?}"),
-    }
-    assert!(second.degraded_runs().contains("r1"), "LOG-5: a failed outcome write degrades the run");
-    assert_eq!(second.history().unwrap().len(), 3);
-}
-
-#[test]
-fn running_then_one_settlement_only() {
-    let file = MemoryFile::new();
-    let mut log = open(&file);
-    let c = log.claim("r1", claim("a0")).unwrap();
-    log.record_outcome("r1", outcome(c, Execution::Running)).unwrap();
-    assert!(log.record_outcome("r1", outcome(c, Execution::Running)).is_err(), "RUNNING never repeats");
-    log.record_outcome("r1", outcome(c, Execution::Cancelled)).unwrap();
-    assert_eq!(log.claim_state(c), Some(ClaimState::Settled(Execution::Cancelled)));
-    assert!(log.record_outcome("r1", outcome(c, Execution::ReportedSuccess)).is_err(), "settled is final");
-    assert!(
-        log.record_outcome("r1", outcome(99, Execution::ReportedSuccess)).is_err(),
-        "an outcome needs its claim"
-    );
 }
 
 #[test]
@@ -247,91 +199,30 @@ fn removed_reordered_duplicated_lines_break_the_chain() {
     }
 }
 
-/// Operations for the state machine, against a model of the history rules.
-#[derive(Debug, Clone)]
-enum Op {
-    Claim,
-    Outcome { claim: u8, running: bool },
-    Recover,
-    Reopen,
-}
-
-fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        3 => Just(Op::Claim),
-        3 => (any::<u8>(), any::<bool>()).prop_map(|(claim, running)| Op::Outcome { claim, running }),
-        1 => Just(Op::Recover),
-        1 => Just(Op::Reopen),
-    ]
-}
-
-/// The model: one entry per position; `Some(state)` for claims.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Model {
-    Unsettled,
-    Running,
-    Settled,
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
+    /// The model of `every_store`, on the crash model, with claims of no
+    /// executor (so recovery settles every unsettled one).
     #[test]
-    fn the_log_follows_the_model_of_the_history_rules(ops in proptest::collection::vec(op(), 1..40)) {
+    fn the_log_follows_the_model_of_the_history_rules(ops in proptest::collection::vec(every_store::op(), 1..40)) {
         let file = MemoryFile::new();
-        let mut log = open(&file);
-        let mut model: Vec<Option<Model>> = Vec::new();
-        for op in ops {
-            match op {
-                Op::Claim => {
-                    let position = log.claim("r", claim("a")).unwrap();
-                    prop_assert_eq!(position, model.len() as u64);
-                    model.push(Some(Model::Unsettled));
-                }
-                Op::Outcome { claim, running } => {
-                    let target = if model.is_empty() { 0 } else { claim as usize % (model.len() + 1) };
-                    let execution = if running { Execution::Running } else { Execution::ReportedSuccess };
-                    let allowed = match model.get(target).copied().flatten() {
-                        Some(Model::Unsettled) => true,
-                        Some(Model::Running) => !running,
-                        _ => false,
-                    };
-                    let result = log.record_outcome("r", outcome(target as u64, execution));
-                    prop_assert_eq!(result.is_ok(), allowed, "outcome for {} ({:?})", target, execution);
-                    if allowed {
-                        model[target] = Some(if running { Model::Running } else { Model::Settled });
-                        model.push(None);
-                    }
-                }
-                Op::Recover => {
-                    let expected: Vec<u64> = model.iter().enumerate()
-                        .filter(|(_, m)| **m == Some(Model::Unsettled)).map(|(p, _)| p as u64).collect();
-                    prop_assert_eq!(log.recover_interrupted(effect_ledger::executor::judge).unwrap(), expected.clone());
-                    for position in expected {
-                        model[position as usize] = Some(Model::Settled);
-                        model.push(None);
-                    }
-                }
-                Op::Reopen => log = open(&file),
-            }
-            prop_assert_eq!(log.history().unwrap().len(), model.len());
-        }
-        // What is on disk reloads to the same history.
-        prop_assert_eq!(open(&file).records().len(), model.len());
+        every_store::follow_the_model(
+            &|| open(&file),
+            |log| log.recover_interrupted(effect_ledger::executor::judge),
+            every_store::Executors::Dead,
+            ops,
+        )?;
     }
 }
 
 #[test]
-fn a_batch_is_validated_record_by_record_and_fails_as_a_whole() {
+fn a_batch_costs_one_fsync_and_a_failed_one_fails_it_as_a_whole() {
+    // How a batch is validated record by record: `every_store`.
     let file = MemoryFile::new();
     let mut log = open(&file);
-    let first = Record::Claim(claim("a0"));
-    let bad = Record::Outcome(outcome(7, Execution::ReportedSuccess));
-    let settle = Record::Outcome(outcome(0, Execution::ReportedSuccess));
-    let results = log.append_batch(&[("r", &first), ("r", &bad), ("r", &settle)]);
-    assert_eq!(results[0].as_ref().unwrap(), &0);
-    assert!(matches!(results[1], Err(LogError::Rejected { .. })), "an outcome needs its claim");
-    assert_eq!(results[2].as_ref().unwrap(), &1, "validated against the batch's own earlier claim");
+    let (a0, a1) = (Record::Claim(claim("a0")), Record::Claim(claim("a1")));
+    assert!(log.append_batch(&[("r", &a0), ("r", &a1)]).iter().all(Result::is_ok));
     assert_eq!(file.sync_counts().0, 1, "one fsync for the batch");
 
     let before = file.contents();
@@ -345,45 +236,6 @@ fn a_batch_is_validated_record_by_record_and_fails_as_a_whole() {
     assert!(file.contents().len() > before.len(), "the batch stays, of unknown durability");
     assert!(log.is_poisoned());
     assert!(file.read_sidecar(effect_ledger::log::Sidecar::Poisoned).unwrap().is_some());
-}
-
-#[test]
-fn group_commit_acknowledges_every_thread_with_unique_positions() {
-    let file = MemoryFile::new();
-    let group = std::sync::Arc::new(GroupLog::new(open(&file)));
-    let threads: Vec<_> = (0..8)
-        .map(|t| {
-            let group = group.clone();
-            std::thread::spawn(move || {
-                (0..200)
-                    .map(|i| group.append("r", Record::Claim(claim(&format!("t{t}-{i}")))).unwrap())
-                    .collect::<Vec<_>>()
-            })
-        })
-        .collect();
-    let mut positions: Vec<u64> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
-    positions.sort_unstable();
-    assert_eq!(positions, (0..1600).collect::<Vec<u64>>());
-    assert_eq!(open(&file).records().len(), 1600, "all durable and valid");
-    assert!(file.sync_counts().0 <= 1600);
-}
-
-#[test]
-fn outcomes_out_1_forbids_are_refused_by_the_history() {
-    let file = MemoryFile::new();
-    let mut log = open(&file);
-    let c = log.claim("r1", claim("a0")).unwrap();
-    let mut hidden = outcome(c, Execution::ReportedSuccess);
-    hidden.outcome.impact = Impact::None;
-    assert!(
-        matches!(log.record_outcome("r1", hidden), Err(LogError::Rejected { .. })),
-        "impact NONE needs NOT_EXECUTED"
-    );
-    log.record_outcome("r1", outcome(c, Execution::Running)).unwrap();
-    match log.record_outcome("r1", outcome(c, Execution::NotExecuted)) {
-        Err(LogError::Rejected { source, .. }) => assert!(source.to_string().contains("RUNNING")),
-        other => panic!("a RUNNING launch cannot end NOT_EXECUTED: {other:?}"),
-    }
 }
 
 #[test]

@@ -1,13 +1,14 @@
-//! The fleet store (SPEC 13) on a real PostgreSQL server, doing the bad
-//! things for real: eight writer processes racing on one lineage, writers
-//! killed with SIGKILL mid-append, their connections terminated by the
-//! server mid-append, forged appends the server's backstops must refuse, a
-//! stale writer whose head moved, and a run exported to a log file that
-//! verifies unchanged, writers paused past their lease and recovery that
-//! must leave a live or foreign writer's claim alone, lines changed or
-//! removed on the server behind the ledger's back, and the server restarted
-//! while writers append (`$EFFECTS_TEST_POSTGRES_RESTART`, set by `cargo
-//! xtask test` for its own cluster, is the command that restarts it).
+//! The fleet store (SPEC 13) on a real PostgreSQL server, doing what only
+//! a server can suffer (the suites every store passes, racing writers and
+//! SIGKILLed ones included, are in `every_store`): writers' connections
+//! terminated by the server mid-append, forged appends the server's
+//! backstops must refuse, a stale writer whose head moved, a run exported to
+//! a log file that verifies unchanged, writers paused past their lease and
+//! recovery that must leave a live or foreign writer's claim alone, lines
+//! changed or removed on the server behind the ledger's back, a database of
+//! another schema version, and the server restarted while writers append
+//! (`$EFFECTS_TEST_POSTGRES_RESTART`, set by `cargo xtask test` for its own
+//! cluster, is the command that restarts it).
 //!
 //! The server is `$EFFECTS_TEST_POSTGRES` (`cargo xtask test` starts a
 //! private cluster and sets it). Each test works on lineages of its own
@@ -33,19 +34,15 @@ use crate::support::{self, acks};
 /// holds it alone, so no other test's own queries meet a server going down.
 static SERVER: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
-fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
+pub fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
     SERVER.read().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn server() -> String {
+pub fn server() -> String {
     std::env::var("EFFECTS_TEST_POSTGRES").expect(
         "the fleet store's tests need a PostgreSQL server: run them with `cargo xtask test` (it starts one), \
          or set EFFECTS_TEST_POSTGRES=postgresql://...",
     )
-}
-
-fn env_count(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 /// A lineage no other test (or earlier run) uses.
@@ -125,70 +122,6 @@ fn check_lineage(lineage: &str, acknowledged: &HashMap<u64, String>) -> Vec<effe
         assert_eq!(&hex::encode(framed.check), check, "acknowledged claim at {position} is on the server");
     }
     records
-}
-
-#[test]
-fn eight_writer_processes_share_one_lineage_every_position_once_each_settled_once() {
-    let _server = shared();
-    let appends = env_count("EFFECTS_CONTENTION_APPENDS", 500);
-    let lineage = fresh("race");
-    let children: Vec<Child> = (0..8)
-        .map(|w| writer(&lineage, appends, &format!("w{w}"), &["--outcomes"]).stdout(Stdio::piped()).spawn())
-        .collect::<Result<_, _>>()
-        .unwrap();
-    let outputs: Vec<Output> = children.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
-    for output in &outputs {
-        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    }
-    let acknowledged: HashMap<u64, String> = outputs.iter().flat_map(|o| acks(&o.stdout)).collect();
-    assert_eq!(acknowledged.len(), 8 * appends, "every acknowledged position is distinct");
-    let records = check_lineage(&lineage, &acknowledged);
-    assert_eq!(records.len(), 8 * appends * 2, "every claim and outcome, once");
-    let mut last: HashMap<String, i64> = HashMap::new();
-    let mut settlements = vec![0u32; records.len()];
-    for framed in &records {
-        match &framed.record {
-            Record::Claim(claim) => {
-                let (writer, index) = claim.action_id.split_once('-').unwrap();
-                let index: i64 = index.parse().unwrap();
-                let previous = last.insert(writer.to_owned(), index).unwrap_or(-1);
-                assert_eq!(index, previous + 1, "{writer}'s claims out of order");
-            }
-            Record::Outcome(outcome) => settlements[outcome.claim as usize] += 1,
-            other => panic!("the writers append claims and outcomes only, found {}", other.kind()),
-        }
-    }
-    assert_eq!(settlements.iter().filter(|n| **n == 1).count(), 8 * appends, "each claim settled once");
-    assert!(settlements.iter().all(|n| *n <= 1));
-}
-
-#[test]
-fn writers_killed_mid_append_never_lose_an_acknowledged_claim_or_duplicate_one() {
-    let _server = shared();
-    let rounds = env_count("EFFECTS_TORTURE_KILLS", 200).div_ceil(10);
-    let lineage = fresh("kill");
-    let mut acknowledged: HashMap<u64, String> = HashMap::new();
-    for round in 0..rounds {
-        let mut children: Vec<Child> = (0..3)
-            .map(|w| writer(&lineage, 10_000, &format!("r{round}w{w}"), &[]).stdout(Stdio::piped()).spawn())
-            .collect::<Result<_, _>>()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(30 + (round as u64 * 37) % 120));
-        for child in &mut children {
-            child.kill().unwrap();
-        }
-        for child in children {
-            let output = child.wait_with_output().unwrap();
-            for (position, check) in acks(&output.stdout) {
-                assert!(
-                    acknowledged.insert(position, check).is_none(),
-                    "position {position} acknowledged twice"
-                );
-            }
-        }
-    }
-    assert!(!acknowledged.is_empty(), "the writers acknowledged claims before they were killed");
-    check_lineage(&lineage, &acknowledged);
 }
 
 #[test]

@@ -1,15 +1,11 @@
 //! The effect log on a real filesystem, doing the bad things for real: hostile
-//! files in the log's place, eight processes racing, writers killed with
-//! SIGKILL mid-append, fsync failing under `strace` fault injection, a full
-//! tmpfs, and the operator CLI over damaged logs.
-//!
-//! Slow variants scale with environment variables (CI sets smaller counts):
-//! `EFFECTS_TORTURE_KILLS` (default 200), `EFFECTS_CONTENTION_APPENDS`
-//! (default 500 per writer).
+//! files in the log's place, fsync failing under `strace` fault injection, a
+//! full tmpfs, and the operator CLI over damaged logs. Eight processes racing
+//! and writers killed with SIGKILL mid-append are in `every_store`, which
+//! runs them here and on the fleet store.
 
 #![allow(clippy::disallowed_methods)] // tests set up files with ambient authority
 
-use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::Path;
@@ -21,10 +17,6 @@ use cap_std::fs::Dir;
 use effect_ledger::log::{LineageLog, LogError, OpenMode, OpenOptionsLog, Record, open_lineage};
 
 use crate::support::{self, acks};
-
-fn env_count(name: &str, default: usize) -> usize {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
 
 /// A private directory standing in for `DATA_DIR/effects`.
 fn effects_dir() -> tempfile::TempDir {
@@ -99,117 +91,6 @@ fn hostile_files_in_the_logs_place_are_refused() {
 
     // Nothing was written through any of them.
     assert_eq!(std::fs::read(&outside).unwrap(), b"");
-}
-
-#[test]
-fn eight_writers_racing_share_one_lineage_without_reuse_or_double_settlement() {
-    let appends = env_count("EFFECTS_CONTENTION_APPENDS", 500);
-    let dir = effects_dir();
-    let children: Vec<Child> = (0..8)
-        .map(|w| {
-            writer(dir.path(), "race", appends, &format!("w{w}"), &["--outcomes"])
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap()
-        })
-        .collect();
-    let outputs: Vec<Output> = children.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
-    for output in &outputs {
-        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
-    }
-    let log = load(dir.path(), "race");
-    let records = log.records();
-    assert_eq!(records.len(), 8 * appends * 2, "every claim and outcome, once");
-    // Each writer's claims appear in its own order.
-    let mut last_seen: HashMap<String, i64> = HashMap::new();
-    let mut settled = vec![0u32; records.len()];
-    for framed in records {
-        match &framed.record {
-            Record::Claim(claim) => {
-                let (writer, index) = claim.action_id.split_once('-').unwrap();
-                let index: i64 = index.parse().unwrap();
-                let previous = last_seen.insert(writer.to_owned(), index).unwrap_or(-1);
-                assert_eq!(index, previous + 1, "{writer}'s claims out of order");
-            }
-            Record::Outcome(outcome) => settled[outcome.claim as usize] += 1,
-            Record::Observation(_) | Record::Verifier(_) | Record::Decision(_) | Record::Processes(_) => {
-                unreachable!("the writers append claims and outcomes only")
-            }
-        }
-    }
-    let claims = records.iter().filter(|r| matches!(r.record, Record::Claim(_))).count();
-    assert_eq!(settled.iter().filter(|n| **n == 1).count(), claims, "every effect settled exactly once");
-    // Acknowledged positions are exactly the claims, and unique.
-    let mut acked: Vec<u64> = outputs.iter().flat_map(|o| acks(&o.stdout)).map(|(p, _)| p).collect();
-    acked.sort_unstable();
-    acked.dedup();
-    assert_eq!(acked.len(), 8 * appends);
-}
-
-#[test]
-fn writers_killed_mid_append_never_lose_an_acknowledged_claim() {
-    let kills = env_count("EFFECTS_TORTURE_KILLS", 200);
-    let dir = effects_dir();
-    let mut acknowledged: HashMap<u64, String> = HashMap::new();
-    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut random = move |bound: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % bound
-    };
-    let mut killed = 0;
-    while killed < kills {
-        // Three writers at once; each is killed at its own random moment.
-        let mut children: Vec<Child> = (0..3)
-            .map(|w| {
-                writer(dir.path(), "torture", 100_000, &format!("k{killed}w{w}"), &["--outcomes"])
-                    .stdout(Stdio::piped())
-                    .spawn()
-                    .unwrap()
-            })
-            .collect();
-        for child in &mut children {
-            std::thread::sleep(Duration::from_micros(random(15_000)));
-            child.kill().unwrap(); // SIGKILL
-        }
-        for child in children {
-            let output = child.wait_with_output().unwrap();
-            assert!(!output.status.success(), "a writer finished 100000 appends before its kill");
-            killed += 1;
-            for (position, check) in acks(&output.stdout) {
-                acknowledged.insert(position, check);
-            }
-        }
-        // After every round: the log loads, positions are contiguous (the
-        // strict load checks that), and every acknowledged claim is there
-        // byte for byte (its check is the SHA-256 of its bytes, chained).
-        let log = load(dir.path(), "torture");
-        let records = log.records();
-        for (position, check) in &acknowledged {
-            let framed = records
-                .get(*position as usize)
-                .unwrap_or_else(|| panic!("acknowledged claim {position} lost"));
-            assert_eq!(&hex::encode(framed.check), check, "claim {position} changed");
-            assert!(matches!(framed.record, Record::Claim(_)));
-        }
-    }
-    assert!(acknowledged.len() > 10, "the torture acknowledged only {} claims", acknowledged.len());
-    // Recovery then settles every claim the dead writers left, once.
-    let handle = Dir::open_ambient_dir(dir.path(), ambient_authority()).unwrap();
-    let options =
-        OpenOptionsLog { mode: OpenMode::ReadWrite, key: None, recover: false, ..Default::default() };
-    let mut log = open_lineage(&handle, "t", "torture", &options).unwrap().unwrap();
-    log.repair().unwrap();
-    let recovered = log.recover_interrupted(effect_ledger::executor::judge).unwrap();
-    assert!(
-        log.recover_interrupted(effect_ledger::executor::judge).unwrap().is_empty(),
-        "recovery is idempotent"
-    );
-    let reloaded = load(dir.path(), "torture");
-    let unsettled = reloaded.records().iter().filter(|r| matches!(r.record, Record::Claim(_))).count()
-        - reloaded.records().iter().filter(|r| matches!(r.record, Record::Outcome(_))).count();
-    assert_eq!(unsettled, 0, "recovered {} claims, yet some remain unsettled", recovered.len());
 }
 
 /// Runs the writer under strace with the Nth `fdatasync` failing (EIO): the

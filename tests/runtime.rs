@@ -14,6 +14,7 @@ mod support;
 
 mod effect_log;
 mod embed;
+mod every_store;
 mod fleet_store;
 mod identity;
 mod identity_open;
