@@ -211,7 +211,7 @@ fn the_server_refuses_forged_appends_a_writer_s_rules_would_not_send() {
     // can refuse it.
     let mut append_as = |writer: &str, records: i64, prev: &str, settles: Option<i64>| {
         client.query(
-            "SELECT appended, missed FROM effects_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            "SELECT appended, missed FROM effects_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
             &[
                 &lineage,
                 &records,
@@ -223,6 +223,7 @@ fn the_server_refuses_forged_appends_a_writer_s_rules_would_not_send() {
                 &vec![None::<i64>],
                 &vec![false],
                 &vec![false],
+                &vec![None::<i64>],
                 &writer,
             ],
         )
@@ -536,4 +537,69 @@ fn recovery_on_the_fleet_store_never_judges_another_machine_s_process_by_this_on
     assert!(outcomes_of(&lineage, 0).is_empty(), "a live remote writer's claim is its own to settle");
     remote.record_outcome(&lineage, settled(0, Execution::ReportedSuccess)).unwrap();
     assert_eq!(outcomes_of(&lineage, 0).len(), 1);
+}
+
+#[test]
+fn a_launch_on_the_fleet_store_is_indexed_by_its_claim_s_own_row() {
+    let _server = shared();
+    let s = support::session::session();
+    let url = server();
+    let run = |script: &str, extra: &[&str]| {
+        let args: Vec<&str> = ["--store", url.as_str()].into_iter().chain(extra.iter().copied()).collect();
+        let output = s.run(&format!("{script}\n{{\"complete\": {{}}}}\n"), &args);
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        support::session::reports(&output)
+    };
+    let job_status = |id: &str| {
+        format!("{{\"tool\": \"bg_job\", \"input\": {{\"job\": \"{id}\", \"action\": \"status\"}}}}")
+    };
+    let first =
+        run(r#"{"tool": "bash", "input": {"command": "echo ran > out.txt", "background": true}}"#, &[]);
+    let launched = &first[0];
+    assert_eq!(launched["outcome"]["execution"], "RUNNING", "{launched:#}");
+    let claim = launched["claim"].as_i64().unwrap();
+    let id = launched["result"]["job_id"].as_str().unwrap().to_owned();
+    let generation: i64 = id.trim_start_matches("job-").parse().unwrap();
+    let run_id = first.last().unwrap()["summary"]["run_id"].as_str().unwrap().to_owned();
+    // LOG-8 in the claim's own transaction: its row carries the generation;
+    // the data dir keeps only the reservation (the job is this machine's).
+    let mut admin = postgres::Client::connect(&server(), postgres::NoTls).unwrap();
+    let index = |admin: &mut postgres::Client| -> Option<i64> {
+        admin
+            .query_one(
+                "SELECT launch FROM effects_lines WHERE lineage = $1 AND position = $2",
+                &[&run_id, &claim],
+            )
+            .unwrap()
+            .get(0)
+    };
+    assert_eq!(index(&mut admin), Some(generation));
+    let reservation: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(s.data.join(format!("effects/launch-{generation}.json"))).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(reservation["claim"], serde_json::Value::Null, "{reservation}");
+    // A later process validates the job by the server's index and settles
+    // its launch once the job has exited.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let read = loop {
+        let steps = run(&job_status(&id), &["--run", &run_id]);
+        let exited = steps[0]["result"]["text"].as_str().is_some_and(|t| t.starts_with("exited"));
+        if exited || std::time::Instant::now() > deadline {
+            break steps[0].clone();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(read["launch_settled"].is_u64(), "{read:#}");
+    // The server's index is what validated it: without it, the job is not
+    // a validated job (the line itself, and so the chain, is unchanged).
+    admin
+        .execute(
+            "UPDATE effects_lines SET launch = NULL WHERE lineage = $1 AND position = $2",
+            &[&run_id, &claim],
+        )
+        .unwrap();
+    let unindexed = run(&job_status(&id), &["--run", &run_id]);
+    assert_eq!(unindexed[0]["status"], "REFUSED", "{:#}", unindexed[0]);
+    assert!(unindexed[0]["reason"].as_str().unwrap().contains("launch index"), "{:#}", unindexed[0]);
 }

@@ -84,6 +84,11 @@ impl DataDir {
         Self { server: Some(url.to_owned()), ..self }
     }
 
+    /// Whether the lineages' logs live on a fleet store.
+    pub fn on_server(&self) -> bool {
+        self.server.is_some()
+    }
+
     /// The fleet store's address for messages (no password), if the logs
     /// live there.
     pub fn server_display(&self) -> Option<String> {

@@ -4,7 +4,8 @@
 //! - A `bash` / `python` call with `"background": true` **reserves** a launch
 //!   generation before it is classified; the reservation is bound as the
 //!   launch's `process_launch` dependency, and the launch index maps it to the
-//!   claim once the claim is durable. The job is then started by
+//!   claim once the claim is durable (on the fleet store, the claim's own
+//!   row is the index, written with it). The job is then started by
 //!   [`Ledger::launch_job`]; its RUNNING outcome comes from `classify-process`.
 //! - A `bg_job` call is bound to exactly one **validated** job: its record
 //!   exists, belongs to this run's lineage, and the launch index maps its
@@ -19,8 +20,8 @@
 use std::time::Duration;
 
 use crate::log::{
-    ClaimState, Framed, LaunchIndex, LogError, OpenMode, Position, Record, read_launch_index, reserve_launch,
-    write_launch_index,
+    ClaimState, Framed, LaunchIndex, LogError, Medium, OpenMode, Position, Record, read_launch_index,
+    reserve_launch, write_launch_index,
 };
 use crate::model::{
     Binding, Execution, JobLifecycle, JobLocation, Location, ProcessLocation, ResourceRef, ResourceRole,
@@ -123,14 +124,10 @@ impl Ledger {
                 job.lineage
             )));
         }
-        let index = self
-            .effects(OpenMode::ReadOnly)
-            .and_then(|effects| match effects {
-                Some((effects, display)) => read_launch_index(&effects, &display, generation),
-                None => Ok(None),
-            })
+        let indexed = self
+            .launch_claim(&job.lineage, generation)
             .map_err(|e| refused(format!("bg_job: launch index of {named} cannot be read: {e}")))?;
-        let agrees = index.is_some_and(|i| i.claim == Some(job.launch_claim) && i.lineage == job.lineage);
+        let agrees = indexed == Some(job.launch_claim);
         if !agrees {
             return Err(refused(format!(
                 "bg_job: job {named} does not match its launch index (LOG-8); it is not a validated job"
@@ -163,9 +160,32 @@ impl Ledger {
         Ok(LaunchLink::Job(job))
     }
 
+    /// LOG-8: the claim in `lineage` that launched `generation`. On the
+    /// fleet store, the claim's own row says so; on the local log, the index
+    /// entry in the effects directory, if it names this lineage.
+    fn launch_claim(&mut self, lineage: &str, generation: u64) -> Result<Option<Position>, LogError> {
+        if self.config.data_dir.on_server() {
+            let Some(log) = self.log(lineage, false)? else { return Ok(None) };
+            if let Medium::Server(store) = log.storage() {
+                return store.launch_claim(generation).map_err(|source| LogError::Io {
+                    path: log.path().to_owned(),
+                    operation: "read the launch index",
+                    source,
+                });
+            }
+        }
+        let Some((effects, display)) = self.effects(OpenMode::ReadOnly)? else { return Ok(None) };
+        let index = read_launch_index(&effects, &display, generation)?;
+        Ok(index.filter(|index| index.lineage == lineage).and_then(|index| index.claim))
+    }
+
     /// LOG-8: once a launch's claim is durable, the index maps its
-    /// generation to the claim.
+    /// generation to the claim. On the fleet store the claim's own row is
+    /// the index (`PgStore::launch_claim`): nothing more to write.
     pub(super) fn index_launch(&self, run: &Run, generation: u64, claim: Position) -> Result<(), LogError> {
+        if self.config.data_dir.on_server() {
+            return Ok(());
+        }
         let (effects, display) = self.writable_effects()?;
         let index = LaunchIndex {
             generation,

@@ -557,6 +557,13 @@ impl<S: Store> EffectLog<S> {
                 settles,
                 claim: matches!(record, Record::Claim(_)),
                 recovers: matches!(record, Record::Outcome(outcome) if outcome.recovery),
+                launch: match record {
+                    Record::Claim(claim) => claim.dependencies.iter().find_map(|d| match d.location() {
+                        crate::model::Location::ProcessLaunch(generation) => Some(*generation),
+                        _ => None,
+                    }),
+                    _ => None,
+                },
             });
             chain = check;
             prepared.accepted.push(Framed {

@@ -7,6 +7,11 @@
 //! share a generation. Once the claim is durable the index is replaced whole
 //! (temporary file, fsync, rename over, directory fsync) with the claim's
 //! position. A reservation without a claim is a launch that never ran.
+//!
+//! On the fleet store (SPEC 13) the reservation is made here all the same
+//! (a job and its files belong to this machine), but the index is the
+//! launch claim's own row on the server (`PgStore::launch_claim`), written
+//! in the claim's transaction, so no entry is written here.
 
 use cap_std::fs::Dir;
 use serde::{Deserialize, Serialize};

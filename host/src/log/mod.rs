@@ -31,7 +31,7 @@ mod store;
 
 pub use checkpoint::{CHECKPOINT_EVERY, CHECKPOINT_LAG};
 pub use effect_log::{Checkpoints, EffectLog, Recovery};
-pub use error::LogError;
+pub use error::{LogError, UNKNOWN_ON_FILE, UNKNOWN_ON_SERVER};
 pub use file::{
     LineageLog, OpenMode, OpenOptionsLog, check_file, check_run_id, open_effects_dir, open_lineage,
 };

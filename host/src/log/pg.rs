@@ -10,7 +10,7 @@
 //! ```text
 //! effects_heads    (lineage PK, records, bytes, head_check)     one row per lineage
 //! effects_lines    (lineage, position) PK, byte_offset, prev, check_hex,
-//!                  settles, running, line                       one row per record
+//!                  settles, running, launch, line               one row per record
 //! effects_sidecars (lineage, name) PK, bytes                    checkpoints (LOG-10)
 //! effects_leases   writer PK, holder, ttl, expires               writer leases (LOG-7)
 //! effects_schema   version                                       one row: the schema's version
@@ -21,7 +21,8 @@
 //! readers do not expect.
 //!
 //! **One round trip per append**: `effects_append(lineage, records, bytes,
-//! lines, prevs, checks, settles, running)` locks the lineage's head row,
+//! lines, prevs, checks, settles, running, claims, recovers, launches,
+//! writer)` locks the lineage's head row,
 //! and appends only if the head is where the writer says (answering
 //! `appended`); otherwise it appends nothing and answers the lines after
 //! the writer's head (a head ahead of its lines is an error), which the
@@ -38,6 +39,10 @@
 //! lines at the same head again on a new connection: the function takes
 //! byte-identical lines already at those positions as this append, done.
 //! It never concludes "absent" from a read.
+//!
+//! **The launch index** (LOG-8) is the claim's own row: a launch claim
+//! carries the generation it names ([`PgStore::launch_claim`]), so there is
+//! no moment at which the claim is durable and its index entry is not.
 //!
 //! **Writer leases** (LOG-7 across machines): a process that writes holds a
 //! lease on the server's clock (`effects_leases`), renewed by a heartbeat
@@ -92,6 +97,7 @@ CREATE TABLE IF NOT EXISTS effects_lines (
     settles     bigint,
     running     bigint,
     is_claim    boolean NOT NULL,
+    launch      bigint,
     writer      text NOT NULL,
     line        bytea NOT NULL,
     PRIMARY KEY (lineage, position)
@@ -102,6 +108,8 @@ CREATE UNIQUE INDEX IF NOT EXISTS effects_lines_one_running
     ON effects_lines (lineage, running) WHERE running IS NOT NULL;
 CREATE INDEX IF NOT EXISTS effects_lines_offset ON effects_lines (lineage, byte_offset);
 CREATE INDEX IF NOT EXISTS effects_lines_claims ON effects_lines (lineage, writer) WHERE is_claim;
+-- The launch index (LOG-8): a launch's claim carries its generation.
+CREATE INDEX IF NOT EXISTS effects_lines_launch ON effects_lines (lineage, launch) WHERE launch IS NOT NULL;
 CREATE TABLE IF NOT EXISTS effects_sidecars (
     lineage text NOT NULL REFERENCES effects_heads (lineage),
     name    text NOT NULL,
@@ -111,7 +119,7 @@ CREATE TABLE IF NOT EXISTS effects_sidecars (
 CREATE OR REPLACE FUNCTION effects_append(
     p_lineage text, p_records bigint, p_bytes bigint, p_lines bytea[],
     p_prevs text[], p_checks text[], p_settles bigint[], p_running bigint[], p_claims boolean[],
-    p_recovers boolean[], p_writer text
+    p_recovers boolean[], p_launches bigint[], p_writer text
 ) RETURNS TABLE (appended boolean, missed bytea) LANGUAGE plpgsql AS $fn$
 DECLARE
     head effects_heads;
@@ -122,7 +130,7 @@ DECLARE
 BEGIN
     IF n IS NULL OR n = 0 OR cardinality(p_prevs) <> n OR cardinality(p_checks) <> n
        OR cardinality(p_settles) <> n OR cardinality(p_running) <> n OR cardinality(p_claims) <> n
-       OR cardinality(p_recovers) <> n THEN
+       OR cardinality(p_recovers) <> n OR cardinality(p_launches) <> n THEN
         RAISE EXCEPTION 'effects_append: % lines with unequal columns', n USING ERRCODE = '22023';
     END IF;
     -- Shared: a recovery of this writer's claims (below, in another
@@ -174,12 +182,12 @@ BEGIN
         WHERE lineage = p_lineage AND records = p_records AND bytes = p_bytes AND head_check = p_prevs[1];
     IF FOUND THEN
         INSERT INTO effects_lines
-                (lineage, position, byte_offset, prev, check_hex, settles, running, is_claim, writer, line)
+                (lineage, position, byte_offset, prev, check_hex, settles, running, is_claim, launch, writer, line)
             SELECT p_lineage, p_records + u.o - 1,
                    p_bytes + coalesce(sum(length(u.l)) OVER (ORDER BY u.o ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0),
-                   u.pr, u.ch, u.st, u.ru, u.cl, p_writer, u.l
-            FROM unnest(p_lines, p_prevs, p_checks, p_settles, p_running, p_claims) WITH ORDINALITY
-                AS u (l, pr, ch, st, ru, cl, o);
+                   u.pr, u.ch, u.st, u.ru, u.cl, u.la, p_writer, u.l
+            FROM unnest(p_lines, p_prevs, p_checks, p_settles, p_running, p_claims, p_launches) WITH ORDINALITY
+                AS u (l, pr, ch, st, ru, cl, la, o);
         RETURN QUERY SELECT true, NULL::bytea;
         RETURN;
     END IF;
@@ -255,7 +263,7 @@ impl Session {
             client.batch_execute("SET synchronous_commit TO on")?;
         }
         let append = client.prepare(
-            "SELECT appended, missed FROM effects_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            "SELECT appended, missed FROM effects_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
         )?;
         let read = client.prepare(
             "SELECT h.records, h.bytes, l.line FROM effects_heads h \
@@ -520,6 +528,20 @@ impl PgStore {
         Ok(rows.iter().map(|row| (row.get::<_, i64>(0) as Position, row.get(1))).collect())
     }
 
+    /// LOG-8 on the fleet store: the claim of this lineage that launched
+    /// `generation`, the first claim naming it, written in the same
+    /// transaction as the index entry is (it is the claim's own row).
+    pub fn launch_claim(&self, generation: u64) -> io::Result<Option<Position>> {
+        let generation = i64::try_from(generation).map_err(io::Error::other)?;
+        let row = self.with_session(|session| {
+            session.client.query_one(
+                "SELECT min(position) FROM effects_lines WHERE lineage = $1 AND launch = $2 AND is_claim",
+                &[&self.lineage, &generation],
+            )
+        })?;
+        Ok(row.get::<_, Option<i64>>(0).map(|position| position as Position))
+    }
+
     /// Every lineage the server holds, sorted.
     pub fn lineages(url: &str) -> io::Result<Vec<String>> {
         let mut client = Client::connect(url, NoTls).map_err(io_error)?;
@@ -561,6 +583,8 @@ impl PgStore {
         let running: Vec<Option<i64>> = meta.iter().map(|m| running(m.settles)).collect();
         let claims: Vec<bool> = meta.iter().map(|m| m.claim).collect();
         let recovers: Vec<bool> = meta.iter().map(|m| m.recovers).collect();
+        let launches: Vec<Option<i64>> =
+            meta.iter().map(|m| m.launch.and_then(|generation| i64::try_from(generation).ok())).collect();
         let writer = self.lease.as_ref().map(|lease| lease.writer.as_str());
         self.with_session(|session| {
             let rows = session.client.query(
@@ -576,6 +600,7 @@ impl PgStore {
                     &running,
                     &claims,
                     &recovers,
+                    &launches,
                     &writer,
                 ],
             )?;

@@ -117,6 +117,10 @@ pub struct LineMeta {
     /// Whether this line is recovery's outcome (LOG-7): a server settles
     /// with it only while the claim's writer's lease is still expired.
     pub recovers: bool,
+    /// The launch generation a claim names as its dependency (LOG-8): on a
+    /// server, the first claim of a lineage naming a generation is that
+    /// launch's claim, so the launch index is written with the claim itself.
+    pub launch: Option<u64>,
 }
 
 /// A byte file is a store: locked with `flock`, appended at its end.
