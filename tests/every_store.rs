@@ -8,8 +8,10 @@
 //! `log_durability` and `fleet_store`.
 //!
 //! The slow suites scale with environment variables: `EFFECTS_TORTURE_KILLS`
-//! (default 200 writers killed), `EFFECTS_CONTENTION_APPENDS` (default 500
-//! per writer).
+//! (default 200 writers killed on the local log; a tenth as many rounds of
+//! three, with longer windows, on the fleet store, whose writers connect and
+//! take a lease first), `EFFECTS_CONTENTION_APPENDS` (default 500 per
+//! writer).
 
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;

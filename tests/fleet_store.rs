@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use effect_ledger::log::{
     Checkpoints, ClaimRecord, EffectLog, LEASE, LineageLog, LogError, Medium, OpenMode, OpenOptionsLog,
-    OperationRef, OutcomeRecord, PgStore, Record,
+    OperationRef, OutcomeRecord, PgStore, Record, SCHEMA_VERSION,
 };
 use effect_ledger::model::{CleanupState, Execution, Impact, Outcome, ProducerFacts};
 
@@ -209,7 +209,7 @@ fn the_server_refuses_forged_appends_a_writer_s_rules_would_not_send() {
     let mut client = postgres::Client::connect(&server(), postgres::NoTls).unwrap();
     // Under the live writer's own lease, so only the backstop under test
     // can refuse it.
-    let mut append_as = |writer: &str, records: i64, prev: &str, settles: Option<i64>| {
+    let mut append_as = |writer: &str, records: i64, prev: &str, settles: Option<i64>, recovers: bool| {
         client.query(
             "SELECT appended, missed FROM effects_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
             &[
@@ -222,14 +222,14 @@ fn the_server_refuses_forged_appends_a_writer_s_rules_would_not_send() {
                 &vec![settles],
                 &vec![None::<i64>],
                 &vec![false],
-                &vec![false],
+                &vec![recovers],
                 &vec![None::<i64>],
                 &writer,
             ],
         )
     };
     let mut append =
-        |records: i64, prev: &str, settles: Option<i64>| append_as(&live, records, prev, settles);
+        |records: i64, prev: &str, settles: Option<i64>| append_as(&live, records, prev, settles, false);
     // A second settlement of claim 0, chained correctly: the unique index.
     let twice = said(append(head.0, &head.2, Some(0)).unwrap_err());
     assert!(twice.contains("effects_lines_one_settlement"), "{twice}");
@@ -240,8 +240,31 @@ fn the_server_refuses_forged_appends_a_writer_s_rules_would_not_send() {
     let ahead = said(append(head.0 + 5, &head.2, None).unwrap_err());
     assert!(ahead.contains("lost records it acknowledged"), "{ahead}");
     // A writer with no lease: nothing it sends is taken.
-    let unleased = said(append_as("w-none", head.0, &head.2, None).unwrap_err());
+    let unleased = said(append_as("w-none", head.0, &head.2, None, false).unwrap_err());
     assert!(unleased.contains("lease has expired"), "{unleased}");
+    // Recovery's outcome for a claim whose writer's lease is live: refused
+    // before the settlement index is even asked (EL002).
+    let live_claim = said(append_as(&live, head.0, &head.2, Some(0), true).unwrap_err());
+    assert!(live_claim.contains("lease is live again"), "{live_claim}");
+    // A NULL column is no way around the backstops.
+    let mut other = postgres::Client::connect(&server(), postgres::NoTls).unwrap();
+    let null_settles = other.query(
+        "SELECT appended, missed FROM effects_append($1, $2, $3, $4, $5, $6, NULL, $7, $8, $9, $10, $11)",
+        &[
+            &lineage,
+            &head.0,
+            &head.1,
+            &vec![b"{}\n".to_vec()],
+            &vec![head.2.as_str()],
+            &vec!["f".repeat(64)],
+            &vec![None::<i64>],
+            &vec![false],
+            &vec![false],
+            &vec![None::<i64>],
+            &live,
+        ],
+    );
+    assert!(said(null_settles.unwrap_err()).contains("unequal columns"));
     // Nothing of any of them landed.
     assert_eq!(open(&lineage, false).unwrap().history().unwrap().len(), 2);
     // A head row ahead of the lines the server holds (a partial restore):
@@ -249,7 +272,7 @@ fn the_server_refuses_forged_appends_a_writer_s_rules_would_not_send() {
     // for success.
     let mut admin = postgres::Client::connect(&server(), postgres::NoTls).unwrap();
     admin.execute("DELETE FROM effects_lines WHERE lineage = $1 AND position = 1", &[&lineage]).unwrap();
-    let behind = said(append_as(&live, 1, &head.2, None).unwrap_err());
+    let behind = said(append_as(&live, 1, &head.2, None, false).unwrap_err());
     assert!(behind.contains("the store is damaged"), "{behind}");
 }
 
@@ -258,7 +281,7 @@ struct SchemaVersion(postgres::Client);
 
 impl Drop for SchemaVersion {
     fn drop(&mut self) {
-        self.0.execute("UPDATE effects_schema SET version = 1", &[]).unwrap();
+        self.0.execute("UPDATE effects_schema SET version = $1", &[&SCHEMA_VERSION]).unwrap();
     }
 }
 
@@ -272,7 +295,8 @@ fn a_database_of_another_schema_version_is_refused_naming_both() {
     client.0.execute("UPDATE effects_schema SET version = 99", &[]).unwrap();
     for create in [false, true] {
         let refused = PgStore::open(&server(), &lineage, create, Some(LEASE)).unwrap_err().to_string();
-        assert!(refused.contains("version 99") && refused.contains("version 1 only"), "{refused}");
+        let ours = format!("version {SCHEMA_VERSION} only");
+        assert!(refused.contains("version 99") && refused.contains(&ours), "{refused}");
     }
     drop(client);
     assert_eq!(open(&lineage, false).unwrap().history().unwrap().len(), 1);

@@ -84,9 +84,24 @@ pub(super) fn private_dir(path: &Path) -> Result<(), Failure> {
 /// start for every data dir this process opens.
 static STORE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
 
-/// Sets the fleet store for this process (the first call wins).
+/// Sets the fleet store for this process (the first call wins). With one,
+/// the process is made non-dumpable: its `/proc/<pid>/environ` (which holds
+/// `$EFFECTS_STORE` and its credentials) is then readable by root only, not
+/// by every process of the same user, such as a command that ran without
+/// confinement or an `mcp-proxy` upstream (ID-4). Commands it starts are
+/// dumpable again after their `exec`, and never inherit the variable
+/// (`data_dir::withhold_store`).
 pub(super) fn choose_store(url: Option<String>) {
-    let _ = STORE.set(url.filter(|url| !url.is_empty()));
+    let url = url.filter(|url| !url.is_empty());
+    if url.is_some()
+        && let Err(error) =
+            rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+    {
+        tracing::warn!(
+            "the fleet store's address stays readable in /proc: making this process non-dumpable failed: {error}"
+        );
+    }
+    let _ = STORE.set(url);
 }
 
 /// The data dir at `path` as the library's [`DataDir`]: the ambient

@@ -57,7 +57,7 @@ use crate::data_dir::DataDir;
 use crate::identity::{ControlPlane, MountError, PlacementError, SealedRoot, check_mounts, check_placement};
 use crate::log::{
     Checkpoints, ClaimRecord, LineageLog, LogError, Obligation, ObservationRecord, OpenMode, OpenOptionsLog,
-    OperationRef, OperatorKey, OutcomeRecord, Position, ProcessesRecord,
+    OperationRef, OperatorKey, OutcomeRecord, Position, ProcessesRecord, Store,
 };
 use crate::model::{
     BindingIndex, BoundOperation, ClaimPlan, Classification, CleanupState, Execution, FactsError, Impact,
@@ -402,6 +402,14 @@ impl Ledger {
 
     /// The lineage's log: created when `create`, else only if it exists.
     fn log(&mut self, lineage: &str, create: bool) -> Result<Option<&mut LineageLog>, LogError> {
+        // LOG-4 on the fleet store: a handle whose append's durability is
+        // unknown appends no more, but the server's log is whole. Dropping
+        // it lets its lease expire (so a claim it may have landed is
+        // recovered), and the next call opens a fresh one.
+        if self.logs.get(lineage).is_some_and(|log| log.is_poisoned() && log.storage().compares_head()) {
+            tracing::warn!(lineage, "reopening the fleet store's log after an append of unknown durability");
+            self.logs.remove(lineage);
+        }
         if !self.logs.contains_key(lineage) {
             let options = OpenOptionsLog {
                 mode: OpenMode::ReadWrite,

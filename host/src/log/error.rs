@@ -6,7 +6,6 @@ use std::io;
 
 use super::history::HistoryError;
 
-/// An effect-log failure.
 /// What a local log needs after [`LogError::DurabilityUnknown`].
 pub const UNKNOWN_ON_FILE: &str =
     "the log accepts no more appends until `effects log recover` has examined its tail";
@@ -14,9 +13,11 @@ pub const UNKNOWN_ON_FILE: &str =
 /// What a fleet store needs after [`LogError::DurabilityUnknown`]: the
 /// server's log is whole (it commits an append or none of it), so only this
 /// handle stops; the claim, if it landed, is recovered once its lease ends.
-pub const UNKNOWN_ON_SERVER: &str = "this handle appends no more; a new one reads what the server holds, and \
-     an unsettled claim of this process is recovered once its lease has expired";
+pub const UNKNOWN_ON_SERVER: &str = "this handle appends no more (a ledger drops it and opens a new one for its \
+     next call, which reads what the server holds); an unsettled claim it made is recovered once its lease has \
+     expired";
 
+/// An effect-log failure.
 #[derive(Debug, thiserror::Error)]
 pub enum LogError {
     /// Opening, reading or locking failed.

@@ -71,14 +71,14 @@ CREATE TABLE effects_schema (
     version integer NOT NULL CHECK (version > 0),
     only_row boolean PRIMARY KEY DEFAULT true CHECK (only_row)
 );
-CREATE TABLE IF NOT EXISTS effects_heads (
+CREATE TABLE effects_heads (
     lineage    text PRIMARY KEY,
     records    bigint NOT NULL CHECK (records >= 0),
     bytes      bigint NOT NULL CHECK (bytes >= 0),
     head_check text NOT NULL,
     created    timestamptz NOT NULL DEFAULT now()
 );
-CREATE TABLE IF NOT EXISTS effects_leases (
+CREATE TABLE effects_leases (
     writer  text PRIMARY KEY,
     holder  text NOT NULL,
     ttl     interval NOT NULL,
@@ -88,7 +88,7 @@ CREATE TABLE IF NOT EXISTS effects_leases (
 -- holds both invariants (it appends only under a live lease, at the head,
 -- continuing its check), and each would cost a trigger or an index entry
 -- per append. The primary key and the settlement indexes are the backstops.
-CREATE TABLE IF NOT EXISTS effects_lines (
+CREATE TABLE effects_lines (
     lineage     text NOT NULL,
     position    bigint NOT NULL CHECK (position >= 0),
     byte_offset bigint NOT NULL CHECK (byte_offset >= 0),
@@ -102,15 +102,15 @@ CREATE TABLE IF NOT EXISTS effects_lines (
     line        bytea NOT NULL,
     PRIMARY KEY (lineage, position)
 );
-CREATE UNIQUE INDEX IF NOT EXISTS effects_lines_one_settlement
+CREATE UNIQUE INDEX effects_lines_one_settlement
     ON effects_lines (lineage, settles) WHERE settles IS NOT NULL;
-CREATE UNIQUE INDEX IF NOT EXISTS effects_lines_one_running
+CREATE UNIQUE INDEX effects_lines_one_running
     ON effects_lines (lineage, running) WHERE running IS NOT NULL;
-CREATE INDEX IF NOT EXISTS effects_lines_offset ON effects_lines (lineage, byte_offset);
-CREATE INDEX IF NOT EXISTS effects_lines_claims ON effects_lines (lineage, writer) WHERE is_claim;
+CREATE INDEX effects_lines_offset ON effects_lines (lineage, byte_offset);
+CREATE INDEX effects_lines_claims ON effects_lines (lineage, writer) WHERE is_claim;
 -- The launch index (LOG-8): a launch's claim carries its generation.
-CREATE INDEX IF NOT EXISTS effects_lines_launch ON effects_lines (lineage, launch) WHERE launch IS NOT NULL;
-CREATE TABLE IF NOT EXISTS effects_sidecars (
+CREATE INDEX effects_lines_launch ON effects_lines (lineage, launch) WHERE launch IS NOT NULL;
+CREATE TABLE effects_sidecars (
     lineage text NOT NULL REFERENCES effects_heads (lineage),
     name    text NOT NULL,
     bytes   bytea NOT NULL,
@@ -128,9 +128,11 @@ DECLARE
     n integer := cardinality(p_lines);
     found_lines bigint;
 BEGIN
-    IF n IS NULL OR n = 0 OR cardinality(p_prevs) <> n OR cardinality(p_checks) <> n
-       OR cardinality(p_settles) <> n OR cardinality(p_running) <> n OR cardinality(p_claims) <> n
-       OR cardinality(p_recovers) <> n OR cardinality(p_launches) <> n THEN
+    -- A NULL array has no cardinality: coalesced, it is refused too.
+    IF n IS NULL OR n = 0 OR coalesce(cardinality(p_prevs), -1) <> n OR coalesce(cardinality(p_checks), -1) <> n
+       OR coalesce(cardinality(p_settles), -1) <> n OR coalesce(cardinality(p_running), -1) <> n
+       OR coalesce(cardinality(p_claims), -1) <> n OR coalesce(cardinality(p_recovers), -1) <> n
+       OR coalesce(cardinality(p_launches), -1) <> n THEN
         RAISE EXCEPTION 'effects_append: % lines with unequal columns', n USING ERRCODE = '22023';
     END IF;
     -- Shared: a recovery of this writer's claims (below, in another
@@ -226,10 +228,10 @@ END
 $fn$;
 "#;
 
-/// The version of [`SCHEMA`], kept in `effects_schema`: a database made by
+/// The version of the schema this build reads and writes, kept in `effects_schema`: a database made by
 /// a build that speaks another is refused, never written in a shape its
 /// readers do not expect.
-const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// The `prev` of a lineage's first record, as the server keeps it.
 const GENESIS_HEX: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -256,6 +258,9 @@ impl Session {
     }
 
     fn prepare(mut client: Client) -> Result<Self, postgres::Error> {
+        // Each statement sees the latest commits (the compare-and-append
+        // and its "why not" rely on it), whatever the server's default.
+        client.batch_execute("SET default_transaction_isolation TO 'read committed'")?;
         // Durable when acknowledged: never below `on` (a replica's promise
         // is the operator's setting on top of that: docs/fleet.md).
         let level: String = client.query_one("SHOW synchronous_commit", &[])?.get(0);
@@ -313,7 +318,13 @@ fn schema_version(client: &mut impl postgres::GenericClient) -> io::Result<Optio
 /// [`PgStore::open`] that creates a lineage and finds none. Serialized by an
 /// advisory lock, so two first writers do not race on `CREATE`.
 pub fn ensure_schema(client: &mut Client) -> io::Result<()> {
-    let mut transaction = client.transaction().map_err(io_error)?;
+    // Read committed: the version a first writer that held the lock before
+    // us committed is seen once the lock is ours.
+    let mut transaction = client
+        .build_transaction()
+        .isolation_level(postgres::IsolationLevel::ReadCommitted)
+        .start()
+        .map_err(io_error)?;
     transaction.batch_execute("SELECT pg_advisory_xact_lock(7239001)").map_err(io_error)?;
     if schema_version(&mut transaction)?.is_none() {
         transaction.batch_execute(SCHEMA).map_err(io_error)?;
