@@ -6,9 +6,11 @@
 //! a log file that verifies unchanged, writers paused past their lease and
 //! recovery that must leave a live or foreign writer's claim alone, lines
 //! changed or removed on the server behind the ledger's back, a database of
-//! another schema version, and the server restarted while writers append
-//! (`$EFFECTS_TEST_POSTGRES_RESTART`, set by `cargo xtask test` for its own
-//! cluster, is the command that restarts it).
+//! another schema version, a launch indexed by its claim's row, the server
+//! restarted while writers append, and the server gone for longer than a
+//! writer resends (`$EFFECTS_TEST_POSTGRES_RESTART` and
+//! `$EFFECTS_TEST_POSTGRES_STOP`, set by `cargo xtask test` for its own
+//! cluster, are the commands that restart and stop it).
 //!
 //! The server is `$EFFECTS_TEST_POSTGRES` (`cargo xtask test` starts a
 //! private cluster and sets it). Each test works on lineages of its own
@@ -626,4 +628,65 @@ fn a_launch_on_the_fleet_store_is_indexed_by_its_claim_s_own_row() {
     let unindexed = run(&job_status(&id), &["--run", &run_id]);
     assert_eq!(unindexed[0]["status"], "REFUSED", "{:#}", unindexed[0]);
     assert!(unindexed[0]["reason"].as_str().unwrap().contains("launch index"), "{:#}", unindexed[0]);
+}
+
+/// A command from the environment `cargo xtask test` sets for its cluster.
+fn server_command(var: &str) -> Command {
+    let command = std::env::var(var).unwrap_or_else(|_| {
+        panic!(
+            "this test stops and restarts the server: `cargo xtask test` sets {var} for the cluster it starts"
+        )
+    });
+    let mut shell = Command::new("sh");
+    shell.args(["-c", &command]);
+    shell
+}
+
+#[test]
+fn a_ledger_reopens_the_fleet_log_after_an_append_of_unknown_durability() {
+    // Alone: the server goes away for longer than a writer resends.
+    let _alone = SERVER.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+    use effect_ledger::identity::{ControlPlane, SealedRoot};
+    use effect_ledger::ledger::{ClaimStatus, Ledger, LedgerConfig};
+    use effect_ledger::policy::{PolicyOptions, PolicySet, PolicySource};
+    let work = tempfile::tempdir().unwrap();
+    let (root, data) = (work.path().join("root"), work.path().join("data"));
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&data).unwrap();
+    let open = |path: &std::path::Path| {
+        cap_std::fs::Dir::open_ambient_dir(path, cap_std::ambient_authority()).unwrap()
+    };
+    let sealed = SealedRoot::new(open(&root), "root", "workspace", "agent", ControlPlane::default()).unwrap();
+    let policies = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default()).unwrap();
+    let data_dir = effect_ledger::data_dir::DataDir::new(open(&data), "data").with_server(&server());
+    let mut ledger = Ledger::new(LedgerConfig::at(data_dir, sealed, policies));
+    let write = |path: &str| {
+        effect_ledger::tools::Call::parse("write_file", &serde_json::json!({"path": path, "content": "hi\n"}))
+            .unwrap()
+    };
+    let run = ledger.begin_run(None);
+    assert_eq!(ledger.claim(&run, "call-1", write("a.txt"), "effects").status, ClaimStatus::Run);
+    // The server is gone for longer than the resends last: the claim's
+    // durability is unknown, and it is BLOCKED.
+    assert!(server_command("EFFECTS_TEST_POSTGRES_STOP").status().unwrap().success());
+    let blocked = ledger.claim(&run, "call-2", write("b.txt"), "effects");
+    let restarted = server_command("EFFECTS_TEST_POSTGRES_RESTART").status().unwrap();
+    assert!(restarted.success(), "the server did not start again");
+    assert_eq!(blocked.status, ClaimStatus::Blocked, "{blocked:?}");
+    let reason = blocked.reason.as_deref().unwrap_or_default();
+    assert!(reason.contains("durability unknown") && reason.contains("opens a new one"), "{reason}");
+    // The server's log is whole: the ledger drops the poisoned handle and
+    // its next call appends through a fresh one.
+    let next = ledger.claim(&run, "call-3", write("c.txt"), "effects");
+    assert_eq!(next.status, ClaimStatus::Run, "{next:?}");
+    let records = open_log(&run.lineage);
+    assert_eq!(
+        records.iter().filter(|r| matches!(r.record, Record::Claim(_))).count(),
+        2,
+        "call-1 and call-3"
+    );
+}
+
+fn open_log(lineage: &str) -> Vec<effect_ledger::log::Framed> {
+    open(lineage, false).expect("the lineage exists").history().expect("it verifies").to_vec()
 }

@@ -248,6 +248,7 @@ fn test(root: &Path, cargo_test_args: &[String]) -> Result<()> {
         .env(postgres::URL_VAR, &postgres_url);
     if let Some(cluster) = &cluster {
         tests.env(postgres::RESTART_VAR, cluster.restart_command());
+        tests.env(postgres::STOP_VAR, cluster.stop_command());
     }
     run(&mut tests)?;
     if cargo_test_args.is_empty() { clients::test(root) } else { Ok(()) }

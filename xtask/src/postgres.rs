@@ -16,6 +16,9 @@ use anyhow::{Context, Result, bail};
 pub const URL_VAR: &str = "EFFECTS_TEST_POSTGRES";
 /// The one they read a command that restarts that server from.
 pub const RESTART_VAR: &str = "EFFECTS_TEST_POSTGRES_RESTART";
+/// The one they read a command that stops it from (the restart command
+/// starts it again).
+pub const STOP_VAR: &str = "EFFECTS_TEST_POSTGRES_STOP";
 
 /// A running cluster this process started; stopped when dropped.
 pub struct Cluster {
@@ -29,8 +32,18 @@ impl Cluster {
     /// A shell command that restarts the server (fast shutdown, then start
     /// with the same options), for the test of a restart mid-append.
     pub fn restart_command(&self) -> String {
+        self.pg_ctl_command("restart")
+    }
+
+    /// A shell command that stops the server (fast shutdown); the restart
+    /// command starts it again with the same options.
+    pub fn stop_command(&self) -> String {
+        self.pg_ctl_command("stop")
+    }
+
+    fn pg_ctl_command(&self, action: &str) -> String {
         let pg_ctl = self.bin.join("pg_ctl");
-        let run = format!("{} -w -m fast -D {} restart", pg_ctl.display(), self.data.display());
+        let run = format!("{} -w -m fast -D {} {action}", pg_ctl.display(), self.data.display());
         match self.user {
             Some(user) => format!("runuser -u {user} -- {run} >/dev/null"),
             None => format!("{run} >/dev/null"),
