@@ -305,8 +305,7 @@ impl Ledger {
         // which claim is this generation's launch. A RUNNING claim's record
         // is at hand even past a checkpoint (it keeps open claims).
         let is_launch = log.record(job.launch_claim).is_some_and(|framed| {
-            matches!(&framed.record, Record::Claim(claim) if claim.dependencies.iter()
-                .any(|d| *d.location() == Location::ProcessLaunch(job.generation)))
+            matches!(&framed.record, Record::Claim(claim) if claim.launches().any(|g| g == job.generation))
         });
         if !is_launch {
             return Ok(None);
@@ -335,10 +334,7 @@ impl Ledger {
         let mut running = Vec::new();
         for position in log.rules().running_claims() {
             if let Some(Framed { record: Record::Claim(claim), .. }) = log.record(position) {
-                running.extend(claim.dependencies.iter().filter_map(|d| match d.location() {
-                    Location::ProcessLaunch(generation) => Some(*generation),
-                    _ => None,
-                }));
+                running.extend(claim.launches());
             }
         }
         if running.is_empty() {

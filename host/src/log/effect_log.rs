@@ -558,10 +558,7 @@ impl<S: Store> EffectLog<S> {
                 claim: matches!(record, Record::Claim(_)),
                 recovers: matches!(record, Record::Outcome(outcome) if outcome.recovery),
                 launch: match record {
-                    Record::Claim(claim) => claim.dependencies.iter().find_map(|d| match d.location() {
-                        crate::model::Location::ProcessLaunch(generation) => Some(*generation),
-                        _ => None,
-                    }),
+                    Record::Claim(claim) => claim.launches().next(),
                     _ => None,
                 },
             });

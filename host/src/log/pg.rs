@@ -64,8 +64,8 @@ use super::record::Position;
 use super::storage::{LockKind, Sidecar};
 use super::store::{After, AppendFailed, Head, LineMeta, Store, Written};
 
-/// The schema, created once per database (idempotent, serialized by an
-/// advisory lock so two first writers do not race on `CREATE`).
+/// The schema, created once per database by [`ensure_schema`] (under an
+/// advisory lock, so two first writers do not race on `CREATE`).
 const SCHEMA: &str = r#"
 CREATE TABLE effects_schema (
     version integer NOT NULL CHECK (version > 0),
@@ -228,9 +228,9 @@ END
 $fn$;
 "#;
 
-/// The version of the schema this build reads and writes, kept in `effects_schema`: a database made by
-/// a build that speaks another is refused, never written in a shape its
-/// readers do not expect.
+/// The version of the schema this build reads and writes, kept in
+/// `effects_schema`: a database made by a build that speaks another is
+/// refused, never written in a shape its readers do not expect.
 pub const SCHEMA_VERSION: i32 = 2;
 
 /// The `prev` of a lineage's first record, as the server keeps it.
@@ -248,11 +248,15 @@ struct Session {
 }
 
 impl Session {
-    /// A session on a database holding our schema; `None` when it has none.
-    fn connect(url: &str) -> io::Result<Option<Self>> {
+    /// A session on a database holding our schema; with `create`, the
+    /// schema is created on a database that has none, else that is `None`.
+    fn connect(url: &str, create: bool) -> io::Result<Option<Self>> {
         let mut client = Client::connect(url, NoTls).map_err(io_error)?;
         if schema_version(&mut client)?.is_none() {
-            return Ok(None);
+            if !create {
+                return Ok(None);
+            }
+            ensure_schema(&mut client)?;
         }
         Self::prepare(client).map(Some).map_err(io_error)
     }
@@ -317,7 +321,7 @@ fn schema_version(client: &mut impl postgres::GenericClient) -> io::Result<Optio
 /// Creates the schema unless the database has it: run by a
 /// [`PgStore::open`] that creates a lineage and finds none. Serialized by an
 /// advisory lock, so two first writers do not race on `CREATE`.
-pub fn ensure_schema(client: &mut Client) -> io::Result<()> {
+fn ensure_schema(client: &mut Client) -> io::Result<()> {
     // Read committed: the version a first writer that held the lock before
     // us committed is seen once the lock is ours.
     let mut transaction = client
@@ -479,16 +483,7 @@ impl PgStore {
     /// and every third of its length by a heartbeat thread while the handle
     /// lives.
     pub fn open(url: &str, lineage: &str, create: bool, lease: Option<Duration>) -> io::Result<Option<Self>> {
-        let mut session = match Session::connect(url)? {
-            Some(session) => session,
-            // A database with no schema yet: create it, then prepare again.
-            None if create => {
-                let mut client = Client::connect(url, NoTls).map_err(io_error)?;
-                ensure_schema(&mut client)?;
-                Session::connect(url)?.ok_or_else(|| io::Error::other("the schema just created is gone"))?
-            }
-            None => return Ok(None),
-        };
+        let Some(mut session) = Session::connect(url, create)? else { return Ok(None) };
         let exists = if create {
             session
                 .client
@@ -568,7 +563,7 @@ impl PgStore {
     fn with_session<T>(&self, f: impl FnOnce(&mut Session) -> Result<T, postgres::Error>) -> io::Result<T> {
         let mut guard = self.session.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if guard.is_none() {
-            let session = Session::connect(&self.url)?.ok_or_else(|| {
+            let session = Session::connect(&self.url, false)?.ok_or_else(|| {
                 io::Error::new(io::ErrorKind::NotFound, "the store's effects tables are gone")
             })?;
             *guard = Some(Box::new(session));
@@ -620,7 +615,11 @@ impl PgStore {
         .and_then(|rows| match rows.first().map(|row| row.get::<_, bool>(0)) {
             Some(true) => Ok(Written::Appended),
             Some(false) => {
-                Ok(Written::Missed(rows.iter().flat_map(|row| row.get::<_, &[u8]>(1).to_vec()).collect()))
+                let mut missed = Vec::new();
+                for row in &rows {
+                    missed.extend_from_slice(row.get::<_, &[u8]>(1));
+                }
+                Ok(Written::Missed(missed))
             }
             None => Err(io::Error::other("effects_append answered nothing")),
         })

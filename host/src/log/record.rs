@@ -92,6 +92,17 @@ pub struct ClaimRecord {
     pub profile: Option<String>,
 }
 
+impl ClaimRecord {
+    /// The background launch generations this claim depends on (LOG-8): a
+    /// launch names its own, a `bg_job` call the one of its job.
+    pub fn launches(&self) -> impl Iterator<Item = u64> + '_ {
+        self.dependencies.iter().filter_map(|d| match d.location() {
+            crate::model::Location::ProcessLaunch(generation) => Some(*generation),
+            _ => None,
+        })
+    }
+}
+
 /// The executor of a claim (LOG-7): the process that runs or reports its
 /// effect. A remote writer's lease (SPEC 13) will be another case.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
