@@ -25,8 +25,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use effect_ledger::log::{
-    Checkpoints, ClaimRecord, EffectLog, LEASE, LineageLog, LogError, Medium, OpenMode, OpenOptionsLog,
-    OperationRef, OutcomeRecord, PgStore, Record, SCHEMA_VERSION,
+    APPEND_ONE, Checkpoints, ClaimRecord, EffectLog, LEASE, LineageLog, LogError, Medium, OpenMode,
+    OpenOptionsLog, OperationRef, OutcomeRecord, PgStore, Record, SCHEMA_VERSION,
 };
 use effect_ledger::model::{CleanupState, Execution, Impact, Outcome, ProducerFacts};
 
@@ -134,7 +134,8 @@ fn connections_the_server_terminates_mid_append_are_resent_never_duplicated() {
     let stop = AtomicBool::new(false);
     let outputs = std::thread::scope(|scope| {
         // The server ends the writers' sessions again and again while they
-        // append: each lost answer must be settled by resending.
+        // append (one line at the head, or through the function): each lost
+        // answer must be settled by resending.
         let killer = scope.spawn(|| {
             let mut admin = postgres::Client::connect(&server(), postgres::NoTls).unwrap();
             let mut terminated = 0u64;
@@ -142,7 +143,8 @@ fn connections_the_server_terminates_mid_append_are_resent_never_duplicated() {
                 let rows = admin
                     .query(
                         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
-                         WHERE application_name = $1 AND query LIKE '%effects_append%'",
+                         WHERE application_name = $1 \
+                           AND (query LIKE '%effects_append%' OR query LIKE '%INSERT INTO effects_lines%')",
                         &[&lineage],
                     )
                     .unwrap();
@@ -267,6 +269,40 @@ fn the_server_refuses_forged_appends_a_writer_s_rules_would_not_send() {
         ],
     );
     assert!(said(null_settles.unwrap_err()).contains("unequal columns"));
+    // The same through the statement one line at the head is sent as: it
+    // appends nothing it should not, so the function is asked why.
+    let expired = format!("w-expired-{lineage}");
+    other
+        .execute(
+            "INSERT INTO effects_leases (writer, holder, ttl, expires) \
+             VALUES ($1, '{}', '1 second', clock_timestamp() - interval '1 second')",
+            &[&expired],
+        )
+        .unwrap();
+    let mut one = |writer: &str, records: i64, prev: &str, settles: Option<i64>| {
+        other.execute(
+            APPEND_ONE,
+            &[
+                &lineage,
+                &records,
+                &head.1,
+                &b"{}\n".to_vec(),
+                &prev,
+                &"f".repeat(64),
+                &settles,
+                &None::<i64>,
+                &false,
+                &None::<i64>,
+                &writer,
+            ],
+        )
+    };
+    let twice = said(one(&live, head.0, &head.2, Some(0)).unwrap_err());
+    assert!(twice.contains("effects_lines_one_settlement"), "{twice}");
+    assert_eq!(one(&live, head.0, &"0".repeat(64), None).unwrap(), 0, "a line off the chain");
+    assert_eq!(one(&live, head.0 + 5, &head.2, None).unwrap(), 0, "a head ahead of the server's");
+    assert_eq!(one("w-none", head.0, &head.2, None).unwrap(), 0, "a writer with no lease");
+    assert_eq!(one(&expired, head.0, &head.2, None).unwrap(), 0, "a writer whose lease expired");
     // Nothing of any of them landed.
     assert_eq!(open(&lineage, false).unwrap().history().unwrap().len(), 2);
     // A head row ahead of the lines the server holds (a partial restore):
@@ -437,6 +473,70 @@ fn a_writer_paused_past_its_lease_is_recovered_once_and_its_late_outcome_refused
     let said = resume(&mut child, &mut stdout);
     assert!(said.starts_with("error "), "the late outcome was refused: {said}");
     assert_eq!(outcomes_of(&lineage, 0).len(), 1);
+}
+
+/// Sets its flag when dropped, on a panic too.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn a_lease_the_server_expired_refuses_a_fresh_looking_writer_while_others_move_the_head() {
+    let _server = shared();
+    let lineage = fresh("expired");
+    let mut stale = open(&lineage, true).unwrap();
+    stale.claim(&lineage, claim("a-0")).unwrap();
+    // The server's clock has the lease expired (an operator's hand, a
+    // clock step) while its process renewed it moments ago: its appends go
+    // the one-line way, and the server alone can refuse them.
+    let mut admin = postgres::Client::connect(&server(), postgres::NoTls).unwrap();
+    let expired = admin
+        .execute(
+            "UPDATE effects_leases SET expires = clock_timestamp() - interval '1 second' \
+             WHERE writer = (SELECT writer FROM effects_lines WHERE lineage = $1 AND position = 0)",
+            &[&lineage],
+        )
+        .unwrap();
+    assert_eq!(expired, 1);
+    // Another writer keeps the head moving all the while, so misses come
+    // with lines to merge: after a few the function is asked, and names the
+    // expired lease.
+    let done = AtomicBool::new(false);
+    let others = std::thread::scope(|scope| {
+        // Set however this scope ends, so a failed assertion stops the mover.
+        let stop = StopOnDrop(&done);
+        let mover = scope.spawn(|| {
+            let mut other = open(&lineage, false).unwrap();
+            let mut appended = 0;
+            while !done.load(Ordering::Relaxed) || appended < 3 {
+                other.claim(&lineage, claim(&format!("b-{appended}"))).unwrap();
+                appended += 1;
+            }
+            appended
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        for attempt in 0..3 {
+            let refused = stale.claim(&lineage, claim(&format!("a-{}", attempt + 1)));
+            let Err(LogError::Persistence { source, .. }) = &refused else {
+                panic!("an append under an expired lease was not refused: {refused:?}")
+            };
+            assert!(source.to_string().contains("lease has expired"), "{source}");
+        }
+        drop(stop);
+        mover.join().unwrap()
+    });
+    // With the head still, the one-line statement itself must refuse it.
+    let refused = stale.claim(&lineage, claim("a-4"));
+    assert!(
+        matches!(&refused, Err(LogError::Persistence { source, .. }) if source.to_string().contains("lease has expired")),
+        "{refused:?}"
+    );
+    let records = open_log(&lineage);
+    assert_eq!(records.len(), 1 + others, "nothing of the refused writer's landed");
 }
 
 #[test]

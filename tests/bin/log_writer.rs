@@ -93,10 +93,26 @@ fn main() {
         });
     let count: u64 = count.parse().expect("COUNT is a number");
     let mut log = if dir.starts_with("postgres://") || dir.starts_with("postgresql://") {
-        let store =
-            PgStore::open(dir, run_id, true, Some(lease)).expect("the fleet store opens").expect("created");
-        EffectLog::open_with(Medium::Server(store), run_id.as_str(), None, Checkpoints::Keep)
-            .expect("log opens")
+        // A connection the server ends while this writer opens (a test
+        // that terminates sessions) fails the open, which wrote nothing:
+        // open again.
+        let mut attempts = 0;
+        loop {
+            let opened = PgStore::open(dir, run_id, true, Some(lease)).and_then(|store| {
+                let store = store.expect("created");
+                EffectLog::open_with(Medium::Server(store), run_id.as_str(), None, Checkpoints::Keep)
+                    .map_err(std::io::Error::other)
+            });
+            match opened {
+                Ok(log) => break log,
+                Err(error) if attempts < 20 => {
+                    eprintln!("opening the fleet store failed ({error}); opening again");
+                    attempts += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                Err(error) => panic!("the fleet store opens: {error}"),
+            }
+        }
     } else {
         let dir = Dir::open_ambient_dir(dir, ambient_authority()).expect("DIR opens");
         let options =

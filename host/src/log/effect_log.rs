@@ -38,8 +38,8 @@
 //! Over a server store ([`Store::compares_head`]) steps 1, 2, 3 and 7 are the
 //! server's: the writer allocates and validates at the head it knows and
 //! appends with one round trip that names that head; when others have
-//! appended since, the server answers their lines instead, and the writer
-//! merges them and runs steps 4-6 again. Its commit is durable when
+//! appended since, it gets their lines instead (from the same answer, or a
+//! read after it), and the writer merges them and runs steps 4-6 again. Its commit is durable when
 //! acknowledged, so step 8 has nothing to do, and a lost answer is settled by
 //! sending the identical lines at the same head again (the store's work).
 

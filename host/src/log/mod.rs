@@ -39,7 +39,7 @@ pub use frame::{Framed, OperatorKey};
 pub use group::GroupLog;
 pub use history::{ClaimState, History, HistoryError, HistorySnapshot};
 pub use launch::{LaunchIndex, read_launch_index, reserve_launch, write_launch_index};
-pub use pg::{LEASE, PgStore, SCHEMA_VERSION, ServerRefusal};
+pub use pg::{APPEND_ONE, LEASE, PgStore, SCHEMA_VERSION, ServerRefusal};
 pub use record::{
     ClaimRecord, DecisionDetail, DecisionRecord, EvaluatorRun, Executor, Obligation, ObservationRecord,
     OperationRef, OutcomeRecord, Position, ProcessesRecord, Record, VerifierRecord,
