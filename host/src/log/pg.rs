@@ -533,6 +533,17 @@ pub struct PgStore {
     fast_misses: u32,
 }
 
+/// What the read statement answers: a lineage's head, and its lines from a
+/// position on.
+struct Tail {
+    /// Records and bytes the head counts.
+    records: Position,
+    bytes: u64,
+    /// The lines read, and how many.
+    lines: Vec<u8>,
+    count: u64,
+}
+
 /// A writer's lease and the thread that renews it.
 struct Lease {
     writer: String,
@@ -728,20 +739,34 @@ impl PgStore {
         Ok(inserted == 1)
     }
 
-    /// The lines after `head` when the lineage holds more records than it,
-    /// all of them read in one snapshot; `None` when it holds no more, or
-    /// fewer lines than its head counts (the function names that damage).
+    /// The lines after `head` when the lineage holds more records than it;
+    /// `None` when it holds no more, or fewer lines than its head counts
+    /// (the function names that damage).
     fn appended_since(&self, head: Head) -> io::Result<Option<Vec<u8>>> {
-        let from = i64::try_from(head.records).map_err(io::Error::other)?;
+        Ok(self.tail(head.records)?.and_then(|tail| {
+            (tail.records > head.records && tail.count == tail.records - head.records).then_some(tail.lines)
+        }))
+    }
+
+    /// The lineage's head and its lines from position `from` on, read in one
+    /// snapshot; `None` when the server holds no such lineage.
+    fn tail(&self, from: Position) -> io::Result<Option<Tail>> {
+        let from = i64::try_from(from).map_err(io::Error::other)?;
         let rows =
             self.with_session(|session| session.client.query(&session.read, &[&self.lineage, &from]))?;
         let Some(first) = rows.first() else { return Ok(None) };
-        let records: i64 = first.get(0);
-        let lines: Vec<&[u8]> = rows.iter().filter_map(|row| row.get::<_, Option<&[u8]>>(2)).collect();
-        if records <= from || i64::try_from(lines.len()).ok() != Some(records - from) {
-            return Ok(None);
+        let unsigned = |n: i64| u64::try_from(n).map_err(io::Error::other);
+        let mut tail = Tail {
+            records: unsigned(first.get(0))?,
+            bytes: unsigned(first.get(1))?,
+            lines: Vec::new(),
+            count: 0,
+        };
+        for line in rows.iter().filter_map(|row| row.get::<_, Option<&[u8]>>(2)) {
+            tail.lines.extend_from_slice(line);
+            tail.count += 1;
         }
-        Ok(Some(lines.concat()))
+        Ok(Some(tail))
     }
 
     /// One call of `effects_append`; `Err` keeps the database error apart
@@ -826,23 +851,13 @@ impl Store for PgStore {
     }
 
     fn read_after(&self, head: Head) -> io::Result<After> {
-        let from = i64::try_from(head.records).map_err(io::Error::other)?;
-        let rows =
-            self.with_session(|session| session.client.query(&session.read, &[&self.lineage, &from]))?;
-        let Some(first) = rows.first() else {
+        let Some(tail) = self.tail(head.records)? else {
             return Err(io::Error::new(io::ErrorKind::NotFound, format!("lineage {} is gone", self.lineage)));
         };
-        let (records, length): (i64, i64) = (first.get(0), first.get(1));
-        if (records as u64) < head.records {
-            return Ok(After::Shrank { length: length as u64 });
+        if tail.records < head.records {
+            return Ok(After::Shrank { length: tail.bytes });
         }
-        let mut bytes = Vec::new();
-        for row in &rows {
-            if let Some(line) = row.get::<_, Option<&[u8]>>(2) {
-                bytes.extend_from_slice(line);
-            }
-        }
-        Ok(After::Bytes(bytes))
+        Ok(After::Bytes(tail.lines))
     }
 
     fn read_range(&self, offset: u64, len: u64) -> io::Result<Vec<u8>> {
