@@ -20,6 +20,7 @@ use std::os::unix::fs::MetadataExt;
 use clap::Args;
 use serde_json::{Value, json};
 
+use effect_ledger::completion::explain::explain;
 use effect_ledger::completion::{Recorded, Replay, ReplayError};
 use effect_ledger::data_dir::DataDir;
 use effect_ledger::digest::Sha256Digest;
@@ -81,6 +82,17 @@ pub struct DecideArgs {
     /// sha256 must be the one the decision recorded.
     #[arg(long, value_name = "FILE", requires = "replay", conflicts_with = "manifest")]
     evaluator: Option<PathBuf>,
+    /// Decide, and write nothing: no recovery, no readback and no decision
+    /// is recorded, so the log is left byte for byte as it was. Claims still
+    /// unsettled are listed: a decide that records would first recover
+    /// those of dead executors (LOG-7).
+    #[arg(long, conflicts_with = "replay")]
+    dry_run: bool,
+    /// With each reason, the records it cites: each claim, outcome,
+    /// observation or check as the evaluator saw it, with the resources it
+    /// names.
+    #[arg(long, conflicts_with = "replay")]
+    explain: bool,
     /// One JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -162,8 +174,9 @@ impl DecideArgs {
                 return Err(bad(anyhow!("the run touched no files, so its root is unknown: pass --root")));
             }
         };
-        let (mut ledger, display_data) =
+        let (ledger, display_data) =
             open_ledger(&root, data_dir, self.manifest.as_deref(), self.key_file.as_deref(), &[])?;
+        let mut ledger = if self.dry_run { ledger.read_only() } else { ledger };
         let run = ledger.continue_run(&self.run).map_err(|e| bad(anyhow!(e)))?;
         let completion = ledger.complete(&run, &self.required, &self.answer).map_err(|error| {
             let code = match error {
@@ -174,14 +187,103 @@ impl DecideArgs {
         })?;
         let mut report = decision_json(&completion);
         report["data_dir"] = json!(display_data);
+        if self.dry_run {
+            report["dry_run"] = json!({
+                "unsettled": completion.unsettled,
+                "unrecorded_readbacks": completion.unrecorded,
+            });
+        }
+        if self.explain {
+            let explained =
+                explain(&completion.ledger, &completion.decided.decision, completion.unwritten_from());
+            report["explain"] = json!(explained);
+        }
         if self.json {
             out!("{report}");
-        } else {
-            out!("run {} (data dir {display_data})", run.id);
-            out!("{}", describe_decision(&report));
+            return Ok(ExitCode::SUCCESS);
+        }
+        out!("run {} (data dir {display_data}){}", run.id, if self.dry_run { ", dry run" } else { "" });
+        out!("{}", describe_decision(&report));
+        if self.dry_run {
+            out!("{}", describe_dry_run(&completion.unsettled, completion.unrecorded));
+        }
+        if self.explain {
+            out!("{}", describe_explained(&report["explain"]));
         }
         Ok(ExitCode::SUCCESS)
     }
+}
+
+/// What a dry run left as it was, for a terminal.
+fn describe_dry_run(unsettled: &[Position], unrecorded: usize) -> String {
+    let mut out = format!(
+        "  dry run: nothing recorded ({unrecorded} readback(s) of required files taken, not written)"
+    );
+    if !unsettled.is_empty() {
+        let positions: Vec<String> = unsettled.iter().map(Position::to_string).collect();
+        out.push_str(&format!(
+            "\n  {} claim(s) unsettled (positions {}): decided open; a decide that records first recovers \
+             those whose executors are dead (LOG-7)",
+            unsettled.len(),
+            positions.join(", ")
+        ));
+    }
+    out
+}
+
+/// `--explain` for a terminal: each reason, then each record it cites.
+fn describe_explained(explained: &Value) -> String {
+    let mut out = String::from("explain:");
+    for reason in explained.as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "\n  {} ({}) cites {} record(s)",
+            reason["code"].as_str().unwrap_or_default(),
+            reason["verdict"].as_str().unwrap_or_default(),
+            reason["evidence"].as_array().map_or(0, Vec::len)
+        ));
+        for cited in reason["evidence"].as_array().into_iter().flatten() {
+            out.push_str(&format!("\n    {}: {}", cited["position"], describe_cited(cited)));
+        }
+    }
+    out
+}
+
+/// One cited record in a line: its kind and what it says.
+fn describe_cited(cited: &Value) -> String {
+    let Some((kind, record)) = cited["record"].as_object().and_then(|r| r.iter().next()) else {
+        return "no such record in the evidence".to_owned();
+    };
+    let text = |key: &str| record[key].as_str().unwrap_or_default().to_owned();
+    let mut line = match kind.as_str() {
+        "claim" => {
+            format!("claim of {} by run {} (action {})", text("tool"), text("run_id"), text("action_id"))
+        }
+        "outcome" => format!(
+            "outcome of claim {}: {}{}",
+            record["claim"],
+            record["outcome"]["execution"].as_str().unwrap_or_default(),
+            if record["recovery"] == true { " (recovered)" } else { "" }
+        ),
+        "observation" => format!(
+            "observation ({}, {}): {}",
+            record["mechanism"].as_str().unwrap_or_default(),
+            record["coverage"].as_str().unwrap_or_default(),
+            if record["exists"] == true { "exists" } else { "absent" }
+        ),
+        "verifier" => format!("check `{}`: {}", text("command"), text("result")),
+        other => other.to_owned(),
+    };
+    for resource in cited["resources"].as_array().into_iter().flatten() {
+        let location = &resource["location"];
+        match location["filesystem"]["path"].as_str() {
+            Some(path) => line.push_str(&format!(" [{path}]")),
+            None => line.push_str(&format!(" [{location}]")),
+        }
+    }
+    if cited["written"] == false {
+        line.push_str(" (this decision's own readback, not in the log)");
+    }
+    line
 }
 
 impl DecideArgs {

@@ -2,7 +2,9 @@
 //! file without running it, `verify` checks a whole manifest, `run` makes one
 //! sandboxed call with JSON in and JSON out (like `opa eval` or `kwctl run`),
 //! `test` runs the conformance vectors against an evaluator and reports their
-//! coverage of the evaluator's rules (like `opa test --coverage`).
+//! coverage of the evaluator's rules (like `opa test --coverage`), `replay`
+//! (`policy_replay.rs`) shows which recorded decisions a candidate
+//! evaluator would change.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -115,6 +117,10 @@ repository root, or give --rules.")]
         #[arg(long)]
         json: bool,
     },
+    /// Policy impact replay: decide every run's last recorded decision again
+    /// with a candidate evaluator, without writing, and list every run whose
+    /// verdict or reasons would change. Exit 1 when any would.
+    Replay(super::policy_replay::ReplayArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -137,6 +143,7 @@ impl PolicyCommand {
             PolicyCommand::Test { dir, rules, evaluator, native, json } => {
                 test(&dir, &rules, evaluator.as_deref(), native, json)
             }
+            PolicyCommand::Replay(args) => args.run(data_dir),
         }
     }
 }

@@ -3,13 +3,17 @@
 //! comes back, or BLOCKED `POLICY_FAILURE` when the evaluator fails (POL-4).
 //! `vectors` runs the conformance vectors in `tests/vectors/` against any
 //! evaluator; `coverage` counts the vectors of each rule ID the docs say the
-//! evaluator decides; `replay` re-derives a recorded decision from the log.
+//! evaluator decides; `replay` re-derives a recorded decision from the log;
+//! `impact` decides recorded runs with a candidate evaluator and says which
+//! decisions it would change; `explain` lists what each reason cites.
 //!
 //! Invariant: no path through this module yields COMPLETED unless an evaluator
 //! answered COMPLETED and its answer passed the host's contract checks.
 
 pub mod coverage;
 pub mod evidence;
+pub mod explain;
+pub mod impact;
 pub mod replay;
 pub mod vectors;
 

@@ -196,15 +196,25 @@ impl Recorded {
     /// the rebuilt ledger, the way `Ledger::complete` decides, and compares.
     pub fn replay(&self, evaluator: &mut EvaluatorComponent) -> Result<Replay, ReplayError> {
         self.check_evaluator(evaluator.name(), &evaluator.sha256())?;
-        let decided = Evaluator::Component(evaluator).decide(&self.ledger);
-        let again = decision_record(&self.ledger, self.history_through, &decided);
+        let (decided, again) = self.decide_with(evaluator);
         Ok(Replay { differences: differences(&self.record, &again), decided })
+    }
+
+    /// Lets any `evaluator` decide over the rebuilt ledger, the way
+    /// `Ledger::complete` decides: the decision, and the record the log would
+    /// keep of it. No digest is checked: a candidate evaluator's decision is
+    /// compared with the recorded one, never taken for it (policy impact
+    /// replay, `impact`).
+    pub fn decide_with(&self, evaluator: &mut EvaluatorComponent) -> (Decided, DecisionRecord) {
+        let decided = Evaluator::Component(evaluator).decide(&self.ledger);
+        let record = decision_record(&self.ledger, self.history_through, &decided);
+        (decided, record)
     }
 }
 
 /// The fields of two records of one decision that differ. The evaluator run
 /// is left out: its digest was checked, and its fuel is a cost, not a finding.
-fn differences(recorded: &DecisionRecord, replayed: &DecisionRecord) -> Vec<Difference> {
+pub(super) fn differences(recorded: &DecisionRecord, replayed: &DecisionRecord) -> Vec<Difference> {
     fn json(value: &impl Serialize) -> Value {
         serde_json::to_value(value).expect("log records always serialize")
     }

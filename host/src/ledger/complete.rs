@@ -13,7 +13,11 @@
 //! (`completion::replay`).
 //!
 //! A run with no log stays without one (CMP-9): its observations are taken
-//! but not written, and the decision is returned, not recorded.
+//! but not written, and the decision is returned, not recorded. A read-only
+//! ledger (`effects decide --dry-run`) decides the same way over a run that
+//! has one: it recovers nothing and settles no launch (both write), reads
+//! the required artifacts without recording the reads, and records no
+//! decision; the claims it left unsettled are returned with the decision.
 
 use crate::completion::{Decided, assemble, decision_record, evaluator_of};
 use crate::identity::IdentityError;
@@ -52,8 +56,29 @@ pub struct Completion {
     pub decided: Decided,
     /// The ledger it was taken over.
     pub ledger: EvidenceLedger,
-    /// Where the decision was recorded; `None` for a run without a log.
+    /// Where the decision was recorded; `None` for a run without a log,
+    /// or a read-only ledger.
     pub recorded: Option<Position>,
+    /// The decision's own readbacks that were not written (a run without a
+    /// log, a read-only ledger): the ledger's last records.
+    pub unrecorded: usize,
+    /// A read-only ledger's: the lineage's claims with no outcome, which a
+    /// decision that writes would first have recovered where their
+    /// executors are dead (LOG-7). Empty for a ledger that writes.
+    pub unsettled: Vec<Position>,
+}
+
+impl Completion {
+    /// The first position of the decision's own readbacks that were not
+    /// written (`Position::MAX` when all were, or there were none): the
+    /// ledger's last [`Completion::unrecorded`] records.
+    pub fn unwritten_from(&self) -> Position {
+        let records = &self.ledger.records;
+        match records.len().checked_sub(self.unrecorded) {
+            Some(first) if self.unrecorded > 0 => records[first].position(),
+            _ => Position::MAX,
+        }
+    }
 }
 
 impl Ledger {
@@ -69,8 +94,11 @@ impl Ledger {
         self.recover(&run.lineage)?;
         // Launches whose jobs have ended are settled first (the monitor). If
         // that fails the decision is still taken: an unsettled launch only
-        // makes it more cautious (CMP-2, CMP-8).
-        if let Err(error) = self.monitor(run) {
+        // makes it more cautious (CMP-2, CMP-8). A read-only ledger settles
+        // nothing: the claims stay open, which is as cautious.
+        if !self.read_only
+            && let Err(error) = self.monitor(run)
+        {
             tracing::warn!("the monitor could not settle finished launches: {error}");
         }
         let root = &self.config.root;
@@ -114,7 +142,17 @@ impl Ledger {
         // Assembled from the log's own records, borrowed: no copy of the
         // history. Where that history ended is recorded with the decision,
         // so a replay assembles the same ledger from the log alone.
+        let read_only = self.read_only;
+        let mut unsettled = Vec::new();
+        let unrecorded = if read_only { observations.len() } else { 0 };
         let (ledger, history_through) = match self.log(&run.lineage, false)? {
+            Some(log) if read_only => {
+                log.refresh()?;
+                unsettled.extend(log.rules().unsettled_claims());
+                let unrecorded: Vec<Record> = observations.into_iter().map(Record::Observation).collect();
+                let history = log.history()?;
+                (assemble(history, &unrecorded, &required_refs, answer), history.last().map(|f| f.position))
+            }
             Some(log) => {
                 // One batch, one fsync, however many artifacts are required.
                 if !observations.is_empty() {
@@ -124,18 +162,21 @@ impl Ledger {
                 (assemble(history, &[], &required_refs, answer), history.last().map(|f| f.position))
             }
             None => {
+                let count = observations.len();
                 let unrecorded: Vec<Record> = observations.into_iter().map(Record::Observation).collect();
-                (assemble(&[], &unrecorded, &required_refs, answer), None)
+                let ledger = assemble(&[], &unrecorded, &required_refs, answer);
+                let decided = evaluator_of(self.config.policies.evaluator()).decide(&ledger);
+                return Ok(Completion { decided, ledger, recorded: None, unrecorded: count, unsettled });
             }
         };
         let decided = evaluator_of(self.config.policies.evaluator()).decide(&ledger);
         let recorded = match self.log(&run.lineage, false)? {
-            Some(log) => {
+            Some(log) if !read_only => {
                 Some(log.record_decision(&run.id, decision_record(&ledger, history_through, &decided))?)
             }
-            None => None,
+            _ => None,
         };
-        Ok(Completion { decided, ledger, recorded })
+        Ok(Completion { decided, ledger, recorded, unrecorded, unsettled })
     }
 }
 

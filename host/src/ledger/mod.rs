@@ -207,6 +207,8 @@ pub struct Ledger {
     /// Why the data dir may not serve this root (ID-4), if it may not: then
     /// every call is refused.
     misplaced: Option<String>,
+    /// Writes nothing ([`Ledger::read_only`]).
+    read_only: bool,
 }
 
 /// ID-4's placement check of `config`'s data dir against its root.
@@ -279,7 +281,28 @@ impl Ledger {
                 }
             }
         }
-        Self { config, logs: HashMap::new(), gates: HashMap::new(), runtime: HashMap::new(), misplaced }
+        Self {
+            config,
+            logs: HashMap::new(),
+            gates: HashMap::new(),
+            runtime: HashMap::new(),
+            misplaced,
+            read_only: false,
+        }
+    }
+
+    /// This ledger for a caller that must write nothing (`effects decide
+    /// --dry-run`): its logs are opened read-only, so any append fails;
+    /// opening one recovers nothing (LOG-7's recovery writes outcomes), and
+    /// [`Ledger::complete`] records neither its readbacks nor its decision.
+    pub fn read_only(mut self) -> Self {
+        self.read_only = true;
+        self
+    }
+
+    /// Whether this ledger writes nothing ([`Ledger::read_only`]).
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     /// The sealed root.
@@ -314,8 +337,12 @@ impl Ledger {
     /// LOG-7 for a lineage with a log: records the unsettled claims of dead
     /// executors INTERRUPTED, after tearing their commands' survivors down
     /// (PROC-2). Claims of live executors, this process's included, are left
-    /// alone. Returns the claims it settled.
+    /// alone. Returns the claims it settled. A read-only ledger recovers
+    /// nothing: recovery writes, and tears processes down.
     pub fn recover(&mut self, lineage: &str) -> Result<Vec<Position>, LogError> {
+        if self.read_only {
+            return Ok(Vec::new());
+        }
         match self.log(lineage, false)? {
             Some(log) => crate::executor::recover(log),
             None => Ok(Vec::new()),
@@ -411,12 +438,22 @@ impl Ledger {
             self.logs.remove(lineage);
         }
         if !self.logs.contains_key(lineage) {
-            let options = OpenOptionsLog {
-                mode: OpenMode::ReadWrite,
-                key: self.config.key.clone(),
-                recover: true,
-                checkpoints: Checkpoints::Keep,
+            let options = if self.read_only {
+                OpenOptionsLog {
+                    mode: OpenMode::ReadOnly,
+                    key: self.config.key.clone(),
+                    recover: false,
+                    checkpoints: Checkpoints::Use,
+                }
+            } else {
+                OpenOptionsLog {
+                    mode: OpenMode::ReadWrite,
+                    key: self.config.key.clone(),
+                    recover: true,
+                    checkpoints: Checkpoints::Keep,
+                }
             };
+            let create = create && !self.read_only;
             let Some(log) = self.config.data_dir.open_lineage(lineage, create, &options)? else {
                 return Ok(None);
             };
