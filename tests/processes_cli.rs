@@ -432,3 +432,88 @@ fn a_decision_taken_before_the_run_had_a_log_is_stale_after_a_claim() {
     assert!(summary.get("verdict").is_none(), "{summary:#}");
     assert_eq!(summary["last_decision"]["stale"], true, "{summary:#}");
 }
+
+/// `effects decide ARGS... --json` of `run` that must succeed.
+fn decide_with(s: &Session, run: &str, args: &[&str]) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_effects"))
+        .arg("--data-dir")
+        .arg(&s.data)
+        .args(["decide", "--run", run, "--json"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// Whether any process of group `pgid` is left.
+fn group_alive(pgid: i32) -> bool {
+    Command::new("kill")
+        .args(["-0", "--", &format!("-{pgid}")])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap()
+        .success()
+}
+
+/// `decide --dry-run` writes nothing and kills nothing. A SIGKILLed
+/// session's command is still running under its supervisor: a dry run
+/// leaves its claim unsettled (and says so), its processes up, and the log
+/// byte for byte as it was, and does not say COMPLETED over the open claim.
+/// `--explain` cites each reason's records and marks the dry run's own
+/// readback as not in the log. A decide that records then recovers both
+/// (LOG-7, PROC-2), and a dry run taken just before a recording decide gets
+/// the very decision that decide records.
+#[test]
+fn a_dry_run_decides_without_recovering_recording_or_killing() {
+    let s = session();
+    ok(&s, &[&write("a.txt", "good\n"), &read("a.txt")], &["--new-run", "x"]);
+    let mut child = s.spawn(&script(&[&bash("echo $PPID > pgid; sleep 60", 120_000)]), &["--run", "x"]);
+    let marker = s.root.join("pgid");
+    wait_for("the command to start", || std::fs::read_to_string(&marker).is_ok_and(|t| t.ends_with('\n')));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let pgid: i32 = std::fs::read_to_string(&marker).unwrap().trim().parse().unwrap();
+    let log = s.data.join("effects/x.log");
+    let before = std::fs::read(&log).unwrap();
+    let claim = records(&s, "x")
+        .iter()
+        .position(|r| r["kind"] == "claim" && r["record"]["claim"]["operation"]["tool"] == "bash")
+        .unwrap() as u64;
+
+    let dry = decide_with(&s, "x", &["--require", "a.txt", "--dry-run", "--explain"]);
+    assert_eq!(std::fs::read(&log).unwrap(), before, "a dry run writes nothing");
+    assert!(group_alive(pgid), "a dry run tears nothing down");
+    assert_eq!(dry["recorded"], Value::Null, "{dry:#}");
+    assert_eq!(dry["dry_run"]["unsettled"], json!([claim]), "{dry:#}");
+    assert_eq!(dry["dry_run"]["unrecorded_readbacks"], 1);
+    assert_ne!(dry["verdict"], "COMPLETED", "an open claim may still change a.txt: {dry:#}");
+    let length = before.iter().filter(|&&b| b == b'\n').count() as u64;
+    let cited: Vec<&Value> =
+        dry["explain"].as_array().unwrap().iter().flat_map(|r| r["evidence"].as_array().unwrap()).collect();
+    assert!(!cited.is_empty(), "{dry:#}");
+    for c in &cited {
+        let position = c["position"].as_u64().unwrap();
+        assert_eq!(c["written"], position < length, "{c:#}");
+        assert!(c["record"].is_object(), "every cited position is a record of the evidence: {c:#}");
+    }
+    assert!(cited.iter().any(|c| c["position"] == claim), "the open claim is cited: {dry:#}");
+
+    // A decide that records: the claim is recovered, its command torn down.
+    let real = decide_with(&s, "x", &["--require", "a.txt"]);
+    assert!(real["recorded"].is_u64(), "{real:#}");
+    wait_for("the command's group to be torn down", || !group_alive(pgid));
+    let recovered = records(&s, "x")
+        .into_iter()
+        .filter(|r| r["kind"] == "outcome" && r["record"]["outcome"]["claim"] == claim)
+        .count();
+    assert_eq!(recovered, 1, "recovered once, by the decide that records");
+
+    // Nothing moves between the two: the dry run is the decision recorded next.
+    let dry = decide_with(&s, "x", &["--require", "a.txt", "--dry-run"]);
+    let real = decide_with(&s, "x", &["--require", "a.txt"]);
+    for field in ["verdict", "reasons", "disclosures", "assessments", "answer"] {
+        assert_eq!(dry[field], real[field], "{field}: {dry:#} / {real:#}");
+    }
+    assert_eq!(dry["dry_run"]["unsettled"], json!([]));
+}

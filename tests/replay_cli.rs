@@ -3,6 +3,9 @@
 //! changed or is gone, a tampered decision record (validly re-chained) is
 //! reported not identical, a decision naming another evaluator is refused,
 //! and a position that holds no decision is bad input. Replay never writes.
+//! `effects policy replay` (policy impact replay, SPEC 9) on two evaluator
+//! builds that differ in one rule lists exactly the run that rule changes,
+//! reports a record its evaluator does not re-derive, and writes nothing.
 
 #![allow(clippy::disallowed_methods)] // tests drive the binary with real paths
 
@@ -274,4 +277,165 @@ fn a_position_that_holds_no_decision_is_bad_input() {
     let out = replay(&s, "no-such-run", 0, &[]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no log for run no-such-run"));
+}
+
+/// `effects --data-dir D policy replay --json EXTRA...`: exit code and report.
+fn policy_replay(s: &Session, extra: &[&str]) -> (Option<i32>, Value) {
+    let out = Command::new(env!("CARGO_BIN_EXE_effects"))
+        .arg("--data-dir")
+        .arg(&s.data)
+        .args(["policy", "replay", "--json"])
+        .args(extra)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report = serde_json::from_str(&stdout)
+        .unwrap_or_else(|e| panic!("{e}: {stdout} / {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code(), report)
+}
+
+/// The report's entry for `run`.
+fn impact_of<'a>(report: &'a Value, run: &str) -> &'a Value {
+    report["impact"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["run_id"] == run)
+        .unwrap_or_else(|| panic!("{run}: {report:#}"))
+}
+
+/// Every log of the data dir, by name, with its bytes.
+fn logs_bytes(s: &Session) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut logs: Vec<_> =
+        s.logs().into_iter().map(|log| (log.clone(), std::fs::read(&log).unwrap())).collect();
+    logs.sort();
+    logs
+}
+
+/// Two evaluator builds that differ in one rule: the shipped one discloses
+/// an unconfined command and leaves the verdict COMPLETED; the fixture
+/// `strict-confinement` makes that run UNVERIFIED. Replaying the store with
+/// the fixture lists exactly the run with an unconfined command, with its
+/// verdict change, against the shipped evaluator decided again; replaying
+/// with the shipped evaluator's own file changes nothing. No log changes.
+#[test]
+fn policy_replay_lists_exactly_the_runs_a_one_rule_change_would_change() {
+    let s = session();
+    let unconfined = r#"{"tool": "bash", "input": {"command": "echo hi > b.txt"}}"#;
+    let mut command = s.command(&["--new-run", "loose"]);
+    command.env("EFFECTS_CONFINE", "off");
+    let script = [WRITE, READ, unconfined, &complete(&["a.txt"], "I wrote a.txt.")].join("\n") + "\n";
+    let mut child =
+        command.stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), script.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let loose = reports(&out).pop().unwrap();
+    assert_eq!(loose["verdict"], "COMPLETED", "the shipped evaluator discloses, and completes: {loose:#}");
+    let out = s.run(
+        &([WRITE, READ, &complete(&["a.txt"], "I wrote a.txt.")].join("\n") + "\n"),
+        &["--new-run", "tidy"],
+    );
+    assert!(out.status.success());
+    let before = logs_bytes(&s);
+
+    let strict = support::fixture_path("strict-confinement");
+    let (code, report) = policy_replay(&s, &["--evaluator", strict.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "a changed decision is a finding: {report:#}");
+    assert_eq!((report["replayed"].as_u64(), report["changed"].as_u64()), (Some(2), Some(1)), "{report:#}");
+    assert_eq!(report["verdicts_changed"], 1);
+    let changed = impact_of(&report, "loose");
+    assert_eq!(changed["baseline"], "replayed", "the shipped evaluator is at hand: {changed:#}");
+    assert_eq!(changed["drift"], serde_json::json!([]), "the shipped evaluator re-derives its record");
+    assert_eq!(
+        (changed["before"]["verdict"].as_str(), changed["after"]["verdict"].as_str()),
+        (Some("COMPLETED"), Some("UNVERIFIED"))
+    );
+    let fields: Vec<&str> =
+        changed["changes"].as_array().unwrap().iter().map(|c| c["field"].as_str().unwrap()).collect();
+    assert!(fields.contains(&"verdict"), "{fields:?}");
+    let unchanged = impact_of(&report, "tidy");
+    assert_eq!(unchanged["changes"], serde_json::json!([]), "{unchanged:#}");
+    assert_eq!(unchanged["after"]["verdict"], "COMPLETED");
+    assert_eq!(logs_bytes(&s), before, "policy replay never writes a log");
+
+    // Only the runs asked for.
+    let (code, report) = policy_replay(&s, &["--evaluator", strict.to_str().unwrap(), "--run", "tidy"]);
+    assert_eq!((code, report["replayed"].as_u64()), (Some(0), Some(1)), "{report:#}");
+
+    // The shipped evaluator as the candidate: nothing changes.
+    let shipped = support::root().join("policies/evaluate.wasm");
+    let (code, report) = policy_replay(&s, &["--evaluator", shipped.to_str().unwrap()]);
+    assert_eq!((code, report["changed"].as_u64()), (Some(0), Some(0)), "{report:#}");
+
+    // The text report names the changed run and the totals.
+    let out = Command::new(env!("CARGO_BIN_EXE_effects"))
+        .arg("--data-dir")
+        .arg(&s.data)
+        .args(["policy", "replay", "--evaluator", strict.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("CHANGED run loose") && text.contains("COMPLETED -> UNVERIFIED"), "{text}");
+    assert!(!text.contains("CHANGED run tidy"), "{text}");
+    assert_eq!(logs_bytes(&s), before);
+}
+
+/// A decision record altered in the log (re-chained, so the chain still
+/// verifies) is not what the recorded evaluator decides: policy replay
+/// reports the drift beside the candidate's changes, and a candidate is
+/// compared with what the evaluator really decides, not with the forgery.
+#[test]
+fn policy_replay_reports_a_record_its_evaluator_does_not_re_derive() {
+    let s = session();
+    let (_, position) = recorded_decision(&s, &[EXTERNAL, &complete(&[], "I filed the bug.")]);
+    let log = log_of(&s);
+    forge(&log, position as usize, |record| {
+        record["decision"]["verdict"] = Value::String("COMPLETED".into());
+    });
+    let shipped = support::root().join("policies/evaluate.wasm");
+    let (code, report) = policy_replay(&s, &["--evaluator", shipped.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{report:#}");
+    assert_eq!(report["drifted"], 1, "{report:#}");
+    let impact = &report["impact"][0];
+    assert!(impact["drift"].as_array().unwrap().iter().any(|d| d["field"] == "verdict"), "{impact:#}");
+    assert_eq!(
+        impact["before"]["verdict"], "UNVERIFIED",
+        "the baseline is the evaluator's decision: {impact:#}"
+    );
+    assert_eq!(impact["changes"], serde_json::json!([]), "the candidate is the evaluator: no change");
+}
+
+/// A decision that cannot be replayed is skipped with why, not failed; a
+/// candidate that is not an evaluator component is refused (exit 3); a
+/// missing data dir is bad input.
+#[test]
+fn policy_replay_skips_what_it_cannot_replay_and_refuses_a_candidate_that_is_no_evaluator() {
+    let s = session();
+    let (_, position) = recorded_decision(&s, &[WRITE, READ, &complete(&["a.txt"], "I wrote a.txt.")]);
+    // A decision as recorded before decisions kept their detail.
+    forge(&log_of(&s), position as usize, |record| {
+        record["decision"].as_object_mut().unwrap().remove("detail");
+    });
+    let shipped = support::root().join("policies/evaluate.wasm");
+    let (code, report) = policy_replay(&s, &["--evaluator", shipped.to_str().unwrap()]);
+    assert_eq!((code, report["replayed"].as_u64()), (Some(0), Some(0)), "{report:#}");
+    let skipped = &report["skipped"][0];
+    assert_eq!(skipped["position"], position, "{report:#}");
+    assert!(skipped["why"].as_str().unwrap().contains("before decisions kept"), "{skipped:#}");
+    let classifier = support::root().join("policies/classify-fs.wasm");
+    let out = Command::new(env!("CARGO_BIN_EXE_effects"))
+        .arg("--data-dir")
+        .arg(&s.data)
+        .args(["policy", "replay", "--evaluator", classifier.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new(env!("CARGO_BIN_EXE_effects"))
+        .arg("--data-dir")
+        .arg(s.data.join("nowhere"))
+        .args(["policy", "replay", "--evaluator", classifier.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }

@@ -20,12 +20,17 @@ pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
 }
 
-/// The bytes of a hostile guest fixture built by `cargo xtask fixtures`.
-pub fn fixture(name: &str) -> Vec<u8> {
+/// Where `cargo xtask fixtures` builds the guest fixture `name`.
+pub fn fixture_path(name: &str) -> PathBuf {
     let dir = std::env::var_os("EFFECTS_FIXTURES_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join("target/policy-fixtures"));
-    let path = dir.join(format!("fixture-{name}.wasm"));
+    dir.join(format!("fixture-{name}.wasm"))
+}
+
+/// The bytes of a guest fixture built by `cargo xtask fixtures`.
+pub fn fixture(name: &str) -> Vec<u8> {
+    let path = fixture_path(name);
     std::fs::read(&path).unwrap_or_else(|e| {
         panic!(
             "{}: {e}; build the fixtures first with `cargo xtask fixtures` (or run `cargo xtask test`)",
