@@ -9,7 +9,8 @@
 //!
 //! `--replay POSITION` re-derives a recorded decision from the log alone
 //! (POL-3, `completion::replay`): this file only opens the log read-only,
-//! picks the evaluator and prints.
+//! picks the evaluator and prints. `--dry-run` decides through a read-only
+//! ledger (`Ledger::read_only`), `--explain` prints `completion::explain`.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -55,7 +56,13 @@ with --evaluator. It prints IDENTICAL or NOT IDENTICAL with each difference (ver
 disclosures, assessments, presented answer, and the record's own summary fields); --json prints \
 one object with `identical` and `differences`. Exit 0 identical; 1 not identical; 2 no decision \
 at POSITION, a decision recorded before decisions could be replayed, or a log that cannot be \
-read; 3 the evaluator is not the recorded one.")]
+read; 3 the evaluator is not the recorded one.
+
+Dry run: `--dry-run` decides as above and writes nothing: no recovery (LOG-7), no launch settled, \
+no readback and no decision recorded, so the log is left byte for byte as it was; claims still open \
+are listed (`dry_run.unsettled` in --json). `--explain` adds each reason with the records it cites \
+(`explain` in --json). To see which recorded decisions a new evaluator would change, use \
+`effects policy replay`.")]
 pub struct DecideArgs {
     /// The run to decide, or whose log holds the decision to replay (as
     /// `effects session` printed it): a root run or a child (`PARENT.NAME`);
