@@ -195,6 +195,32 @@ fn a_classifier_that_fails_still_claims_unknown_scope_and_says_why() {
     };
     assert!(claim.impact_scope.is_empty(), "POL-4: unknown scope");
     assert!(claim.policy_failure.as_deref().unwrap().contains("out of fuel"), "and the reason is on disk");
+    let named = claim.classifier.as_ref().expect("POL-4: the claim names the classifier that failed");
+    assert_eq!(
+        (named.component.as_str(), named.sha256.clone()),
+        ("loop", Sha256Digest::of(&looping).to_string())
+    );
+}
+
+#[test]
+fn a_claim_names_the_classifier_that_planned_it() {
+    // POL-4: "which policy classified this?" is answered by the claim itself,
+    // for each tool family, with the digest of the pinned component.
+    let setup = setup();
+    let mut ledger = ledger(&setup);
+    let run = ledger.begin_run(None);
+    let write =
+        run_now(ledger.dispatch(&run, "write_file", &json!({"path": "a.txt", "content": "hi\n"}), "w"));
+    let external = json!({"server": "tracker", "tool": "create_issue", "arguments": {}});
+    let reported = run_now(ledger.dispatch(&run, "external", &external, "e"));
+    let records = on_disk(&setup.data, &run.lineage);
+    for (dispatched, component) in [(write, "classify-fs"), (reported, "classify-reported")] {
+        let Record::Claim(claim) = &records[dispatched.claim.unwrap() as usize] else { panic!("a claim") };
+        let named = claim.classifier.as_ref().expect("the claim names its classifier");
+        assert_eq!(named.component, component);
+        let shipped = Sha256Digest::of(&support::shipped(&format!("{component}.wasm"))).to_string();
+        assert_eq!(named.sha256, shipped, "the pinned component's digest");
+    }
 }
 
 #[test]

@@ -47,6 +47,7 @@ fn claim(action_id: String) -> ClaimRecord {
         root: None,
         confined: false,
         profile: None,
+        classifier: None,
     }
 }
 

@@ -125,6 +125,7 @@ pub fn claim(action: &str) -> ClaimRecord {
         root: None,
         confined: false,
         profile: None,
+        classifier: None,
     }
 }
 

@@ -140,6 +140,11 @@ pub fn claim(i: usize) -> ClaimRecord {
         root: None,
         confined: false,
         profile: None,
+        // What the ledger records of the classifier that planned it (POL-4).
+        classifier: Some(effect_ledger::log::PolicyRef {
+            component: "classify-fs".into(),
+            sha256: "5d0c8a1f9e7b6a4c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f2a1b0c".into(),
+        }),
     }
 }
 

@@ -273,6 +273,7 @@ mod tests {
             root: None,
             confined: false,
             profile: None,
+            classifier: None,
         })
     }
 

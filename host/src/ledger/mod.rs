@@ -57,7 +57,7 @@ use crate::data_dir::DataDir;
 use crate::identity::{ControlPlane, MountError, PlacementError, SealedRoot, check_mounts, check_placement};
 use crate::log::{
     Checkpoints, ClaimRecord, LineageLog, LogError, Obligation, ObservationRecord, OpenMode, OpenOptionsLog,
-    OperationRef, OperatorKey, OutcomeRecord, Position, ProcessesRecord, Store,
+    OperationRef, OperatorKey, OutcomeRecord, PolicyRef, Position, ProcessesRecord, Store,
 };
 use crate::model::{
     BindingIndex, BoundOperation, ClaimPlan, Classification, CleanupState, Execution, FactsError, Impact,
@@ -537,11 +537,20 @@ impl Ledger {
         };
         // Fleet-unique, like a fresh run id (SPEC 13).
         let action_id = format!("{}-{}", run.id, uuid::Uuid::now_v7().simple());
+        // POL-4: the claim names the classifier that planned it, or that
+        // was called and failed.
+        let mut classifier_ref = None;
         let classified = self
             .config
             .policies
             .classifier(&tool)
-            .and_then(|classifier| classifier.classify(&bound.operation))
+            .and_then(|classifier| {
+                classifier_ref = Some(PolicyRef {
+                    component: classifier.name().to_owned(),
+                    sha256: classifier.sha256().to_string(),
+                });
+                classifier.classify(&bound.operation)
+            })
             .map(|called| called.value);
         let (plan, policy_failure) = match classified {
             Ok(Classification::ReadOnly) => {
@@ -617,6 +626,7 @@ impl Ledger {
                 && executor == crate::executor::current()
                 && profile.is_none(),
             profile: profile.map(str::to_owned),
+            classifier: classifier_ref,
         };
         let claimed = self.log(&run.lineage, true).and_then(|log| {
             let log = log.expect("created on demand");

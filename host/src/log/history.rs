@@ -550,6 +550,7 @@ mod tests {
             root: None,
             confined: false,
             profile: None,
+            classifier: None,
         })
     }
 

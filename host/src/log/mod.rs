@@ -42,7 +42,7 @@ pub use launch::{LaunchIndex, read_launch_index, reserve_launch, write_launch_in
 pub use pg::{APPEND_ONE, LEASE, PgStore, SCHEMA_VERSION, ServerRefusal};
 pub use record::{
     ClaimRecord, DecisionDetail, DecisionRecord, EvaluatorRun, Executor, Obligation, ObservationRecord,
-    OperationRef, OutcomeRecord, Position, ProcessesRecord, Record, VerifierRecord,
+    OperationRef, OutcomeRecord, PolicyRef, Position, ProcessesRecord, Record, VerifierRecord,
 };
 pub use scan::{Defect, Scanned, scan};
 pub use storage::{DiskFile, Faults, LockKind, MemoryFile, Sidecar, Storage};

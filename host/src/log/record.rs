@@ -90,6 +90,22 @@ pub struct ClaimRecord {
     /// effect the ledger's own producer runs, and in older logs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<String>,
+    /// The classifier component that planned the claim, by name and digest
+    /// (POL-4, issue 23): which policy classified this call. Also set when
+    /// that classifier failed (then `policy_failure` says why). Absent when
+    /// no classifier could be loaded for the tool, and in older logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub classifier: Option<PolicyRef>,
+}
+
+/// A policy component by name and digest (POL-1's pin).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyRef {
+    /// Component name, as its manifest gives it.
+    pub component: String,
+    /// SHA-256 of its bytes.
+    pub sha256: String,
 }
 
 impl ClaimRecord {
