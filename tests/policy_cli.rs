@@ -266,3 +266,162 @@ fn test_refuses_a_rules_document_it_cannot_read_as_a_table() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("give --rules FILE"), "{}", text(&out.stderr));
 }
+
+/// A scratch vectors directory holding copies of `vectors` (paths from the
+/// repository root) and extra files `(name, text)`.
+fn vectors_dir(vectors: &[&str], extra: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for vector in vectors {
+        let name = std::path::Path::new(vector).file_name().unwrap();
+        std::fs::copy(root().join(vector), dir.path().join(name)).unwrap();
+    }
+    for (name, text) in extra {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    dir
+}
+
+/// `policy test ARGS... --json`: the exit code and each vector's line, by file.
+fn test_json(args: &[&str]) -> (Option<i32>, Vec<Value>, String) {
+    let mut all = vec!["policy", "test", "--native", "--json"];
+    all.extend_from_slice(args);
+    let out = effects(&all);
+    let lines: Vec<Value> = text(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    (out.status.code(), lines, text(&out.stderr))
+}
+
+fn vector_line<'a>(lines: &'a [Value], file: &str) -> &'a Value {
+    lines.iter().find(|l| l["file"] == file).unwrap_or_else(|| panic!("no line for {file}: {lines:#?}"))
+}
+
+const WRITE_VECTOR: &str =
+    "tests/classifier-vectors/cl-1-a-write-to-an-absent-file-claims-it-with-its-content.json";
+const UNBOUND_VECTOR: &str = "tests/classifier-vectors/tru-1-an-unbound-producer-is-not-planned-for.json";
+const EVALUATOR_VECTOR: &str = "tests/vectors/ver-1-verified.json";
+
+#[test]
+fn test_runs_classifier_vectors_beside_evaluator_vectors_and_a_bad_vector_fails_alone() {
+    // A classifier vector whose expected plan is wrong: no obligation.
+    let wrong = std::fs::read_to_string(root().join(WRITE_VECTOR)).unwrap();
+    let mut wrong: Value = serde_json::from_str(&wrong).unwrap();
+    wrong["expect"]["effect"]["obligations"] = serde_json::json!([]);
+    let wrong = wrong.to_string();
+    let dir = vectors_dir(
+        &[WRITE_VECTOR, UNBOUND_VECTOR, EVALUATOR_VECTOR],
+        &[
+            ("broken.json", "{\"rule\": \"CMP-1\", "),
+            ("wrong-plan.json", &wrong),
+            (
+                "no-ledger.json",
+                "{\"rule\": \"CMP-1\", \"title\": \"t\", \"records\": [{\"outcome\": {\"claim\": 7}}], \"expect\": {\"verdict\": \"COMPLETED\", \"reasons\": []}}",
+            ),
+        ],
+    );
+    let (code, lines, stderr) = test_json(&[dir.path().to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{stderr}");
+    let summary = &lines.last().unwrap()["summary"];
+    assert_eq!((summary["passed"].as_u64(), summary["failed"].as_u64()), (Some(3), Some(3)), "{lines:#?}");
+    // Each bad file fails as itself, saying why; the others ran and passed.
+    let broken = vector_line(&lines, "broken.json");
+    assert!(broken["failures"][0].as_str().unwrap().contains("not JSON"), "{broken:#}");
+    let plan = vector_line(&lines, "wrong-plan.json");
+    assert_eq!(plan["kind"], "classifier");
+    assert!(plan["failures"][0].as_str().unwrap().contains("classification: expected"), "{plan:#}");
+    assert_eq!(vector_line(&lines, "no-ledger.json")["passed"], false);
+    for passing in [
+        "cl-1-a-write-to-an-absent-file-claims-it-with-its-content.json",
+        "tru-1-an-unbound-producer-is-not-planned-for.json",
+        "ver-1-verified.json",
+    ] {
+        assert_eq!(vector_line(&lines, passing)["passed"], true, "{passing}: {lines:#?}");
+    }
+    // The classifier vectors' rules are counted apart from the evaluator's.
+    let coverage = lines.iter().find(|l| l["coverage"].is_array()).unwrap();
+    let classifier_rules: Vec<&str> = coverage["classifier_rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["rule"].as_str().unwrap())
+        .collect();
+    assert!(classifier_rules.contains(&"TRU-1") && classifier_rules.contains(&"CL-1"), "{coverage:#}");
+    let cl1 = coverage["coverage"].as_array().unwrap().iter().find(|r| r["rule"] == "CL-1").unwrap();
+    assert_eq!(
+        cl1["vectors"],
+        serde_json::json!([]),
+        "a classifier vector does not cover the evaluator's CL-1"
+    );
+
+    // The shipped classifier vectors pass against the shipped classifiers;
+    // given another classifier for every vector, the write's plan is not
+    // the filesystem classifier's.
+    let (code, lines, stderr) = test_json(&["tests/classifier-vectors"]);
+    assert_eq!(code, Some(0), "{stderr}: {lines:#?}");
+    let unbound = support::shipped("classify-unbound.wasm");
+    let other = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(other.path(), unbound).unwrap();
+    let (code, lines, _) = test_json(&["--classifier", other.path().to_str().unwrap(), WRITE_VECTOR]);
+    assert_eq!(code, Some(1), "{lines:#?}");
+}
+
+#[test]
+fn test_filters_by_name_and_speaks_junit_and_tap() {
+    let (code, lines, stderr) = test_json(&["--run", "^cmp-9-", "tests/vectors", "tests/classifier-vectors"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let files: Vec<&str> = lines.iter().filter_map(|l| l["file"].as_str()).collect();
+    assert!(!files.is_empty() && files.iter().all(|f| f.starts_with("cmp-9-")), "{files:?}");
+    assert!(files.contains(&"cmp-9-a-read-is-read-only.json"), "a classifier vector matched too: {files:?}");
+    // A filtered run does not judge what the whole set covers.
+    assert_eq!(lines.last().unwrap()["summary"]["uncovered"], serde_json::json!([]));
+    let out = effects(&["policy", "test", "--native", "--run", "^no-such-vector", "tests/vectors"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("no vector file name matches"), "{}", text(&out.stderr));
+    let out = effects(&["policy", "test", "--native", "--run", "(", "tests/vectors"]);
+    assert_eq!(out.status.code(), Some(2), "a bad regular expression is bad input");
+
+    let dir = vectors_dir(&[WRITE_VECTOR, EVALUATOR_VECTOR], &[("broken.json", "{ <&\u{1} \"")]);
+    let junit = effects(&["policy", "test", "--native", "--format", "junit", dir.path().to_str().unwrap()]);
+    assert_eq!(junit.status.code(), Some(1));
+    let xml = text(&junit.stdout);
+    assert!(xml.contains("tests=\"3\" failures=\"1\""), "{xml}");
+    assert_eq!(xml.matches("<testcase ").count(), 3, "{xml}");
+    assert_eq!(xml.matches("<failure ").count(), 1, "{xml}");
+    // Well-formed XML, by a real parser.
+    let mut parse = Command::new("python3")
+        .args(["-c", "import sys, xml.dom.minidom; xml.dom.minidom.parseString(sys.stdin.buffer.read())"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut parse.stdin.take().unwrap(), xml.as_bytes()).unwrap();
+    assert!(parse.wait().unwrap().success(), "not well-formed: {xml}");
+
+    let tap = effects(&["policy", "test", "--native", "--format", "tap", dir.path().to_str().unwrap()]);
+    assert_eq!(tap.status.code(), Some(1));
+    let tap = text(&tap.stdout);
+    let lines: Vec<&str> = tap.lines().collect();
+    assert_eq!(&lines[..2], ["TAP version 13", "1..3"], "{tap}");
+    assert!(lines.iter().any(|l| l.starts_with("not ok 1 - broken.json")), "{tap}");
+    assert!(lines.iter().any(|l| l.starts_with("ok 2 - cl-1-")), "{tap}");
+    assert!(lines.iter().any(|l| l.starts_with("ok 3 - ver-1-verified.json")), "{tap}");
+}
+
+#[test]
+fn test_coverage_counts_the_vectors_expecting_each_reason_code() {
+    let (code, lines, stderr) = test_json(&["--coverage", "tests/vectors"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let reasons = lines.iter().find_map(|l| l["reasons"].as_array().cloned()).expect("a reasons line");
+    let of = |code: &str| {
+        reasons.iter().find(|r| r["code"] == code).unwrap_or_else(|| panic!("{code}: {reasons:#?}"))["vectors"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    assert!(of("POLICY_FAILURE") + of("UNCONFINED_COMMAND") + of("MISSING_ARTIFACT") > 0);
+    // Every code the contract defines has a row, each counted from the vectors' own `expect`.
+    let expected: usize = std::fs::read_dir(root().join("tests/vectors"))
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+        .filter(|t| t.contains("\"MISSING_ARTIFACT\""))
+        .count();
+    assert!(expected > 0);
+    assert!(of("MISSING_ARTIFACT") <= expected && of("MISSING_ARTIFACT") > 0);
+}

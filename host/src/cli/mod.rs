@@ -10,6 +10,7 @@ mod mcp;
 pub(crate) mod output;
 mod policy;
 mod policy_replay;
+mod policy_test;
 mod runtime;
 mod serve;
 mod session;

@@ -16,14 +16,9 @@ use serde::Serialize;
 
 use effect_ledger::data_dir::DataDir;
 use effect_ledger::policy::{
-    self, CompileCache, EntryState, JsonCall, JsonCallError, LoadedComponent, PolicyError, PolicyOptions,
-    PolicySet, PolicySource, SandboxLimits, World,
+    self, CompileCache, EntryState, JsonCall, JsonCallError, PolicyError, PolicyOptions, PolicySet,
+    PolicySource, SandboxLimits, World,
 };
-
-use effect_ledger::completion::coverage::{Requirement, RuleTable, coverage};
-use effect_ledger::completion::vectors;
-use effect_ledger::completion::{Evaluator, evaluator_of};
-use effect_ledger::policy::NativeEvaluator;
 
 use super::input::{read_bounded, read_bounded_text};
 use super::output::out;
@@ -85,24 +80,36 @@ cache entry failed its check, or the cache directory is not private (then nothin
         #[arg(long, default_value_t = SandboxLimits::default().memory_bytes)]
         memory: usize,
     },
-    /// Run conformance vectors (a directory of `*.json` files, each a ledger
-    /// and the decision it must get) against an evaluator component, print
-    /// `N passed, M failed` and how many vectors exercise each rule the
-    /// evaluator decides. Exit 1 when any fails, or when a rule the rules
-    /// document requires vectors for has none.
-    #[command(after_help = "Vector format: see tests/vectors/*.json and the `completion::vectors` \
-module docs. Without --evaluator, the shipped (embedded) evaluator is tested; --native tests the \
-same evaluator compiled into this binary.
+    /// Run conformance vectors against the policies: evaluator vectors (a
+    /// ledger and the decision it must get) and classifier vectors (a bound
+    /// operation and the classification it must get), from files and
+    /// directories. Prints each result, then how many vectors exercise each
+    /// rule the evaluator decides. Exit 1 when any vector fails, or (running
+    /// every vector) when a rule the rules document requires vectors for has
+    /// none.
+    #[command(after_help = "Vector formats: see tests/vectors/*.json (evaluator) and \
+tests/classifier-vectors/*.json (classifier), and the `completion::vectors` and `completion::suite` \
+module docs. A file holding `classify` is a classifier vector: the bound operation exactly as `policy \
+run --call classify` takes it, and `expect`, the classification exactly as that command prints its \
+`value`. A file that cannot be read or parsed fails as that vector; the others still run.
+
+Who answers: without --evaluator, the shipped (embedded) evaluator; --native, the same evaluator \
+compiled into this binary. Classifier vectors go to the shipped classifier for the operation's tool, \
+or to --classifier FILE.
 
 Coverage: a vector exercises the rule in its `rule` field and those in its optional `rules` list. \
 The rules the evaluator decides are the rows of the `## Conformance vectors per rule` table of the \
 rules document (--rules, default docs/rules.md): `| `CMP-2` | required |` makes a rule need at \
-least one vector, `| `OUT-1` | pending: why |` lists it without requiring it. Run from the \
-repository root, or give --rules.")]
+least one vector, `| `OUT-1` | pending: why |` lists it without requiring it. That requirement is \
+checked only when every vector runs (no --run); --coverage also counts the vectors expecting each \
+reason code. Run from the repository root, or give the paths and --rules.
+
+Formats: text (default); json (one object per vector, then `coverage`, `reasons` with --coverage, \
+and `summary`); junit (JUnit XML, one testcase per vector, for CI dashboards); tap (TAP version 13).")]
     Test {
-        /// The directory of vectors.
-        #[arg(default_value = "tests/vectors")]
-        dir: PathBuf,
+        /// Vector files and directories (a directory's `*.json` files).
+        #[arg(default_values = ["tests/vectors", "tests/classifier-vectors"])]
+        paths: Vec<PathBuf>,
         /// The rules document whose `## Conformance vectors per rule` table
         /// lists the evaluator's rules and which need vectors.
         #[arg(long, value_name = "FILE", default_value = "docs/rules.md")]
@@ -113,14 +120,50 @@ repository root, or give --rules.")]
         /// Test the shipped evaluator compiled natively instead of a component.
         #[arg(long)]
         native: bool,
-        /// One JSON object per vector, then a summary object.
+        /// A classifier component file to answer every classifier vector.
         #[arg(long)]
+        classifier: Option<PathBuf>,
+        /// Only the vectors whose file name matches this regular expression.
+        #[arg(long = "run", value_name = "REGEX")]
+        filter: Option<String>,
+        /// Also report which reason codes the vectors expect, and how often.
+        #[arg(long)]
+        coverage: bool,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+        /// The same as --format json.
+        #[arg(long, conflicts_with = "format")]
         json: bool,
     },
     /// Policy impact replay: decide every run's last recorded decision again
     /// with a candidate evaluator, without writing, and list every run whose
     /// verdict or reasons would change. Exit 1 when any would.
     Replay(super::policy_replay::ReplayArgs),
+}
+
+/// How `policy test` prints its results.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// A line per vector, the coverage table, the totals.
+    Text,
+    /// One JSON object per line.
+    Json,
+    /// JUnit XML.
+    Junit,
+    /// TAP version 13.
+    Tap,
+}
+
+/// Which components answer `policy test`'s vectors.
+pub struct Answering<'a> {
+    /// An evaluator component file, else the shipped evaluator.
+    pub evaluator: Option<&'a Path>,
+    /// The shipped evaluator compiled natively.
+    pub native: bool,
+    /// A classifier component file for every classifier vector, else the
+    /// shipped classifier for each operation's tool.
+    pub classifier: Option<&'a Path>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -140,8 +183,21 @@ impl PolicyCommand {
                 let limits = SandboxLimits { fuel, memory_bytes: memory, ..SandboxLimits::default() };
                 run(&file, call, &input, limits)
             }
-            PolicyCommand::Test { dir, rules, evaluator, native, json } => {
-                test(&dir, &rules, evaluator.as_deref(), native, json)
+            PolicyCommand::Test {
+                paths,
+                rules,
+                evaluator,
+                native,
+                classifier,
+                filter,
+                coverage,
+                format,
+                json,
+            } => {
+                let format = if json { Format::Json } else { format };
+                let answer =
+                    Answering { evaluator: evaluator.as_deref(), native, classifier: classifier.as_deref() };
+                super::policy_test::test(&paths, &rules, &answer, filter.as_deref(), coverage, format)
             }
             PolicyCommand::Replay(args) => args.run(data_dir),
         }
@@ -299,93 +355,4 @@ fn run(file: &Path, call: CallArg, input: &Path, limits: SandboxLimits) -> Resul
     })?;
     print_json(&answer)?;
     Ok(ExitCode::SUCCESS)
-}
-
-fn test(
-    dir: &Path,
-    rules: &Path,
-    file: Option<&Path>,
-    native: bool,
-    json: bool,
-) -> Result<ExitCode, Failure> {
-    let text = read_bounded_text(rules, "the rules document").map_err(|f| {
-        Failure::new(f.code, f.error.context("run from the repository root or give --rules FILE"))
-    })?;
-    let table = RuleTable::parse(&text, &rules.display().to_string())
-        .map_err(|e| Failure::new(exit::BAD_INPUT, anyhow!(e)))?;
-    let mut shipped;
-    let mut loaded;
-    let mut evaluator = if native {
-        Evaluator::Native(NativeEvaluator)
-    } else if let Some(file) = file {
-        let bytes = read_file(file)?;
-        let name =
-            file.file_stem().map_or_else(|| "evaluator".to_owned(), |s| s.to_string_lossy().into_owned());
-        loaded = match policy::load_unpinned(&name, World::Evaluator, &bytes, &PolicyOptions::default()) {
-            Ok(LoadedComponent::Evaluator(component)) => component,
-            Ok(LoadedComponent::Classifier(_)) => unreachable!("loaded as an evaluator"),
-            Err(error) => return Err(Failure::new(exit::REFUSED, error)),
-        };
-        Evaluator::Component(&mut loaded)
-    } else {
-        shipped = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default())
-            .map_err(|e| Failure::new(exit::REFUSED, e))?;
-        evaluator_of(shipped.evaluator())
-    };
-    let results = vectors::run(dir, &mut evaluator).map_err(|e| Failure::new(exit::BAD_INPUT, anyhow!(e)))?;
-    let failed = results.iter().filter(|r| !r.passed()).count();
-    for result in &results {
-        let file = result.file.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-        if json {
-            out!(
-                "{}",
-                serde_json::json!({
-                    "file": file, "rule": result.rule, "title": result.title,
-                    "passed": result.passed(), "failures": result.failures,
-                })
-            );
-        } else if result.passed() {
-            out!("ok    {file} ({}: {})", result.rule, result.title);
-        } else {
-            out!("FAIL  {file} ({}: {})", result.rule, result.title);
-            for failure in &result.failures {
-                out!("        {failure}");
-            }
-        }
-    }
-    let passed = results.len() - failed;
-    let covered = coverage(&table, &results);
-    let uncovered: Vec<&str> = covered.iter().filter(|c| c.uncovered()).map(|c| c.rule.as_str()).collect();
-    if json {
-        out!("{}", serde_json::json!({ "coverage": covered }));
-        out!(
-            "{}",
-            serde_json::json!({ "summary": { "passed": passed, "failed": failed, "uncovered": uncovered } })
-        );
-    } else {
-        out!("coverage of the rules {} lists:", rules.display());
-        for rule in &covered {
-            let status = match &rule.requirement {
-                Some(Requirement::Required) if rule.vectors.is_empty() => "required, UNCOVERED".to_owned(),
-                Some(Requirement::Required) => "required".to_owned(),
-                Some(Requirement::Pending(why)) if rule.vectors.is_empty() => format!("pending: {why}"),
-                Some(Requirement::Pending(_)) => {
-                    "pending, but it has vectors now: mark it required".to_owned()
-                }
-                None => format!("not listed in {}", rules.display()),
-            };
-            out!("  {:<8} {:>3} vector(s)  {status}", rule.rule, rule.vectors.len());
-        }
-        out!("{passed} passed, {failed} failed");
-    }
-    if !uncovered.is_empty() {
-        let (which, it) = if uncovered.len() == 1 { ("it", "it") } else { ("them", "each") };
-        eprintln!(
-            "effects: no vector exercises {}, which {} marks required: add a vector whose \"rule\" (or \
-             \"rules\" list) names {it}, or mark {which} `pending: why` there",
-            uncovered.join(", "),
-            rules.display()
-        );
-    }
-    Ok(if failed == 0 && uncovered.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(exit::PROBLEMS) })
 }

@@ -28,7 +28,10 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use std::path::Path;
+
 use super::vectors::VectorResult;
+use crate::model::ReasonCode;
 
 /// The heading of the section of the rules document that lists the
 /// evaluator's rules and whether vectors are required for each.
@@ -162,9 +165,90 @@ pub fn coverage(table: &RuleTable, results: &[VectorResult]) -> Vec<RuleCoverage
     covered
 }
 
+/// How many evaluator vectors expect one reason code.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReasonCoverage {
+    /// The code, as the log spells it.
+    pub code: String,
+    /// The vector files that expect it, by file name.
+    pub vectors: Vec<String>,
+}
+
+/// Every reason code the evaluator contract defines, with the vectors that
+/// expect it (`expected`: each vector's file and its expected codes), in the
+/// contract's order: a code no vector expects is one no vector pins.
+pub fn reason_coverage(expected: &[(&Path, &[ReasonCode])]) -> Vec<ReasonCoverage> {
+    reason_codes()
+        .into_iter()
+        .map(|code| {
+            let vectors = expected
+                .iter()
+                .filter(|(_, codes)| codes.iter().any(|c| code_name(c) == code))
+                .map(|(file, _)| {
+                    file.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+                })
+                .collect();
+            ReasonCoverage { code, vectors }
+        })
+        .collect()
+}
+
+fn code_name(code: &ReasonCode) -> String {
+    serde_json::to_value(code).ok().and_then(|v| v.as_str().map(str::to_owned)).unwrap_or_default()
+}
+
+/// Every [`ReasonCode`], by name, from its own schema: a code added to the
+/// contract is counted without a list here to keep in step.
+fn reason_codes() -> Vec<String> {
+    fn collect(value: &serde_json::Value, into: &mut Vec<String>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for (key, value) in map {
+                    match (key.as_str(), value) {
+                        ("const", serde_json::Value::String(name)) => into.push(name.clone()),
+                        ("enum", serde_json::Value::Array(names)) => {
+                            into.extend(names.iter().filter_map(|n| n.as_str().map(str::to_owned)));
+                        }
+                        _ => collect(value, into),
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => items.iter().for_each(|item| collect(item, into)),
+            _ => {}
+        }
+    }
+    let schema = serde_json::to_value(schemars::schema_for!(ReasonCode)).expect("a schema serializes");
+    let mut names = Vec::new();
+    collect(&schema, &mut names);
+    names.dedup();
+    names
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_reason_code_is_listed_once_and_counted_where_a_vector_expects_it() {
+        let codes = reason_codes();
+        assert!(
+            codes.contains(&"POLICY_FAILURE".to_owned()) && codes.contains(&"UNCONFINED_COMMAND".to_owned())
+        );
+        let mut sorted = codes.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), codes.len(), "{codes:?}");
+        let expected: [(&Path, &[ReasonCode]); 2] = [
+            (Path::new("d/a.json"), &[ReasonCode::PolicyFailure]),
+            (Path::new("d/b.json"), &[ReasonCode::PolicyFailure, ReasonCode::RunningLaunch]),
+        ];
+        let covered = reason_coverage(&expected);
+        assert_eq!(covered.len(), codes.len());
+        let of = |code: &str| covered.iter().find(|c| c.code == code).unwrap().vectors.clone();
+        assert_eq!(of("POLICY_FAILURE"), ["a.json", "b.json"]);
+        assert_eq!(of("RUNNING_LAUNCH"), ["b.json"]);
+        assert!(of("UNCONFINED_COMMAND").is_empty());
+    }
 
     const DOC: &str = "# Rules\n\n## Conformance vectors per rule\n\nSome words.\n\n| rule | vectors |\n\
                        | --- | --- |\n| `CMP-2` | required |\n| `CMP-7b` | required |\n\

@@ -5,7 +5,8 @@
 //! evaluator; `coverage` counts the vectors of each rule ID the docs say the
 //! evaluator decides; `replay` re-derives a recorded decision from the log;
 //! `impact` decides recorded runs with a candidate evaluator and says which
-//! decisions it would change; `explain` lists what each reason cites.
+//! decisions it would change; `explain` lists what each reason cites;
+//! `suite` runs evaluator and classifier vectors for `effects policy test`.
 //!
 //! Invariant: no path through this module yields COMPLETED unless an evaluator
 //! answered COMPLETED and its answer passed the host's contract checks.
@@ -15,6 +16,7 @@ pub mod evidence;
 pub mod explain;
 pub mod impact;
 pub mod replay;
+pub mod suite;
 pub mod vectors;
 
 use crate::digest::Sha256Digest;

@@ -393,13 +393,7 @@ impl Vector {
 
     /// Every rule it exercises: `rule`, then the `rules` not already named.
     pub fn exercises(&self) -> Vec<String> {
-        let mut rules = vec![self.rule.clone()];
-        for rule in &self.rules {
-            if !rules.contains(rule) {
-                rules.push(rule.clone());
-            }
-        }
-        rules
+        exercises(&self.rule, &self.rules)
     }
 
     /// The evidence ledger this vector describes.
@@ -567,8 +561,20 @@ impl Vector {
     }
 }
 
+/// `rule`, then those of `rules` not already named: every rule a vector
+/// exercises, of either kind (`suite.rs`).
+pub(super) fn exercises(rule: &str, rules: &[String]) -> Vec<String> {
+    let mut all = vec![rule.to_owned()];
+    for rule in rules {
+        if !all.contains(rule) {
+            all.push(rule.clone());
+        }
+    }
+    all
+}
+
 /// One vector's result.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct VectorResult {
     /// The file.
     pub file: PathBuf,

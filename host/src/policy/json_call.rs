@@ -9,13 +9,13 @@
 //! component, and the caller never holds it; the answer (a classification, an
 //! outcome, readback requests, a decision) names resources by index only.
 
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 
 use crate::model::resource::trusted;
 use crate::model::{BoundOperation, EvidenceLedger, ReadbackContext, SettleRequest};
 
-use super::{Called, LoadedComponent, PolicyError};
+use super::{Called, ClassifierComponent, LoadedComponent, PolicyError};
 
 /// Which export to call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -91,4 +91,17 @@ pub fn call_json(
         (LoadedComponent::Classifier(_), JsonCall::Evaluate) => Err(JsonCallError::WrongWorld("classifier")),
         (LoadedComponent::Evaluator(_), _) => Err(JsonCallError::WrongWorld("evaluator")),
     }
+}
+
+/// `classify` of `component` with `operation`, a bound operation as JSON
+/// (parsed here, ID-1): the classification as JSON, as `call_json` gives its
+/// `value` (classifier vectors, `completion::suite`).
+pub fn classify_json(
+    component: &mut ClassifierComponent,
+    operation: &serde_json::Value,
+) -> Result<serde_json::Value, JsonCallError> {
+    let operation: BoundOperation = trusted(|| BoundOperation::deserialize(operation))
+        .map_err(|e| JsonCallError::Input { what: "BoundOperation", message: e.to_string() })?;
+    let classified = component.classify(&operation)?;
+    Ok(serde_json::to_value(classified.value).expect("a classification always serializes"))
 }

@@ -43,7 +43,7 @@ pub use cache::{CacheError, CompileCache, EntryState};
 pub use component::{CallReport, Called, ClassifierComponent, EvaluatorComponent, InstanceReuse};
 pub use error::{PolicyCall, PolicyError};
 pub use inspect::{ComponentShape, inspect};
-pub use json_call::{JsonCall, JsonCallError, call_json};
+pub use json_call::{JsonCall, JsonCallError, call_json, classify_json};
 pub use manifest::{ComponentEntry, FALLBACK_TOOL, Manifest, World};
 pub use native::NativeEvaluator;
 pub use sandbox::SandboxLimits;
