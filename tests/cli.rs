@@ -20,6 +20,7 @@ mod process_cli;
 mod processes_cli;
 mod readme_cli;
 mod replay_cli;
+mod retention_cli;
 mod serve_cli;
 mod session_cli;
 mod store_cli;

@@ -17,4 +17,5 @@ pub mod model;
 pub mod policy;
 pub mod procfs;
 pub mod producers;
+pub mod retention;
 pub mod tools;

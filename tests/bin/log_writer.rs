@@ -72,6 +72,7 @@ fn kind(error: &LogError) -> &'static str {
         LogError::Persistence { .. } => "persistence",
         LogError::DurabilityUnknown { .. } => "durability-unknown",
         LogError::Poisoned { .. } => "poisoned",
+        LogError::Sealed { .. } => "sealed",
         LogError::Rejected { .. } => "rejected",
         LogError::Corrupt { .. } => "corrupt",
         LogError::Refused { .. } => "refused",

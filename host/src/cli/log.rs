@@ -2,7 +2,8 @@
 //! every lineage's log in the data dir, `verify` checks every record (exit 0
 //! when valid; a torn final line is repairable, not an error), `show` prints
 //! the history, `recover` repairs a torn tail and records unsettled claims
-//! as INTERRUPTED (LOG-7), idempotently.
+//! as INTERRUPTED (LOG-7), idempotently; `seal` and `prune` are retention
+//! (`retention.rs`).
 //!
 //! A log is found by run (`--run ID`, in the data dir, through the
 //! library's `DataDir`) or by the path of a file the operator holds; this
@@ -94,6 +95,12 @@ such run, DIR missing, the file already there).")]
         #[arg(long, env = "EFFECTS_LOG_KEY_FILE")]
         key_file: Option<PathBuf>,
     },
+    /// Retention: archive a fully settled lineage (compressed) with a
+    /// verifiable summary, and refuse every later append to it; `--check`
+    /// verifies an archive against its summary.
+    Seal(super::retention::SealArgs),
+    /// Retention: remove the lineages sealed longer ago than `--older-than`.
+    Prune(super::retention::PruneArgs),
 }
 
 /// Which log: a run's, found in the data dir, or a file by its path.
@@ -126,6 +133,8 @@ impl LogCommand {
             LogCommand::Recover { which, key_file } => {
                 recover(open(data_dir, &which, OpenMode::ReadWrite, key_file)?)
             }
+            LogCommand::Seal(args) => args.run(data_dir),
+            LogCommand::Prune(args) => args.run(data_dir),
         }
     }
 }

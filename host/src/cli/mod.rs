@@ -11,6 +11,7 @@ pub(crate) mod output;
 mod policy;
 mod policy_replay;
 mod policy_test;
+mod retention;
 mod runtime;
 mod serve;
 mod session;

@@ -459,9 +459,91 @@ impl<S: Store> EffectLog<S> {
     fn refuse_and_merge(&mut self) -> Result<(), LogError> {
         if !self.storage.compares_head() {
             self.refuse_if_poisoned()?;
+            self.refuse_if_sealed()?;
             self.merge(true)?;
         }
         Ok(())
+    }
+
+    /// Step 2 too: a sealed lineage takes no more records, whoever holds a
+    /// handle on it (`seal`).
+    fn refuse_if_sealed(&self) -> Result<(), LogError> {
+        match self.storage.read_sidecar(Sidecar::Sealed) {
+            Ok(None) => Ok(()),
+            Ok(Some(bytes)) => Err(LogError::Sealed {
+                path: self.path.clone(),
+                detail: String::from_utf8_lossy(&bytes).trim().to_owned(),
+            }),
+            Err(source) => {
+                Err(LogError::Io { path: self.path.clone(), operation: "read the seal marker", source })
+            }
+        }
+    }
+
+    /// Seals the lineage (retention, `log/seal.rs`), under the exclusive
+    /// lock so no append interleaves: every record is read and verified from
+    /// the first (a torn tail is cut, as an append would), a claim still
+    /// unsettled or RUNNING refuses the seal, and `archive` is handed the
+    /// log's exact bytes and records to write its archive durably. Only
+    /// when it succeeds is the seal marker (`marker`, its answer) written,
+    /// durably; from then on every append of every handle is refused. A
+    /// file store only: a server store's retention is the database's.
+    pub fn seal<T>(
+        &mut self,
+        archive: impl FnOnce(&[u8], &[Framed]) -> Result<(T, String), LogError>,
+    ) -> Result<T, LogError> {
+        if self.storage.compares_head() {
+            return Err(LogError::Io {
+                path: self.path.clone(),
+                operation: "seal",
+                source: std::io::Error::new(
+                    std::io::ErrorKind::Unsupported,
+                    "the fleet store keeps its lineages in the database; retention there is the database's",
+                ),
+            });
+        }
+        self.with_lock(LockKind::Exclusive, |log| {
+            log.refuse_if_poisoned()?;
+            log.refuse_if_sealed()?;
+            if log.base > 0 {
+                log.restart();
+            }
+            log.merge(true)?;
+            let open: Vec<Position> =
+                log.history.unsettled_claims().chain(log.history.running_claims()).collect();
+            if !open.is_empty() {
+                return Err(LogError::Io {
+                    path: log.path.clone(),
+                    operation: "seal",
+                    source: std::io::Error::other(format!(
+                        "claims at positions {open:?} are not settled (unsettled or RUNNING): a lineage is sealed \
+                         only once every effect has its outcome; recover or settle them first (`effects log recover`)"
+                    )),
+                });
+            }
+            let bytes = match log.storage.read_after(Head { records: 0, offset: 0 }).map_err(log.io("read"))? {
+                After::Bytes(bytes) => bytes,
+                After::Shrank { length } => {
+                    return Err(LogError::Io {
+                        path: log.path.clone(),
+                        operation: "seal",
+                        source: std::io::Error::other(format!("the log shrank to {length} bytes while sealing")),
+                    });
+                }
+            };
+            let bytes = &bytes[..(log.read_offset as usize).min(bytes.len())];
+            let (answer, marker) = archive(bytes, &log.records)?;
+            log.storage.write_sidecar(Sidecar::Sealed, marker.as_bytes()).map_err(log.io("write the seal marker"))?;
+            Ok(answer)
+        })
+    }
+
+    /// The seal marker's text, if the lineage is sealed.
+    pub fn seal_marker(&self) -> Result<Option<String>, LogError> {
+        self.storage
+            .read_sidecar(Sidecar::Sealed)
+            .map(|bytes| bytes.map(|bytes| String::from_utf8_lossy(&bytes).trim().to_owned()))
+            .map_err(self.io("read the seal marker"))
     }
 
     /// Steps 4-7 after [`EffectLog::refuse_and_merge`]: allocates,

@@ -86,6 +86,16 @@ pub enum LogError {
         /// What appends again, as for [`LogError::DurabilityUnknown`].
         remedy: &'static str,
     },
+    /// The lineage is sealed (retention): nothing appends to it again.
+    #[error(
+        "{path}: the lineage is sealed ({detail}): nothing was written; a sealed lineage takes no more records, so start a new run"
+    )]
+    Sealed {
+        /// The log.
+        path: String,
+        /// The seal marker.
+        detail: String,
+    },
     /// The merged history refuses the record (LOG-2).
     #[error("{path}: record refused: {source}")]
     Rejected {
@@ -99,6 +109,12 @@ pub enum LogError {
 impl LogError {
     /// True for the failures after which the record is certainly not in the log.
     pub fn not_persisted(&self) -> bool {
-        matches!(self, LogError::Persistence { .. } | LogError::Poisoned { .. } | LogError::Rejected { .. })
+        matches!(
+            self,
+            LogError::Persistence { .. }
+                | LogError::Poisoned { .. }
+                | LogError::Sealed { .. }
+                | LogError::Rejected { .. }
+        )
     }
 }

@@ -44,6 +44,6 @@ pub use record::{
     ClaimRecord, DecisionDetail, DecisionRecord, EvaluatorRun, Executor, Obligation, ObservationRecord,
     OperationRef, OutcomeRecord, PolicyRef, Position, ProcessesRecord, Record, VerifierRecord,
 };
-pub use scan::{Defect, Scanned, scan};
+pub use scan::{Defect, Scanned, genesis, scan};
 pub use storage::{DiskFile, Faults, LockKind, MemoryFile, Sidecar, Storage};
 pub use store::{After, AppendFailed, Head, LineMeta, Medium, Store, Written};

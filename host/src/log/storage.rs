@@ -36,13 +36,19 @@ pub enum Sidecar {
     Poisoned,
     /// LOG-10: where a reader may start instead of reading the whole log.
     Checkpoint,
+    /// The lineage is sealed (retention, `log/seal.rs`): its archive and
+    /// summary are written, and no handle appends again, old or new. Kept
+    /// after the lineage is pruned, as its tombstone.
+    Sealed,
 }
 
 impl Sidecar {
-    fn suffix(self) -> &'static str {
+    /// The file name's suffix after the log's: `<log>.<suffix>`.
+    pub fn suffix(self) -> &'static str {
         match self {
             Sidecar::Poisoned => "poisoned",
             Sidecar::Checkpoint => "checkpoint",
+            Sidecar::Sealed => "sealed",
         }
     }
 
@@ -226,8 +232,11 @@ impl Storage for DiskFile {
     fn write_sidecar(&mut self, which: Sidecar, bytes: &[u8]) -> io::Result<()> {
         let name = self.sidecar_name(which);
         match which {
-            // The poison marker must outlive a crash (LOG-4).
-            Sidecar::Poisoned => super::durable::replace(&self.directory, &self.display, &name, bytes),
+            // The poison marker must outlive a crash (LOG-4), and so must a
+            // seal: it is what refuses every later append.
+            Sidecar::Poisoned | Sidecar::Sealed => {
+                super::durable::replace(&self.directory, &self.display, &name, bytes)
+            }
             // A checkpoint only saves work: it is written after the fsync of
             // the records it covers, so whatever a crash leaves of it names
             // durable records or fails its seal (LOG-10); no fsync of its own.
