@@ -425,3 +425,35 @@ fn test_coverage_counts_the_vectors_expecting_each_reason_code() {
     assert!(expected > 0);
     assert!(of("MISSING_ARTIFACT") <= expected && of("MISSING_ARTIFACT") > 0);
 }
+
+#[test]
+fn a_working_directory_manifest_that_differs_from_the_embedded_one_is_warned_about() {
+    // A policy author rebuilt classify-fs into policies/ and not the binary.
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir(work.path().join("policies")).unwrap();
+    let shipped = std::fs::read_to_string(root().join("policies/manifest.toml")).unwrap();
+    let run_in = |manifest: &str| {
+        std::fs::write(work.path().join("policies/manifest.toml"), manifest).unwrap();
+        let data = tempfile::tempdir().unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_effects"))
+            .args(["policy", "verify"])
+            .current_dir(work.path())
+            .env("EFFECTS_DATA_DIR", data.path())
+            .output()
+            .unwrap();
+        (out.status.code(), text(&out.stderr))
+    };
+    let (code, stderr) = run_in(&shipped);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!stderr.contains("differ"), "the same manifest: no warning: {stderr}");
+    assert!(stderr.contains("the shipped policies (embedded)"), "verify says which set it checked: {stderr}");
+    let digest = shipped.lines().find(|l| l.starts_with("sha256 = ")).unwrap();
+    let rebuilt = shipped.replacen(digest, &format!("sha256 = \"{}\"", "0".repeat(64)), 1);
+    let (code, stderr) = run_in(&rebuilt);
+    assert_eq!(code, Some(0), "the embedded set itself is fine: {stderr}");
+    assert!(
+        stderr.contains("differ from ./policies/manifest.toml") && stderr.contains("--manifest"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&"0".repeat(64)), "it names the differing pin: {stderr}");
+}

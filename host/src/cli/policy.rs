@@ -259,8 +259,37 @@ pub(super) fn open_cache(data: &DataDir) -> Option<CompileCache> {
     try_open_cache(data).map_err(|why| tracing::warn!("{why}; compiling in memory")).ok()
 }
 
+/// The working directory's manifest a policy author's build writes.
+const WORKING_MANIFEST: &str = "policies/manifest.toml";
+
+/// Warns when the policies embedded in this binary differ from a
+/// `policies/manifest.toml` in the working directory: a policy author who
+/// rebuilt a component and not the binary would otherwise test the old one
+/// believing it the new.
+pub(super) fn warn_if_embedded_differ() {
+    let path = Path::new(WORKING_MANIFEST);
+    #[allow(clippy::disallowed_methods)] // a probe of the working directory, read only when present
+    let present = path.is_file();
+    if !present {
+        return;
+    }
+    let Ok(text) = read_bounded_text(path, "the working directory's manifest") else { return };
+    let Ok(manifest) = policy::Manifest::parse(&text) else { return };
+    let differences = policy::embedded_differences(&manifest);
+    if !differences.is_empty() {
+        tracing::warn!(
+            "the policies embedded in this binary differ from ./{WORKING_MANIFEST} ({}): this command runs the \
+             embedded ones; rebuild the binary (`cargo build --release`) or pass --manifest {WORKING_MANIFEST}",
+            differences.join("; ")
+        );
+    }
+}
+
 pub(super) fn manifest_source(manifest: Option<&Path>) -> Result<PolicySource, Failure> {
-    let Some(path) = manifest else { return Ok(PolicySource::Shipped) };
+    let Some(path) = manifest else {
+        warn_if_embedded_differ();
+        return Ok(PolicySource::Shipped);
+    };
     let bad =
         |message: String| Failure::new(exit::BAD_INPUT, anyhow!("manifest {}: {message}", path.display()));
     let file_name = path.file_name().and_then(|n| n.to_str()).ok_or_else(|| bad("not a file path".into()))?;

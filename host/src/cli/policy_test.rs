@@ -53,6 +53,9 @@ pub fn test(
         }
     }
 
+    if answering.evaluator.is_none() || answering.classifier.is_none() {
+        super::policy::warn_if_embedded_differ();
+    }
     let mut shipped;
     let mut loaded;
     let mut evaluator = if answering.native {

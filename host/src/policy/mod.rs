@@ -48,7 +48,7 @@ pub use manifest::{ComponentEntry, FALLBACK_TOOL, Manifest, World};
 pub use native::NativeEvaluator;
 pub use sandbox::SandboxLimits;
 pub use set::{CacheCheck, ComponentCheck, LoadedComponent, PolicyOptions, PolicySet, load_unpinned};
-pub use source::PolicySource;
+pub use source::{PolicySource, embedded_differences};
 
 /// The WIT package every component must be built against.
 pub const WIT_PACKAGE: &str = "effects:policy@2.0.0";

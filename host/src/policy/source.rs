@@ -79,3 +79,31 @@ impl PolicySource {
         }
     }
 }
+
+/// How the policies embedded in this binary differ from `other` (the
+/// working directory's `policies/manifest.toml`, for a policy author who
+/// rebuilt a component and not the binary): one line per component whose
+/// pin differs or that only one side has. Empty when they agree.
+pub fn embedded_differences(other: &Manifest) -> Vec<String> {
+    let embedded = match PolicySource::Shipped.manifest() {
+        Ok(manifest) => manifest,
+        Err(error) => return vec![format!("the embedded manifest does not parse: {error}")],
+    };
+    let mut differences = Vec::new();
+    for entry in &embedded.components {
+        match other.components.iter().find(|c| c.name == entry.name) {
+            None => differences.push(format!("{} is embedded, not in the manifest", entry.name)),
+            Some(theirs) if theirs.sha256 != entry.sha256 => differences.push(format!(
+                "{}: embedded sha256 {}, the manifest's {}",
+                entry.name, entry.sha256, theirs.sha256
+            )),
+            Some(_) => {}
+        }
+    }
+    for theirs in &other.components {
+        if !embedded.components.iter().any(|c| c.name == theirs.name) {
+            differences.push(format!("{} is in the manifest, not embedded", theirs.name));
+        }
+    }
+    differences
+}
