@@ -439,3 +439,55 @@ fn policy_replay_skips_what_it_cannot_replay_and_refuses_a_candidate_that_is_no_
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// `decide --dump-ledger FILE` writes the exact ledger the decision was
+/// taken over, which `policy run --call evaluate` decides again to the same
+/// verdict and reasons; an existing file is never overwritten. `policy run`
+/// also takes a vector as it is, evaluator or classifier.
+#[test]
+fn a_dumped_ledger_and_a_vector_run_through_policy_run() {
+    let s = session();
+    let (run, _) = recorded_decision(&s, &[EXTERNAL, WRITE, &complete(&["a.txt"], "I filed the bug.")]);
+    let dumped = s.data.parent().unwrap().join("ledger.json");
+    let decide = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_effects"))
+            .arg("--data-dir")
+            .arg(&s.data)
+            .args([
+                "decide",
+                "--run",
+                &run,
+                "--json",
+                "--dry-run",
+                "--require",
+                "a.txt",
+                "--answer",
+                "I filed the bug.",
+            ])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = decide(&["--dump-ledger", dumped.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let decided: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let policy_run = |call: &str, input: &Path, component: &str| -> Value {
+        let out = Command::new(env!("CARGO_BIN_EXE_effects"))
+            .args(["policy", "run", support::root().join("policies").join(component).to_str().unwrap()])
+            .args(["--call", call, "--input", input.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let again = policy_run("evaluate", &dumped, "evaluate.wasm");
+    assert_eq!(again["value"]["verdict"], decided["verdict"], "{again:#}");
+    assert_eq!(again["value"]["reasons"], decided["reasons"]);
+    let refused = decide(&["--dump-ledger", dumped.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(2), "an existing file is never overwritten");
+
+    let vector = support::root().join("tests/vectors/ver-1-verified.json");
+    assert_eq!(policy_run("evaluate", &vector, "evaluate.wasm")["value"]["verdict"], "COMPLETED");
+    let classifier = support::root().join("tests/classifier-vectors/cmp-9-a-read-is-read-only.json");
+    assert_eq!(policy_run("classify", &classifier, "classify-fs.wasm")["value"], "read_only");
+}

@@ -100,6 +100,11 @@ pub struct DecideArgs {
     /// names.
     #[arg(long, conflicts_with = "replay")]
     explain: bool,
+    /// Write the evidence ledger the decision was taken over to FILE, as
+    /// `effects policy run --call evaluate --input FILE` takes it (a new
+    /// file; an existing one is never overwritten).
+    #[arg(long, value_name = "FILE", conflicts_with = "replay")]
+    dump_ledger: Option<PathBuf>,
     /// One JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -192,6 +197,9 @@ impl DecideArgs {
             };
             Failure::new(code, error)
         })?;
+        if let Some(file) = &self.dump_ledger {
+            dump(file, &completion.ledger)?;
+        }
         let mut report = decision_json(&completion);
         report["data_dir"] = json!(display_data);
         if self.dry_run {
@@ -219,6 +227,17 @@ impl DecideArgs {
         }
         Ok(ExitCode::SUCCESS)
     }
+}
+
+/// Writes `ledger` to a new `file` as `policy run` reads it.
+fn dump(file: &Path, ledger: &effect_ledger::model::EvidenceLedger) -> Result<(), Failure> {
+    use std::io::Write;
+    let text = serde_json::to_string_pretty(ledger).expect("a ledger serializes") + "\n";
+    #[allow(clippy::disallowed_methods)] // --dump-ledger FILE, a path the operator names
+    let opened = std::fs::OpenOptions::new().write(true).create_new(true).open(file);
+    opened.and_then(|mut f| f.write_all(text.as_bytes()).and_then(|()| f.sync_all())).map_err(|e| {
+        bad(anyhow!("--dump-ledger {}: {e} (an existing file is never overwritten)", file.display()))
+    })
 }
 
 /// What a dry run left as it was, for a terminal.
