@@ -491,3 +491,60 @@ fn a_dumped_ledger_and_a_vector_run_through_policy_run() {
     let classifier = support::root().join("tests/classifier-vectors/cmp-9-a-read-is-read-only.json");
     assert_eq!(policy_run("classify", &classifier, "classify-fs.wasm")["value"], "read_only");
 }
+
+/// `session --trace-policies DIR` writes the exact argument of every policy
+/// call, one file each, and `policy run` takes each file as it is: the
+/// classify call answers the plan the claim recorded. A trace directory
+/// beneath the root is refused before anything is created.
+#[test]
+fn a_session_s_policy_calls_are_traced_and_each_runs_again() {
+    let s = session();
+    let trace = s.data.parent().unwrap().join("trace");
+    let out = s.run(
+        &[WRITE, READ, &complete(&["a.txt"], "I wrote a.txt.")].join("\n"),
+        &["--trace-policies", trace.to_str().unwrap()],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let mut files: Vec<String> = std::fs::read_dir(&trace)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    let calls: Vec<&str> = files.iter().map(|f| f.split('-').nth(1).unwrap()).collect();
+    // The write and the read each: classify, settle, readbacks; then the decision.
+    let step = ["classify", "settle", "readbacks"];
+    assert_eq!(calls, [&step[..], &step[..], &["evaluate"]].concat(), "{files:?}");
+    for file in &files {
+        let (call, component) = {
+            let stem = file.trim_end_matches(".json");
+            let mut parts = stem.splitn(3, '-');
+            parts.next();
+            (parts.next().unwrap().to_owned(), parts.next().unwrap().to_owned())
+        };
+        let out = Command::new(env!("CARGO_BIN_EXE_effects"))
+            .args([
+                "policy",
+                "run",
+                support::root().join(format!("policies/{component}.wasm")).to_str().unwrap(),
+            ])
+            .args(["--call", &call, "--input", trace.join(file).to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{file}: {}", String::from_utf8_lossy(&out.stderr));
+        let answer: Value = serde_json::from_slice(&out.stdout).unwrap();
+        if file.starts_with("000001-") {
+            let claim = &log_records(&log_of(&s))[0]["record"]["claim"];
+            let scope = answer["value"]["effect"]["scope"]["exact"].as_array().unwrap().len();
+            assert_eq!(scope, claim["impact_scope"].as_array().unwrap().len(), "{answer:#} / {claim:#}");
+        }
+    }
+    let inside = s.root.join("trace");
+    let out = s.run(READ, &["--trace-policies", inside.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("lies beneath the root"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!inside.exists(), "nothing is created beneath the root");
+}

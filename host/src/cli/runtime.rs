@@ -80,6 +80,30 @@ pub(super) fn private_dir(path: &Path) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Where this process traces its policy calls (`session --trace-policies`).
+static TRACE: std::sync::OnceLock<effect_ledger::policy::Trace> = std::sync::OnceLock::new();
+
+/// Traces every policy call of this process into `dir` (created `0700`),
+/// which must lie outside `root`: the trace holds the tools' inputs, and
+/// files appearing beneath the root would be changes nobody claimed.
+#[allow(clippy::disallowed_methods)] // `--trace-policies DIR` and `--root`, from the command line
+pub(super) fn trace_policies(root: &Path, dir: &Path) -> Result<(), Failure> {
+    let canonical = canonical_to_be(dir)?;
+    if canonical.starts_with(canonical_to_be(root)?) {
+        return Err(bad(anyhow::anyhow!(
+            "--trace-policies {} lies beneath the root {}: give a directory outside it",
+            dir.display(),
+            root.display()
+        )));
+    }
+    private_dir(dir)?;
+    let opened = Dir::open_ambient_dir(&canonical, ambient_authority())
+        .with_context(|| format!("opening {}", dir.display()))
+        .map_err(bad)?;
+    let _ = TRACE.set(effect_ledger::policy::Trace::new(opened, &dir.display().to_string()));
+    Ok(())
+}
+
 /// The fleet store `--store` (or `$EFFECTS_STORE`) names, chosen once at
 /// start for every data dir this process opens.
 static STORE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
@@ -126,6 +150,22 @@ pub(super) fn open_data_dir(path: &Path, create: bool) -> Result<Option<DataDir>
     }))
 }
 
+/// `path` canonical, though it may not exist yet: its nearest existing
+/// ancestor canonicalized, the rest kept.
+#[allow(clippy::disallowed_methods)] // a path from the command line, before it is created
+fn canonical_to_be(path: &Path) -> Result<PathBuf, Failure> {
+    let absolute = std::path::absolute(path).map_err(bad)?;
+    let mut existing = absolute.as_path();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        rest.push(existing.file_name().map(std::ffi::OsStr::to_owned).unwrap_or_default());
+        existing = existing.parent().unwrap_or(Path::new("/"));
+    }
+    let mut canonical = existing.canonicalize().map_err(bad)?;
+    canonical.extend(rest.iter().rev());
+    Ok(canonical)
+}
+
 /// ID-4 by path, before anything is created: the canonical data dir is not
 /// the canonical root, beneath it, or above it. (The library checks again by
 /// `device:inode`, which also sees a symlinked second name; this one can
@@ -136,17 +176,7 @@ pub(super) fn open_data_dir(path: &Path, create: bool) -> Result<Option<DataDir>
 fn check_paths(root: &Path, data_dir: &Path) -> Result<(), Failure> {
     let root =
         root.canonicalize().with_context(|| format!("resolving the root {}", root.display())).map_err(bad)?;
-    // The data dir may not exist yet: canonicalize its nearest existing
-    // ancestor and keep the rest.
-    let absolute = std::path::absolute(data_dir).map_err(bad)?;
-    let mut existing = absolute.as_path();
-    let mut rest = Vec::new();
-    while !existing.exists() {
-        rest.push(existing.file_name().map(std::ffi::OsStr::to_owned).unwrap_or_default());
-        existing = existing.parent().unwrap_or(Path::new("/"));
-    }
-    let mut data = existing.canonicalize().map_err(bad)?;
-    data.extend(rest.iter().rev());
+    let data = canonical_to_be(data_dir)?;
     let refused = |what: &str| {
         bad(anyhow::anyhow!(
             "the data dir {} {what} the root {}: tools there could read and write the effect store (ID-4); \
@@ -240,7 +270,8 @@ pub(super) fn open_ledger_with(
     }
     let key = read_key(key_file)?;
     let sealed = SealedRoot::new(root_dir, &display_root, "session", "cli", control).map_err(bad)?;
-    let options = PolicyOptions { cache: open_cache(&data), ..PolicyOptions::default() };
+    let options =
+        PolicyOptions { cache: open_cache(&data), trace: TRACE.get().cloned(), ..PolicyOptions::default() };
     let source = manifest_source(manifest)?;
     let policies =
         if lazy { PolicySet::load_lazily(source, options) } else { PolicySet::load(&source, &options) }

@@ -88,6 +88,8 @@ struct Sandboxed<P: WorldPre> {
     reuse: InstanceReuse,
     pre: P,
     warm: Option<(Store<StoreState>, P::Bindings)>,
+    /// Where each call's argument is written, if anywhere.
+    trace: Option<super::Trace>,
 }
 
 /// Whether a successful call's instance serves the next call.
@@ -117,7 +119,7 @@ impl<P: WorldPre> Sandboxed<P> {
         file: &str,
         bytes: &[u8],
     ) -> Result<Self, PolicyError> {
-        let LoadContext { engine, limits, cache, reuse } = *context;
+        let LoadContext { engine, limits, cache, reuse, trace } = *context;
         let component = name.to_owned();
         let sha256 = Sha256Digest::of(bytes);
         if let Some(expected) = pinned
@@ -175,11 +177,19 @@ impl<P: WorldPre> Sandboxed<P> {
         {
             return Err(PolicyError::ContractMismatch { component, world, detail: format!("{error:#}") });
         }
-        Ok(Self { name: component, sha256, engine: engine.clone(), limits, reuse, pre, warm: None })
+        let trace = trace.cloned();
+        Ok(Self { name: component, sha256, engine: engine.clone(), limits, reuse, pre, warm: None, trace })
     }
 
     /// One call under the limits. `invoke` converts the guest's answer into the
     /// model; `check` applies the contract rules to it.
+    /// Writes `argument` of `call` to the trace, if there is one.
+    fn trace(&self, call: PolicyCall, argument: &impl serde::Serialize) {
+        if let Some(trace) = &self.trace {
+            trace.record(call, &self.name, argument);
+        }
+    }
+
     fn call<R: WireSize>(
         &mut self,
         call: PolicyCall,
@@ -242,6 +252,7 @@ pub(crate) struct LoadContext<'a> {
     pub limits: SandboxLimits,
     pub cache: Option<&'a CompileCache>,
     pub reuse: InstanceReuse,
+    pub trace: Option<&'a super::Trace>,
 }
 
 macro_rules! component_api {
@@ -290,6 +301,7 @@ component_api!(
 impl ClassifierComponent {
     /// `classify`: the claim plan for one bound operation.
     pub fn classify(&mut self, operation: &BoundOperation) -> Result<Called<Classification>, PolicyError> {
+        self.0.trace(PolicyCall::Classify, operation);
         let argument = operation.to_guest();
         self.0.call(
             PolicyCall::Classify,
@@ -303,6 +315,7 @@ impl ClassifierComponent {
 
     /// `settle`: the outcome from typed producer facts.
     pub fn settle(&mut self, request: &SettleRequest) -> Result<Called<Outcome>, PolicyError> {
+        self.0.trace(PolicyCall::Settle, request);
         let argument = request.to_guest();
         self.0.call(
             PolicyCall::Settle,
@@ -319,6 +332,7 @@ impl ClassifierComponent {
         &mut self,
         context: &ReadbackContext,
     ) -> Result<Called<Vec<ReadbackRequest>>, PolicyError> {
+        self.0.trace(PolicyCall::Readbacks, context);
         let argument = context.to_guest();
         self.0.call(
             PolicyCall::Readbacks,
@@ -340,6 +354,7 @@ impl EvaluatorComponent {
     /// ([`EvidenceLedger::check_order`]): the contract carries that order as
     /// positions alone.
     pub fn evaluate(&mut self, ledger: &EvidenceLedger) -> Result<Called<Decision>, PolicyError> {
+        self.0.trace(PolicyCall::Evaluate, ledger);
         let argument = ledger.to_guest();
         self.0.warm = None;
         // The answer is the decision, or why its columns could not be read

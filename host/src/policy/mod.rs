@@ -24,7 +24,7 @@
 //! protocol), `answer` (contract checks on guest answers), `set` (routing),
 //! `native` (the shipped evaluator compiled natively, for conformance),
 //! `json_call` (one call with JSON in and out, its argument parsed inside the
-//! crate: ID-1).
+//! crate: ID-1), `trace` (every call's argument written to a directory).
 
 mod answer;
 mod bindings;
@@ -38,6 +38,7 @@ mod native;
 mod sandbox;
 mod set;
 mod source;
+mod trace;
 
 pub use cache::{CacheError, CompileCache, EntryState};
 pub use component::{CallReport, Called, ClassifierComponent, EvaluatorComponent, InstanceReuse};
@@ -49,6 +50,7 @@ pub use native::NativeEvaluator;
 pub use sandbox::SandboxLimits;
 pub use set::{CacheCheck, ComponentCheck, LoadedComponent, PolicyOptions, PolicySet, load_unpinned};
 pub use source::{PolicySource, embedded_differences};
+pub use trace::Trace;
 
 /// The WIT package every component must be built against.
 pub const WIT_PACKAGE: &str = "effects:policy@2.0.0";

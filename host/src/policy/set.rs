@@ -21,6 +21,8 @@ pub struct PolicyOptions {
     pub cache: Option<CompileCache>,
     /// Keep instances warm between calls, or instantiate per call.
     pub reuse: InstanceReuse,
+    /// Where to write every call's argument, if anywhere (`trace.rs`).
+    pub trace: Option<super::Trace>,
 }
 
 /// Either kind of loaded component.
@@ -63,7 +65,13 @@ fn policy_engine(options: &PolicyOptions) -> Result<Engine, PolicyError> {
 }
 
 fn load_context<'a>(engine: &'a Engine, options: &'a PolicyOptions) -> LoadContext<'a> {
-    LoadContext { engine, limits: options.limits, cache: options.cache.as_ref(), reuse: options.reuse }
+    LoadContext {
+        engine,
+        limits: options.limits,
+        cache: options.cache.as_ref(),
+        reuse: options.reuse,
+        trace: options.trace.as_ref(),
+    }
 }
 
 /// Loads component `bytes` as `world`, checking `pinned` when there is one.

@@ -89,6 +89,12 @@ pub struct SessionArgs {
     /// log refuses a key (a log is keyed from its first record or never).
     #[arg(long, env = "EFFECTS_LOG_KEY_FILE")]
     key_file: Option<PathBuf>,
+    /// Write the exact argument of every policy call (classify, settle,
+    /// readbacks, evaluate) to DIR, one file per call, as `effects policy
+    /// run --input` takes it. DIR must lie outside the root; it holds what
+    /// the tools were given.
+    #[arg(long, value_name = "DIR")]
+    trace_policies: Option<PathBuf>,
     /// The script file, or `-` for standard input (at most 16 MiB).
     #[arg(default_value = "-")]
     script: PathBuf,
@@ -232,6 +238,9 @@ impl SessionArgs {
                 .with_context(|| format!("creating root {}", self.root.display()))
                 .map_err(bad)?;
             eprintln!("created root {}", self.root.display());
+        }
+        if let Some(dir) = &self.trace_policies {
+            super::runtime::trace_policies(&self.root, dir)?;
         }
         let (mut ledger, display_data) = open_ledger(
             &self.root,
