@@ -123,7 +123,9 @@ impl Builder {
             .env("RUSTC", self.route.rustc())
             .env("CARGO_TARGET_DIR", &self.target_dir)
             .env("CARGO_ENCODED_RUSTFLAGS", rustflags.join("\x1f"))
-            .args(["rustc", "--quiet", "--locked", "--release", "--lib", "--crate-type", "cdylib"])
+            // Not quiet: a first build compiles the guest's dependencies for
+            // minutes, and cargo's progress is the only sign of life.
+            .args(["rustc", "--locked", "--release", "--lib", "--crate-type", "cdylib"])
             .args(["--target", "wasm32-unknown-unknown", "-p", &guest.name])
             .args(self.route.cargo_args());
         if self.route == Route::Debian {

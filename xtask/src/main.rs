@@ -3,6 +3,9 @@
 //! - `policies [--check]`: build every shipped guest into `policies/` and write
 //!   `policies/manifest.toml`; `--check` rebuilds from scratch in a temporary
 //!   directory and fails, naming the component, if any shipped byte differs.
+//!   `-p NAME... [--out DIR]` builds only those guests into DIR (default
+//!   `target/policies`) and prints their manifest entries; `policies/` is
+//!   left alone.
 //! - `fixtures`: build the hostile test guests into `target/policy-fixtures/`.
 //! - `test`: the whole test suite, as a new user and CI run it: guests, host,
 //!   then the Python and TypeScript clients against the server and the hook
@@ -44,8 +47,15 @@ enum Task {
     /// Build the shipped policy components into policies/ with their manifest.
     Policies {
         /// Rebuild in a temporary directory and compare byte for byte instead.
-        #[arg(long)]
+        #[arg(long, conflicts_with_all = ["packages", "out"])]
         check: bool,
+        /// Build only this guest crate (repeatable; a shipped policy or a
+        /// fixture), into --out, leaving policies/ as it is.
+        #[arg(short = 'p', long = "package", value_name = "NAME")]
+        packages: Vec<String>,
+        /// Where -p writes its components (default: target/policies).
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
         /// Force a toolchain route (default: rustup's wasm32 target if
         /// installed, else Debian's).
         #[arg(long, value_enum)]
@@ -93,8 +103,11 @@ fn project_root() -> PathBuf {
 fn main() -> Result<()> {
     let root = project_root();
     match Cli::parse().command {
-        Task::Policies { check: false, route } => build_policies(&root, route),
-        Task::Policies { check: true, route } => check_policies(&root, route),
+        Task::Policies { check: false, route, packages, out } if !packages.is_empty() || out.is_some() => {
+            build_some(&root, route, &packages, out)
+        }
+        Task::Policies { check: false, route, .. } => build_policies(&root, route),
+        Task::Policies { check: true, route, .. } => check_policies(&root, route),
         Task::Fixtures { route } => build_fixtures(&root, route).map(drop),
         Task::Test { cargo_test_args } => test(&root, &cargo_test_args),
         Task::Setup => toolchain::ensure_debian_installed(),
@@ -125,6 +138,62 @@ fn build_shipped(root: &Path, route: Route, target_dir: &Path, out_dir: &Path) -
         toolchain: route.version()?,
         components,
     })
+}
+
+/// `policies -p NAME... [--out DIR]`: only the named guests (every shipped
+/// one when none is named), into DIR, with their pins printed as manifest
+/// entries; the tracked `policies/` is not touched.
+fn build_some(root: &Path, route: Option<Route>, packages: &[String], out: Option<PathBuf>) -> Result<()> {
+    let route = Route::detect(route)?;
+    let out = out.unwrap_or_else(|| root.join("target/policies"));
+    std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+    if out.canonicalize()? == root.join("policies").canonicalize()? {
+        bail!(
+            "--out policies/ would rewrite the shipped set without its manifest: run `cargo xtask policies`"
+        );
+    }
+    let builder = Builder { route, guest_dir: root.join("guest"), target_dir: root.join("guest/target") };
+    let all = guests::discover(&builder.guest_dir)?;
+    let chosen: Vec<&Guest> = if packages.is_empty() {
+        all.iter().filter(|g| g.shipped).collect()
+    } else {
+        packages
+            .iter()
+            .map(|name| {
+                all.iter().find(|g| &g.name == name).with_context(|| {
+                    let names: Vec<&str> = all.iter().map(|g| g.name.as_str()).collect();
+                    format!("no guest crate named {name}; the guest workspace has {}", names.join(", "))
+                })
+            })
+            .collect::<Result<_>>()?
+    };
+    for guest in chosen {
+        let started = std::time::Instant::now();
+        eprintln!("xtask: building {} ({} world, {} route)", guest.name, guest.world, route.name());
+        let bytes = builder.build(guest)?;
+        let file = out.join(format!("{}.wasm", guest.name));
+        std::fs::write(&file, &bytes)?;
+        eprintln!("xtask: built {} in {:.1} s", file.display(), started.elapsed().as_secs_f64());
+        let entry = ComponentEntry {
+            name: guest.name.clone(),
+            world: guest.world,
+            file: format!("{}.wasm", guest.name),
+            sha256: Sha256Digest::of(&bytes),
+            tools: guest.tools.clone(),
+        };
+        let manifest = Manifest {
+            wit: WIT_PACKAGE.to_owned(),
+            route: route.name().to_owned(),
+            toolchain: route.version()?,
+            components: vec![entry],
+        };
+        let toml = manifest.to_toml();
+        // The component's entry, ready to paste into a manifest.
+        if let Some(at) = toml.find("[[component]]") {
+            println!("{}", toml[at..].trim_end());
+        }
+    }
+    Ok(())
 }
 
 fn build_policies(root: &Path, route: Option<Route>) -> Result<()> {
