@@ -314,3 +314,55 @@ fn every_guest_fixture_is_used_by_a_test() {
         assert!(used, "guest/fixtures/{name} has no test in tests/hostile_guests.rs");
     }
 }
+
+/// The `strict-confinement` fixture (the second build `policy replay` is
+/// shown on) is the shipped evaluator with one rule changed: over every
+/// conformance vector it decides exactly as the shipped evaluator, except
+/// that a run disclosing an unconfined command (ID-6) is UNVERIFIED where
+/// the shipped one let the evidence stand. A fixture that drifted anywhere
+/// else would make that demonstration say more than one rule.
+#[test]
+fn strict_confinement_differs_from_the_shipped_evaluator_in_the_one_rule_only() {
+    // Loaded under the shipped name, so a policy failure's message (which
+    // names the component) reads the same from both.
+    let loaded = load_unpinned(
+        "evaluate",
+        World::Evaluator,
+        &fixture("strict-confinement"),
+        &PolicyOptions::default(),
+    );
+    let Ok(LoadedComponent::Evaluator(mut strict)) = loaded else {
+        panic!("the fixture loads as an evaluator")
+    };
+    let mut shipped =
+        PolicySet::load(&effect_ledger::policy::PolicySource::Shipped, &PolicyOptions::default()).unwrap();
+    let shipped = shipped.evaluator().unwrap();
+    let vectors = effect_ledger::completion::vectors::load(&support::root().join("tests/vectors")).unwrap();
+    let mut changed = 0;
+    for (file, vector) in &vectors {
+        let ledger = vector.ledger().unwrap();
+        let ours = Evaluator::Component(shipped).decide(&ledger).decision;
+        let theirs = Evaluator::Component(&mut strict).decide(&ledger).decision;
+        let unconfined = ours.reasons.iter().any(|r| r.code == ReasonCode::UnconfinedCommand);
+        if !unconfined {
+            assert_eq!(ours, theirs, "{}: only the one rule may differ", file.display());
+            continue;
+        }
+        changed += 1;
+        // The same reasons, in order, the unconfined one raised; the
+        // verdict the worst of them.
+        assert_eq!(ours.reasons.len(), theirs.reasons.len(), "{}", file.display());
+        for (a, b) in ours.reasons.iter().zip(&theirs.reasons) {
+            assert_eq!(a.code, b.code);
+            if a.code == ReasonCode::UnconfinedCommand {
+                assert_eq!(b.verdict, Verdict::Unverified, "{}", file.display());
+            } else {
+                assert_eq!(a, b, "{}", file.display());
+            }
+        }
+        let worst = theirs.reasons.iter().map(|r| r.verdict).max_by_key(|v| v.severity()).unwrap();
+        assert_eq!(theirs.verdict, worst, "{}", file.display());
+        assert_eq!(ours.assessments, theirs.assessments, "{}", file.display());
+    }
+    assert!(changed > 0, "some vector discloses an unconfined command");
+}
