@@ -378,13 +378,24 @@ fn test_filters_by_name_and_speaks_junit_and_tap() {
     let out = effects(&["policy", "test", "--native", "--run", "(", "tests/vectors"]);
     assert_eq!(out.status.code(), Some(2), "a bad regular expression is bad input");
 
-    let dir = vectors_dir(&[WRITE_VECTOR, EVALUATOR_VECTOR], &[("broken.json", "{ <&\u{1} \"")]);
+    // A vector whose title and failure carry markup, quotes and a line
+    // break, which must reach the XML escaped and the TAP stream as one line.
+    let mut odd: Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join(WRITE_VECTOR)).unwrap()).unwrap();
+    odd["title"] = Value::String("a <b> & \"c\" 'd'\nsecond line # not a directive".into());
+    odd["expect"] = serde_json::json!("read_only");
+    let odd = odd.to_string();
+    let dir = vectors_dir(
+        &[WRITE_VECTOR, EVALUATOR_VECTOR],
+        &[("broken.json", "{ <&\u{1} \""), ("odd.json", &odd)],
+    );
     let junit = effects(&["policy", "test", "--native", "--format", "junit", dir.path().to_str().unwrap()]);
     assert_eq!(junit.status.code(), Some(1));
     let xml = text(&junit.stdout);
-    assert!(xml.contains("tests=\"3\" failures=\"1\""), "{xml}");
-    assert_eq!(xml.matches("<testcase ").count(), 3, "{xml}");
-    assert_eq!(xml.matches("<failure ").count(), 1, "{xml}");
+    assert!(xml.contains("tests=\"4\" failures=\"2\""), "{xml}");
+    assert_eq!(xml.matches("<testcase ").count(), 4, "{xml}");
+    assert_eq!(xml.matches("<failure ").count(), 2, "{xml}");
+    assert!(xml.contains("a &lt;b&gt; &amp; &quot;c&quot; &apos;d&apos;&#10;second line"), "{xml}");
     // Well-formed XML, by a real parser.
     let mut parse = Command::new("python3")
         .args(["-c", "import sys, xml.dom.minidom; xml.dom.minidom.parseString(sys.stdin.buffer.read())"])
@@ -398,10 +409,12 @@ fn test_filters_by_name_and_speaks_junit_and_tap() {
     assert_eq!(tap.status.code(), Some(1));
     let tap = text(&tap.stdout);
     let lines: Vec<&str> = tap.lines().collect();
-    assert_eq!(&lines[..2], ["TAP version 13", "1..3"], "{tap}");
+    assert_eq!(&lines[..2], ["TAP version 13", "1..4"], "{tap}");
     assert!(lines.iter().any(|l| l.starts_with("not ok 1 - broken.json")), "{tap}");
     assert!(lines.iter().any(|l| l.starts_with("ok 2 - cl-1-")), "{tap}");
-    assert!(lines.iter().any(|l| l.starts_with("ok 3 - ver-1-verified.json")), "{tap}");
+    let odd = lines.iter().find(|l| l.starts_with("not ok 3 - odd.json")).expect("the odd vector's line");
+    assert!(odd.contains("second line \\# not a directive"), "one line, the # escaped: {tap}");
+    assert!(lines.iter().any(|l| l.starts_with("ok 4 - ver-1-verified.json")), "{tap}");
 }
 
 #[test]

@@ -215,3 +215,26 @@ fn prune_removes_only_lineages_sealed_longer_ago_than_asked_and_keeps_the_tombst
     let bad = effects(&s, &["log", "prune", "--older-than", "soon"]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+/// A handle opened read-only refuses every append, repair and seal before
+/// it touches the file: a failed write there would poison the log for every
+/// writer.
+#[test]
+fn a_read_only_handle_refuses_to_append_and_poisons_nothing() {
+    let s = session();
+    settled_run(&s, "ro");
+    let log = s.data.join("effects/ro.log");
+    let bytes = std::fs::read(&log).unwrap();
+    let data = DataDir::new(Dir::open_ambient_dir(&s.data, ambient_authority()).unwrap(), "data");
+    let mut reader = data.open_lineage_read_only("ro", None).unwrap().unwrap();
+    match reader.claim("ro", support::claim("from-a-reader")) {
+        Err(LogError::Refused { reason, .. }) => assert!(reason.contains("read-only"), "{reason}"),
+        other => panic!("a read-only handle appended: {other:?}"),
+    }
+    assert!(matches!(reader.repair(), Err(LogError::Refused { .. })));
+    assert!(!s.data.join("effects/ro.log.poisoned").exists(), "nothing poisoned");
+    assert_eq!(std::fs::read(&log).unwrap(), bytes);
+    // And a writer still appends.
+    let out = s.run(WRITE, &["--run", "ro"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -215,6 +215,9 @@ impl DataDir {
         };
         let mut log =
             EffectLog::open_with(Medium::Server(store), display.clone(), options.key.clone(), checkpoints)?;
+        if !writable {
+            log.set_read_only();
+        }
         if options.recover && writable {
             let recovered = crate::executor::recover(&mut log)?;
             if !recovered.is_empty() {

@@ -178,12 +178,14 @@ pub fn seal(data: &DataDir, lineage: &str, key: Option<&OperatorKey>) -> Result<
     let sealed = sealed_dir(data)?;
     let display = format!("{}/{SEALED}", data.display());
     let sealed_at = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let summary = log.seal(|bytes, records| {
+    let written = std::cell::Cell::new(false);
+    let sealing = log.seal(|bytes, records| {
         let archive = compress(bytes).map_err(io(&display, "compress the log"))?;
         let summary = summarize(lineage, bytes, records, &archive, sealed_at);
         durable::replace(&sealed, &display, &summary.archive, &archive)?;
         let text = serde_json::to_string_pretty(&summary).expect("a summary serializes") + "\n";
         durable::replace(&sealed, &display, &summary_name(lineage), text.as_bytes())?;
+        written.set(true);
         let marker = serde_json::json!({
             "sealed_at": sealed_at,
             "records": summary.records,
@@ -191,8 +193,23 @@ pub fn seal(data: &DataDir, lineage: &str, key: Option<&OperatorKey>) -> Result<
             "summary": format!("{display}/{}", summary_name(lineage)),
         });
         Ok((summary, marker.to_string()))
-    })?;
-    Ok(summary)
+    });
+    match sealing {
+        Ok(summary) => Ok(summary),
+        Err(error) => {
+            // Written, but the marker was not: the lineage is not sealed, so
+            // no summary may say it is.
+            if written.get() {
+                for name in [archive_name(lineage), summary_name(lineage)] {
+                    if let Err(removal) = sealed.remove_file(&name) {
+                        let left = format!("{display}/{name}");
+                        tracing::warn!("{left} is left from a seal that failed: {removal}");
+                    }
+                }
+            }
+            Err(error.into())
+        }
+    }
 }
 
 /// Checks `lineage`'s archive against its summary; returns the summary.
@@ -255,13 +272,22 @@ pub fn prune(
         .entries()
         .map_err(io(&display, "list"))?
         .filter_map(|entry| entry.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
-        .filter(|name| name.ends_with(".seal.json"))
+        .filter(|name| name.strip_suffix(".seal.json").is_some_and(|l| DataDir::log_name(l).is_ok()))
         .collect();
     names.sort();
     let mut pruned = Vec::new();
     for name in names {
-        let lineage = name.trim_end_matches(".seal.json");
+        let lineage = name.strip_suffix(".seal.json").expect("filtered on the suffix");
         let summary = read_summary(data, lineage)?;
+        if summary.lineage != lineage || summary.archive != archive_name(lineage) {
+            return Err(RetentionError::Mismatch {
+                lineage: lineage.to_owned(),
+                why: format!(
+                    "its summary names {} and {}; nothing was pruned",
+                    summary.lineage, summary.archive
+                ),
+            });
+        }
         if now.saturating_sub(summary.sealed_at) < older_than.as_secs() {
             continue;
         }

@@ -273,8 +273,19 @@ pub(super) fn warn_if_embedded_differ() {
     if !present {
         return;
     }
-    let Ok(text) = read_bounded_text(path, "the working directory's manifest") else { return };
-    let Ok(manifest) = policy::Manifest::parse(&text) else { return };
+    let manifest = read_bounded_text(path, "the working directory's manifest")
+        .map_err(|failure| failure.error.to_string())
+        .and_then(|text| policy::Manifest::parse(&text));
+    let manifest = match manifest {
+        Ok(manifest) => manifest,
+        Err(why) => {
+            tracing::warn!(
+                "./{WORKING_MANIFEST} could not be compared with the policies embedded in this binary ({why}); \
+                 this command runs the embedded ones"
+            );
+            return;
+        }
+    };
     let differences = policy::embedded_differences(&manifest);
     if !differences.is_empty() {
         tracing::warn!(

@@ -307,8 +307,10 @@ impl Report<'_> {
         for (i, checked) in self.checked.iter().enumerate() {
             let result = &checked.result;
             let status = if result.passed() { "ok" } else { "not ok" };
-            let description =
-                format!("{} ({}: {})", name(checked), result.rule, result.title).replace('#', "\\#");
+            // One line, and a `#` is not read as a directive.
+            let description = format!("{} ({}: {})", name(checked), result.rule, result.title)
+                .replace(['\n', '\r'], " ")
+                .replace('#', "\\#");
             out!("{status} {} - {description}", i + 1);
             if !result.passed() {
                 out!("  ---");
@@ -333,6 +335,11 @@ fn xml(text: &str) -> String {
             '>' => escaped.push_str("&gt;"),
             '"' => escaped.push_str("&quot;"),
             '\'' => escaped.push_str("&apos;"),
+            // Kept as they are in an attribute too, where a parser would
+            // otherwise read them as spaces.
+            '\n' => escaped.push_str("&#10;"),
+            '\r' => escaped.push_str("&#13;"),
+            '\u{FFFE}' | '\u{FFFF}' => escaped.push('\u{FFFD}'),
             // XML 1.0 admits no other control character, even escaped.
             c if c.is_control() && !matches!(c, '\n' | '\t' | '\r') => escaped.push('\u{FFFD}'),
             c => escaped.push(c),

@@ -96,6 +96,20 @@ pub(super) fn trace_policies(root: &Path, dir: &Path) -> Result<(), Failure> {
             root.display()
         )));
     }
+    if canonical.exists() {
+        use std::os::unix::fs::MetadataExt;
+        let metadata = std::fs::symlink_metadata(&canonical).map_err(bad)?;
+        let ours = metadata.uid() == rustix::process::geteuid().as_raw();
+        let private = metadata.mode() & 0o077 == 0;
+        let empty = std::fs::read_dir(&canonical).map_err(bad)?.next().is_none();
+        if !metadata.is_dir() || !ours || !private || !empty {
+            return Err(bad(anyhow::anyhow!(
+                "--trace-policies {}: give a new directory, or an empty one of yours with mode 0700 (a trace holds \
+                 what the tools were given, and one session's files must not mix with another's)",
+                dir.display()
+            )));
+        }
+    }
     private_dir(dir)?;
     let opened = Dir::open_ambient_dir(&canonical, ambient_authority())
         .with_context(|| format!("opening {}", dir.display()))

@@ -35,7 +35,7 @@ pub struct Cited {
     pub position: Position,
     /// Whether the log holds the record: false for a decision's own
     /// readbacks that were taken and not written (a run without a log, a
-    /// dry run).
+    /// dry run), and for a position the ledger does not hold.
     pub written: bool,
     /// The record as the evaluator saw it; `None` when the ledger holds no
     /// record there.
@@ -64,7 +64,8 @@ pub fn explain(ledger: &EvidenceLedger, decision: &Decision, unwritten_from: Pos
             }
             _ => Vec::new(),
         };
-        Cited { position, written: position < unwritten_from, record, resources }
+        let written = record.is_some() && position < unwritten_from;
+        Cited { position, written, record, resources }
     };
     decision
         .reasons

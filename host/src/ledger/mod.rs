@@ -523,6 +523,9 @@ impl Ledger {
         if let Some(misplaced) = &self.misplaced {
             return Dispatch::Refused(misplaced.clone());
         }
+        if self.read_only {
+            return Dispatch::Refused("this ledger is read-only (a dry run): it claims nothing".into());
+        }
         let mut bound = match bind::bind(&self.config.root, call, action, request_id, self.config.read_cap) {
             Ok(bound) => bound,
             Err(error) => return Dispatch::Refused(error.to_string()),

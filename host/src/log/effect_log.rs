@@ -191,6 +191,9 @@ pub struct EffectLog<S: Store> {
     /// Where the history stood at this handle's last successful fsync
     /// (position, offset): everything before it was durable then.
     synced: (Position, u64),
+    /// Opened read-only: every append, repair and seal is refused before
+    /// anything touches the file (`set_read_only`).
+    read_only: bool,
     poisoned: bool,
     degraded: BTreeSet<String>,
     /// The first claim of each request id, for [`EffectLog::claim_once`].
@@ -233,6 +236,7 @@ impl<S: Store> EffectLog<S> {
             unsynced: false,
             synced: (0, 0),
             poisoned: false,
+            read_only: false,
             degraded: BTreeSet::new(),
             requests: RequestIndex::default(),
         };
@@ -454,9 +458,27 @@ impl<S: Store> EffectLog<S> {
         }
     }
 
+    /// Marks this handle read-only (it was opened so): appends, repairs and
+    /// seals are refused up front, never tried on a descriptor that cannot
+    /// write (a failed write would poison the log for every writer).
+    pub fn set_read_only(&mut self) {
+        self.read_only = true;
+    }
+
+    fn refuse_if_read_only(&self) -> Result<(), LogError> {
+        if self.read_only {
+            return Err(LogError::Refused {
+                path: self.path.clone(),
+                reason: "this handle was opened read-only (a reader, a dry run): nothing is written".into(),
+            });
+        }
+        Ok(())
+    }
+
     /// Steps 2-3 for a file (under the exclusive lock): refuse a poisoned
     /// log and merge. A server store does both itself on each append.
     fn refuse_and_merge(&mut self) -> Result<(), LogError> {
+        self.refuse_if_read_only()?;
         if !self.storage.compares_head() {
             self.refuse_if_poisoned()?;
             self.refuse_if_sealed()?;
@@ -466,7 +488,7 @@ impl<S: Store> EffectLog<S> {
     }
 
     /// Step 2 too: a sealed lineage takes no more records, whoever holds a
-    /// handle on it (`seal`).
+    /// handle on it (`retention.rs`).
     fn refuse_if_sealed(&self) -> Result<(), LogError> {
         match self.storage.read_sidecar(Sidecar::Sealed) {
             Ok(None) => Ok(()),
@@ -480,7 +502,7 @@ impl<S: Store> EffectLog<S> {
         }
     }
 
-    /// Seals the lineage (retention, `log/seal.rs`), under the exclusive
+    /// Seals the lineage (retention, `retention.rs`), under the exclusive
     /// lock so no append interleaves: every record is read and verified from
     /// the first (a torn tail is cut, as an append would), a claim still
     /// unsettled or RUNNING refuses the seal, and `archive` is handed the
@@ -492,6 +514,7 @@ impl<S: Store> EffectLog<S> {
         &mut self,
         archive: impl FnOnce(&[u8], &[Framed]) -> Result<(T, String), LogError>,
     ) -> Result<T, LogError> {
+        self.refuse_if_read_only()?;
         if self.storage.compares_head() {
             return Err(LogError::Io {
                 path: self.path.clone(),
@@ -509,6 +532,10 @@ impl<S: Store> EffectLog<S> {
                 log.restart();
             }
             log.merge(true)?;
+            // Outcomes that ride the next fsync (LOG-3) are in the file but
+            // maybe not on the disk: the archive must not hold what a crash
+            // could take from the log.
+            log.storage.sync(false).map_err(|source| log.durability_unknown(fsync_failed(source)))?;
             let open: Vec<Position> =
                 log.history.unsettled_claims().chain(log.history.running_claims()).collect();
             if !open.is_empty() {
@@ -866,6 +893,7 @@ impl<S: Store> EffectLog<S> {
     /// its cache, so records read here after a failed fsync may still be
     /// missing from the disk; the marker's offsets name those records.
     pub fn clear_poison(&mut self) -> Result<Option<String>, LogError> {
+        self.refuse_if_read_only()?;
         let marker = self.poison_marker()?;
         if marker.is_none() && !self.poisoned {
             return Ok(None);
@@ -1100,6 +1128,7 @@ impl<S: Store> EffectLog<S> {
     /// Repairs a torn tail, if any, under the exclusive lock; returns the
     /// number of bytes cut (kept in `<log>.broken`).
     pub fn repair(&mut self) -> Result<u64, LogError> {
+        self.refuse_if_read_only()?;
         if self.poisoned {
             return Err(self.poisoned_error());
         }

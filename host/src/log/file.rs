@@ -170,6 +170,9 @@ pub fn open_lineage(
         (_, checkpoints) => checkpoints,
     };
     let mut log = EffectLog::open_with(storage, path, options.key.clone(), checkpoints)?;
+    if options.mode == OpenMode::ReadOnly {
+        log.set_read_only();
+    }
     if options.recover && options.mode == OpenMode::ReadWrite {
         match crate::executor::recover(&mut log) {
             Ok(recovered) if recovered.is_empty() => {}

@@ -36,7 +36,7 @@ pub enum Sidecar {
     Poisoned,
     /// LOG-10: where a reader may start instead of reading the whole log.
     Checkpoint,
-    /// The lineage is sealed (retention, `log/seal.rs`): its archive and
+    /// The lineage is sealed (retention, `retention.rs`): its archive and
     /// summary are written, and no handle appends again, old or new. Kept
     /// after the lineage is pruned, as its tombstone.
     Sealed,
