@@ -16,8 +16,8 @@ use serde::Serialize;
 
 use effect_ledger::data_dir::DataDir;
 use effect_ledger::policy::{
-    self, CompileCache, EntryState, JsonCall, JsonCallError, PolicyError, PolicyOptions, PolicySet,
-    PolicySource, SandboxLimits, World,
+    self, CompileCache, EntryState, JsonCall, JsonCallError, LoadedComponent, PolicyError, PolicyOptions,
+    PolicySet, PolicySource, SandboxLimits, World,
 };
 
 use super::input::{read_bounded, read_bounded_text};
@@ -388,18 +388,28 @@ fn argument_of(text: &str, call: JsonCall) -> Result<String, String> {
     }
 }
 
+/// The component in `file` (named `what` in errors), loaded unpinned into
+/// `world` under its file stem's name; exit 3 when it is refused.
+pub(super) fn load_file(
+    file: &Path,
+    what: &str,
+    world: World,
+    options: &PolicyOptions,
+) -> Result<LoadedComponent, Failure> {
+    let bytes = read_bounded(file, what)?;
+    let name = file.file_stem().map_or_else(|| "component".to_owned(), |s| s.to_string_lossy().into_owned());
+    policy::load_unpinned(&name, world, &bytes, options).map_err(|e| Failure::new(exit::REFUSED, e))
+}
+
 fn run(file: &Path, call: CallArg, input: &Path, limits: SandboxLimits) -> Result<ExitCode, Failure> {
-    let bytes = read_file(file)?;
     let (world, call) = match call {
         CallArg::Classify => (World::Classifier, JsonCall::Classify),
         CallArg::Settle => (World::Classifier, JsonCall::Settle),
         CallArg::Readbacks => (World::Classifier, JsonCall::Readbacks),
         CallArg::Evaluate => (World::Evaluator, JsonCall::Evaluate),
     };
-    let name = file.file_stem().map_or_else(|| "component".to_owned(), |s| s.to_string_lossy().into_owned());
     let options = PolicyOptions { limits, ..PolicyOptions::default() };
-    let mut component =
-        policy::load_unpinned(&name, world, &bytes, &options).map_err(|e| Failure::new(exit::REFUSED, e))?;
+    let mut component = load_file(file, "the component", world, &options)?;
     let text = argument_of(&read_bounded_text(input, "the input")?, call)
         .map_err(|e| Failure::new(exit::BAD_INPUT, anyhow!("{}: {e}", input.display())))?;
     // The input is parsed inside the library (ID-1: resource refs are made

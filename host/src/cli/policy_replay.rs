@@ -15,11 +15,11 @@ use serde_json::json;
 use effect_ledger::completion::Recorded;
 use effect_ledger::completion::impact::{Baseline, Impact, impact, last_decisions};
 use effect_ledger::data_dir::DataDir;
-use effect_ledger::policy::{self, EvaluatorComponent, LoadedComponent, PolicyOptions, PolicySet, World};
+use effect_ledger::policy::{EvaluatorComponent, LoadedComponent, PolicyOptions, PolicySet, World};
 
-use super::input::{read_bounded, read_key};
-use super::output::out;
-use super::policy::{manifest_source, open_cache};
+use super::input::read_key;
+use super::output::{name, out};
+use super::policy::{load_file, manifest_source, open_cache};
 use super::runtime::{bad, open_data_dir};
 use super::{Failure, exit};
 
@@ -78,13 +78,11 @@ impl ReplayArgs {
         })?;
         let key = read_key(self.key_file.as_deref())?;
         let options = PolicyOptions { cache: open_cache(&data), ..PolicyOptions::default() };
-        let bytes = read_bounded(&self.evaluator, "the candidate evaluator")?;
-        let name = self.evaluator.file_stem().and_then(|s| s.to_str()).unwrap_or("candidate").to_owned();
-        let mut candidate = match policy::load_unpinned(&name, World::Evaluator, &bytes, &options) {
-            Ok(LoadedComponent::Evaluator(component)) => component,
-            Ok(LoadedComponent::Classifier(_)) => unreachable!("loaded as an evaluator"),
-            Err(error) => return Err(Failure::new(exit::REFUSED, error)),
-        };
+        let mut candidate =
+            match load_file(&self.evaluator, "the candidate evaluator", World::Evaluator, &options)? {
+                LoadedComponent::Evaluator(component) => component,
+                LoadedComponent::Classifier(_) => unreachable!("loaded as an evaluator"),
+            };
         let mut policies = PolicySet::load(&manifest_source(self.manifest.as_deref())?, &options)
             .map_err(|e| Failure::new(exit::REFUSED, e))?;
         let mut baseline = policies.evaluator().ok();
@@ -234,9 +232,4 @@ impl Report {
         }
         out
     }
-}
-
-/// A verdict's or reason code's name as the log and JSON spell it.
-fn name(value: &impl Serialize) -> String {
-    json!(value).as_str().unwrap_or_default().to_owned()
 }

@@ -19,7 +19,7 @@ use effect_ledger::policy::{
     World,
 };
 
-use super::input::{read_bounded, read_bounded_text};
+use super::input::read_bounded_text;
 use super::output::out;
 use super::policy::{Answering, Format};
 use super::{Failure, exit};
@@ -130,10 +130,7 @@ pub fn test(
 
 /// A component file, loaded unpinned into `world` (exit 3 when refused).
 fn load(file: &Path, world: World) -> Result<LoadedComponent, Failure> {
-    let bytes = read_bounded(file, "the component")?;
-    let name = file.file_stem().map_or_else(|| "component".to_owned(), |s| s.to_string_lossy().into_owned());
-    policy::load_unpinned(&name, world, &bytes, &PolicyOptions::default())
-        .map_err(|e| Failure::new(exit::REFUSED, e))
+    super::policy::load_file(file, "the component", world, &PolicyOptions::default())
 }
 
 /// Who classifies a classifier vector's operation: one component for all,

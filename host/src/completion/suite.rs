@@ -83,20 +83,7 @@ pub fn files(paths: &[PathBuf]) -> Result<Vec<PathBuf>, String> {
             files.push(path.clone());
             continue;
         }
-        let opened = Dir::open_ambient_dir(path, ambient_authority())
-            .map_err(|e| format!("cannot open the vectors directory {}: {e}", path.display()))?;
-        let mut names = Vec::new();
-        for entry in opened.entries().map_err(|e| format!("cannot list {}: {e}", path.display()))? {
-            let entry = entry.map_err(|e| format!("cannot list {}: {e}", path.display()))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if name.ends_with(".json") {
-                names.push(name);
-            }
-        }
-        if names.is_empty() {
-            return Err(format!("{} holds no *.json vectors", path.display()));
-        }
-        names.sort();
+        let (_, names) = super::vectors::json_files_in(path)?;
         files.extend(names.into_iter().map(|name| path.join(name)));
     }
     Ok(files)

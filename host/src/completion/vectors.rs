@@ -603,6 +603,24 @@ impl VectorResult {
 // would move this to them; left for a change of this public API).
 #[allow(clippy::disallowed_methods)]
 pub fn load(dir: &Path) -> Result<Vec<(PathBuf, Vector)>, String> {
+    let (opened, names) = json_files_in(dir)?;
+    names
+        .into_iter()
+        .map(|name| {
+            let path = dir.join(&name);
+            let text = crate::bounded::read_to_string(&opened, &name)
+                .map_err(|e| format!("{}: {e}", path.display()))?;
+            let vector: Vector = serde_json::from_str(&text)
+                .map_err(|e| format!("{}: not a valid vector: {e}", path.display()))?;
+            Ok((path, vector))
+        })
+        .collect()
+}
+
+/// The `*.json` file names in `dir`, sorted, with the opened directory; an
+/// error naming `dir` when it cannot be opened or listed, or holds none.
+#[allow(clippy::disallowed_methods)] // see `load`
+pub(super) fn json_files_in(dir: &Path) -> Result<(Dir, Vec<String>), String> {
     let opened = Dir::open_ambient_dir(dir, ambient_authority())
         .map_err(|e| format!("cannot open the vectors directory {}: {e}", dir.display()))?;
     let mut names = Vec::new();
@@ -617,17 +635,7 @@ pub fn load(dir: &Path) -> Result<Vec<(PathBuf, Vector)>, String> {
     if names.is_empty() {
         return Err(format!("{} holds no *.json vectors", dir.display()));
     }
-    names
-        .into_iter()
-        .map(|name| {
-            let path = dir.join(&name);
-            let text = crate::bounded::read_to_string(&opened, &name)
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-            let vector: Vector = serde_json::from_str(&text)
-                .map_err(|e| format!("{}: not a valid vector: {e}", path.display()))?;
-            Ok((path, vector))
-        })
-        .collect()
+    Ok((opened, names))
 }
 
 /// Runs every vector of `dir` against `evaluator`.

@@ -300,11 +300,6 @@ impl Ledger {
         self
     }
 
-    /// Whether this ledger writes nothing ([`Ledger::read_only`]).
-    pub fn is_read_only(&self) -> bool {
-        self.read_only
-    }
-
     /// The sealed root.
     pub fn root(&self) -> &SealedRoot {
         &self.config.root

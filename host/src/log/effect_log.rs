@@ -490,15 +490,9 @@ impl<S: Store> EffectLog<S> {
     /// Step 2 too: a sealed lineage takes no more records, whoever holds a
     /// handle on it (`retention.rs`).
     fn refuse_if_sealed(&self) -> Result<(), LogError> {
-        match self.storage.read_sidecar(Sidecar::Sealed) {
-            Ok(None) => Ok(()),
-            Ok(Some(bytes)) => Err(LogError::Sealed {
-                path: self.path.clone(),
-                detail: String::from_utf8_lossy(&bytes).trim().to_owned(),
-            }),
-            Err(source) => {
-                Err(LogError::Io { path: self.path.clone(), operation: "read the seal marker", source })
-            }
+        match self.seal_marker()? {
+            None => Ok(()),
+            Some(detail) => Err(LogError::Sealed { path: self.path.clone(), detail }),
         }
     }
 
@@ -567,10 +561,15 @@ impl<S: Store> EffectLog<S> {
 
     /// The seal marker's text, if the lineage is sealed.
     pub fn seal_marker(&self) -> Result<Option<String>, LogError> {
+        self.marker(Sidecar::Sealed, "read the seal marker")
+    }
+
+    /// A marker sidecar's text (the poison or the seal marker), trimmed.
+    fn marker(&self, which: Sidecar, operation: &'static str) -> Result<Option<String>, LogError> {
         self.storage
-            .read_sidecar(Sidecar::Sealed)
+            .read_sidecar(which)
             .map(|bytes| bytes.map(|bytes| String::from_utf8_lossy(&bytes).trim().to_owned()))
-            .map_err(self.io("read the seal marker"))
+            .map_err(self.io(operation))
     }
 
     /// Steps 4-7 after [`EffectLog::refuse_and_merge`]: allocates,
@@ -874,14 +873,7 @@ impl<S: Store> EffectLog<S> {
 
     /// The poison marker's text, if the log is poisoned (LOG-4).
     pub fn poison_marker(&self) -> Result<Option<String>, LogError> {
-        self.storage
-            .read_sidecar(Sidecar::Poisoned)
-            .map(|bytes| bytes.map(|bytes| String::from_utf8_lossy(&bytes).trim().to_owned()))
-            .map_err(|source| LogError::Io {
-                path: self.path.clone(),
-                operation: "read the poison marker",
-                source,
-            })
+        self.marker(Sidecar::Poisoned, "read the poison marker")
     }
 
     /// The operator's answer to a poisoned log (`effects log recover`):
