@@ -18,7 +18,7 @@ use serde_json::Value;
 /// A scratch place: `work/` is the current directory (so the default data
 /// dir is `work/.effects`), `root/` the session's root.
 struct Place {
-    _base: tempfile::TempDir,
+    base: tempfile::TempDir,
     work: PathBuf,
     root: PathBuf,
 }
@@ -28,7 +28,7 @@ fn place() -> Place {
     let (work, root) = (base.path().join("work"), base.path().join("root"));
     std::fs::create_dir_all(&work).unwrap();
     std::fs::create_dir_all(&root).unwrap();
-    Place { _base: base, work, root }
+    Place { base, work, root }
 }
 
 impl Place {
@@ -199,7 +199,11 @@ fn every_decide_and_log_command_in_the_readme_runs_as_written_after_the_main_job
         commands.iter().filter(|c| matches!(c[1].as_str(), "decide" | "log")).collect();
     assert!(operator.len() >= 6, "the README shows decide and log commands: {commands:?}");
     for command in operator {
-        let args: Vec<String> = command[1..].iter().map(|a| a.replace("RUN_ID", &run)).collect();
+        // A `/tmp/...` path of the README lands in this test's own scratch
+        // place: files there are never overwritten, and tests run side by side.
+        let scratch = format!("{}/", p.base.path().display());
+        let args: Vec<String> =
+            command[1..].iter().map(|a| a.replace("RUN_ID", &run).replace("/tmp/", &scratch)).collect();
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let out = p.effects(&args);
         ok(&out, &format!("README: {}", command.join(" ")));
