@@ -17,4 +17,5 @@ mod conformance;
 mod hostile_guests;
 mod policy_cache;
 mod policy_cli;
+mod policy_new_cli;
 mod shipped_policies;

@@ -8,7 +8,7 @@
 pub mod bounded;
 pub mod completion;
 pub mod data_dir;
-pub mod digest;
+pub use effects_manifest::digest;
 pub mod executor;
 pub mod identity;
 pub mod ledger;

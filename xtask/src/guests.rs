@@ -3,7 +3,8 @@
 //!
 //! A crate is a component when its `Cargo.toml` has
 //! `[package.metadata.effects]` with `world` (`classifier` / `evaluator`),
-//! `shipped` (true for `policies/`, false for test fixtures) and, for shipped
+//! `shipped` (true for `policies/`, false for test fixtures under
+//! `fixtures/` and for crates `effects policy new` made) and, for shipped
 //! classifiers, `tools`. Each is compiled as a cdylib for wasm32-unknown-unknown
 //! with paths remapped (so the bytes do not depend on where the checkout is),
 //! then componentized with `wit-component`.
@@ -12,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
-use effect_ledger::policy::World;
+use effects_manifest::World;
 use serde::Deserialize;
 
 use crate::toolchain::Route;
@@ -37,8 +38,11 @@ pub struct Guest {
     pub name: String,
     /// World it exports.
     pub world: World,
-    /// Shipped in `policies/` (else a test fixture).
+    /// Shipped in `policies/`.
     pub shipped: bool,
+    /// A test fixture: a crate under `fixtures/` (never shipped). A crate
+    /// that is neither (`effects policy new`'s) is built only when named.
+    pub fixture: bool,
     /// Tools served (shipped classifiers).
     pub tools: Vec<String>,
 }
@@ -58,10 +62,16 @@ pub fn discover(guest_dir: &Path) -> Result<Vec<Guest>> {
         if meta.shipped && meta.world == World::Classifier && meta.tools.is_empty() {
             bail!("{}: a shipped classifier must list the tools it serves", package.name);
         }
+        let relative = package.manifest_path.strip_prefix(&metadata.workspace_root).ok();
+        let fixture = relative.is_some_and(|path| path.starts_with("fixtures"));
+        if meta.shipped && fixture {
+            bail!("{}: a fixture is never shipped", package.name);
+        }
         guests.push(Guest {
             name: package.name.to_string(),
             world: meta.world,
             shipped: meta.shipped,
+            fixture,
             tools: meta.tools,
         });
     }

@@ -10,9 +10,11 @@
 //! - `test`: the whole test suite, as a new user and CI run it: guests, host,
 //!   then the Python and TypeScript clients against the server and the hook
 //!   contract suite (`clients.rs`; skipped when `cargo test` arguments narrow
-//!   the run).
+//!   the run), and the check that `effects policy new`'s crates build and
+//!   pass as generated (`scaffold.rs`).
 //! - `bench [--quick] [--only NAME]...`: every host bench, collected into
 //!   docs/benchmarks.md (`--quick`: scaled down, into target/bench-report.md).
+//! - `check-scaffold`: the `effects policy new` check alone.
 //! - `setup`: install the wasm guest toolchain (Debian route) if missing.
 
 // xtask is a build tool: ambient filesystem authority is its job.
@@ -22,6 +24,7 @@ mod bench;
 mod clients;
 mod guests;
 mod postgres;
+mod scaffold;
 mod toolchain;
 
 use std::path::{Path, PathBuf};
@@ -29,8 +32,8 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
-use effect_ledger::digest::Sha256Digest;
-use effect_ledger::policy::{ComponentEntry, Manifest, WIT_PACKAGE};
+use effects_manifest::digest::Sha256Digest;
+use effects_manifest::{ComponentEntry, Manifest, WIT_PACKAGE};
 
 use guests::{Builder, Guest};
 use toolchain::Route;
@@ -56,6 +59,9 @@ enum Task {
         /// Where -p writes its components (default: target/policies).
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
+        /// The guest workspace -p builds from (default: guest/).
+        #[arg(long, value_name = "DIR", conflicts_with = "check")]
+        guest: Option<PathBuf>,
         /// Force a toolchain route (default: rustup's wasm32 target if
         /// installed, else Debian's).
         #[arg(long, value_enum)]
@@ -79,6 +85,9 @@ enum Task {
     },
     /// Install the wasm guest toolchain (Debian route) when it is missing.
     Setup,
+    /// Check that `effects policy new` crates build and pass as generated,
+    /// in a copy of the guest workspace (part of `test`).
+    CheckScaffold,
     /// Run every host bench and write docs/benchmarks.md from their figures.
     Bench {
         /// Scale every bench down (a tenth) and write target/bench-report.md
@@ -103,14 +112,17 @@ fn project_root() -> PathBuf {
 fn main() -> Result<()> {
     let root = project_root();
     match Cli::parse().command {
-        Task::Policies { check: false, route, packages, out } if !packages.is_empty() || out.is_some() => {
-            build_some(&root, route, &packages, out)
+        Task::Policies { check: false, route, packages, out, guest }
+            if !packages.is_empty() || out.is_some() || guest.is_some() =>
+        {
+            build_some(&root, route, &packages, out, guest)
         }
         Task::Policies { check: false, route, .. } => build_policies(&root, route),
         Task::Policies { check: true, route, .. } => check_policies(&root, route),
         Task::Fixtures { route } => build_fixtures(&root, route).map(drop),
         Task::Test { cargo_test_args } => test(&root, &cargo_test_args),
         Task::Setup => toolchain::ensure_debian_installed(),
+        Task::CheckScaffold => scaffold::check(&root),
         Task::Bench { quick, only, out } => bench::run(&root, &bench::Options { quick, only, out }),
     }
 }
@@ -143,7 +155,13 @@ fn build_shipped(root: &Path, route: Route, target_dir: &Path, out_dir: &Path) -
 /// `policies -p NAME... [--out DIR]`: only the named guests (every shipped
 /// one when none is named), into DIR, with their pins printed as manifest
 /// entries; the tracked `policies/` is not touched.
-fn build_some(root: &Path, route: Option<Route>, packages: &[String], out: Option<PathBuf>) -> Result<()> {
+fn build_some(
+    root: &Path,
+    route: Option<Route>,
+    packages: &[String],
+    out: Option<PathBuf>,
+    guest: Option<PathBuf>,
+) -> Result<()> {
     let route = Route::detect(route)?;
     let out = out.unwrap_or_else(|| root.join("target/policies"));
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
@@ -152,7 +170,11 @@ fn build_some(root: &Path, route: Option<Route>, packages: &[String], out: Optio
             "--out policies/ would rewrite the shipped set without its manifest: run `cargo xtask policies`"
         );
     }
-    let builder = Builder { route, guest_dir: root.join("guest"), target_dir: root.join("guest/target") };
+    let guest_dir = match guest {
+        Some(dir) => dir.canonicalize().with_context(|| format!("--guest {}", dir.display()))?,
+        None => root.join("guest"),
+    };
+    let builder = Builder { route, guest_dir, target_dir: root.join("guest/target") };
     let all = guests::discover(&builder.guest_dir)?;
     let chosen: Vec<&Guest> = if packages.is_empty() {
         all.iter().filter(|g| g.shipped).collect()
@@ -282,7 +304,7 @@ fn build_fixtures(root: &Path, route: Option<Route>) -> Result<Vec<Guest>> {
     let out = fixtures_dir(root);
     std::fs::create_dir_all(&out)?;
     let fixtures: Vec<Guest> =
-        guests::discover(&builder.guest_dir)?.into_iter().filter(|g| !g.shipped).collect();
+        guests::discover(&builder.guest_dir)?.into_iter().filter(|g| g.fixture).collect();
     for guest in &fixtures {
         eprintln!("xtask: building fixture {}", guest.name);
         std::fs::write(out.join(format!("{}.wasm", guest.name)), builder.build(guest)?)?;
@@ -320,5 +342,9 @@ fn test(root: &Path, cargo_test_args: &[String]) -> Result<()> {
         tests.env(postgres::STOP_VAR, cluster.stop_command());
     }
     run(&mut tests)?;
-    if cargo_test_args.is_empty() { clients::test(root) } else { Ok(()) }
+    if !cargo_test_args.is_empty() {
+        return Ok(());
+    }
+    scaffold::check(root)?;
+    clients::test(root)
 }

@@ -9,6 +9,7 @@ mod log;
 mod mcp;
 pub(crate) mod output;
 mod policy;
+mod policy_new;
 mod policy_replay;
 mod policy_test;
 mod retention;

@@ -4,7 +4,7 @@
 //! `test` runs the conformance vectors against an evaluator and reports their
 //! coverage of the evaluator's rules (like `opa test --coverage`), `replay`
 //! (`policy_replay.rs`) shows which recorded decisions a candidate
-//! evaluator would change.
+//! evaluator would change, `new` (`policy_new.rs`) starts a policy crate.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -140,6 +140,10 @@ and `summary`); junit (JUnit XML, one testcase per vector, for CI dashboards); t
     /// with a candidate evaluator, without writing, and list every run whose
     /// verdict or reasons would change. Exit 1 when any would.
     Replay(super::policy_replay::ReplayArgs),
+    /// Start a new policy: a guest crate (classifier or evaluator) in the
+    /// guest workspace, with a native unit test and a conformance vector,
+    /// that builds and passes as generated.
+    New(super::policy_new::NewArgs),
 }
 
 /// How `policy test` prints its results.
@@ -200,6 +204,7 @@ impl PolicyCommand {
                 super::policy_test::test(&paths, &rules, &answer, filter.as_deref(), coverage, format)
             }
             PolicyCommand::Replay(args) => args.run(data_dir),
+            PolicyCommand::New(args) => args.run(),
         }
     }
 }

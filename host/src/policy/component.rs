@@ -18,12 +18,12 @@ use crate::model::{
 };
 
 use super::WIT_PACKAGE;
+use super::World;
 use super::answer;
 use super::bindings::{ClassifierPre, EvaluatorPre, IntoModel, ToGuest, classifier, evaluator};
 use super::cache::CompileCache;
 use super::error::{PolicyCall, PolicyError};
 use super::inspect::inspect;
-use super::manifest::World;
 use super::sandbox::{self, SandboxLimits, StoreState};
 
 /// What every call reports alongside its answer (POL-4).

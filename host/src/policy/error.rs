@@ -8,7 +8,7 @@ use std::fmt;
 
 use crate::digest::Sha256Digest;
 
-use super::manifest::World;
+use super::World;
 
 /// Which export a call went to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

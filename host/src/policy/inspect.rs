@@ -12,7 +12,7 @@ use wasmparser::{Encoding, Parser, Payload};
 
 use crate::digest::Sha256Digest;
 
-use super::manifest::World;
+use super::World;
 
 /// The shape of one component file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -33,7 +33,6 @@ mod component;
 mod error;
 mod inspect;
 mod json_call;
-mod manifest;
 mod native;
 mod sandbox;
 mod set;
@@ -42,15 +41,12 @@ mod trace;
 
 pub use cache::{CacheError, CompileCache, EntryState};
 pub use component::{CallReport, Called, ClassifierComponent, EvaluatorComponent, InstanceReuse};
+pub use effects_manifest::{ComponentEntry, FALLBACK_TOOL, Manifest, WIT_PACKAGE, World};
 pub use error::{PolicyCall, PolicyError};
 pub use inspect::{ComponentShape, inspect};
 pub use json_call::{JsonCall, JsonCallError, call_json, classify_json};
-pub use manifest::{ComponentEntry, FALLBACK_TOOL, Manifest, World};
 pub use native::NativeEvaluator;
 pub use sandbox::SandboxLimits;
 pub use set::{CacheCheck, ComponentCheck, LoadedComponent, PolicyOptions, PolicySet, load_unpinned};
 pub use source::{PolicySource, embedded_differences};
 pub use trace::Trace;
-
-/// The WIT package every component must be built against.
-pub const WIT_PACKAGE: &str = "effects:policy@2.0.0";

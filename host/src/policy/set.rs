@@ -8,9 +8,9 @@ use wasmtime::Engine;
 use super::cache::{CompileCache, EntryState};
 use super::component::{ClassifierComponent, EvaluatorComponent, InstanceReuse, LoadContext};
 use super::error::PolicyError;
-use super::manifest::{ComponentEntry, Manifest, World};
 use super::sandbox::{self, SandboxLimits};
 use super::source::PolicySource;
+use super::{ComponentEntry, Manifest, World};
 
 /// How to load a policy set.
 #[derive(Default)]

@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::digest::Sha256Digest;
 
-use super::WIT_PACKAGE;
+use crate::WIT_PACKAGE;
 
 /// The worlds of `effects:policy@2.0.0`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
