@@ -216,6 +216,47 @@ fn prune_removes_only_lineages_sealed_longer_ago_than_asked_and_keeps_the_tombst
     assert_eq!(bad.status.code(), Some(2));
 }
 
+/// A seal that crashed between its summary and its marker leaves a summary
+/// of a lineage that is still writable; a summary can also be copied under
+/// another lineage's name. Prune acts on neither, says so (exit 1), and
+/// prunes the rest all the same.
+#[test]
+fn prune_skips_a_half_finished_seal_and_a_misnamed_summary_and_prunes_the_rest() {
+    let s = session();
+    for run in ["done", "half"] {
+        settled_run(&s, run);
+        ok_json(&s, &["log", "seal", "--run", run, "--json"]);
+    }
+    // The crash: the marker never made it.
+    std::fs::remove_file(s.data.join("effects/half.log.sealed")).unwrap();
+    let half_log = std::fs::read(s.data.join("effects/half.log")).unwrap();
+    // A summary under a name that is not its own.
+    std::fs::copy(s.data.join("sealed/done.seal.json"), s.data.join("sealed/other.seal.json")).unwrap();
+
+    let out = effects(&s, &["log", "prune", "--older-than", "0s", "--json"]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let pruned: Vec<&str> =
+        lines.iter().filter(|l| l["removed"].is_array()).map(|l| l["lineage"].as_str().unwrap()).collect();
+    assert_eq!(pruned, ["done"], "{lines:?}");
+    let skipped: Vec<(&str, &str)> =
+        lines.iter().filter_map(|l| Some((l["lineage"].as_str()?, l["skipped"].as_str()?))).collect();
+    assert_eq!(skipped.len(), 2, "{lines:?}");
+    assert!(skipped.iter().any(|(l, why)| *l == "half" && why.contains("seal marker")), "{skipped:?}");
+    assert!(skipped.iter().any(|(l, why)| *l == "other" && why.contains("names done")), "{skipped:?}");
+    assert!(!s.data.join("effects/done.log").exists(), "the sound seal was pruned");
+    assert_eq!(std::fs::read(s.data.join("effects/half.log")).unwrap(), half_log, "the writable log is kept");
+    assert!(s.data.join("sealed/half.seal.json").exists() && s.data.join("sealed/other.seal.json").exists());
+
+    // Sealed again, the half-finished lineage is pruned like any other.
+    ok_json(&s, &["log", "seal", "--run", "half", "--json"]);
+    std::fs::remove_file(s.data.join("sealed/other.seal.json")).unwrap();
+    let out = effects(&s, &["log", "prune", "--older-than", "0s"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!s.data.join("effects/half.log").exists());
+}
+
 /// A handle opened read-only refuses every append, repair and seal before
 /// it touches the file: a failed write there would poison the log for every
 /// writer.

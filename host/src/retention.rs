@@ -254,14 +254,37 @@ pub struct Pruned {
     pub removed: Vec<String>,
 }
 
+/// A summary prune found and left alone, and why: the others are pruned all
+/// the same, so one damaged or half-sealed lineage never blocks retention.
+#[derive(Debug, Clone, Serialize)]
+pub struct Skipped {
+    /// The lineage its file name gives.
+    pub lineage: String,
+    /// Why it was not pruned.
+    pub why: String,
+}
+
+/// What one prune did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PruneReport {
+    /// Lineages pruned (or that would be).
+    pub pruned: Vec<Pruned>,
+    /// Summaries left alone: one whose seal did not finish (a crash between
+    /// its summary and its marker: the log is still writable, so removing it
+    /// would lose records), or one that names another lineage or archive.
+    pub skipped: Vec<Skipped>,
+}
+
 /// Removes every lineage sealed more than `older_than` before `now` (see
-/// the module docs), or with `dry_run` only lists them.
+/// the module docs), or with `dry_run` only lists them. A summary that
+/// cannot be trusted to describe a finished seal is skipped and reported,
+/// never acted on.
 pub fn prune(
     data: &DataDir,
     older_than: Duration,
     now: SystemTime,
     dry_run: bool,
-) -> Result<Vec<Pruned>, RetentionError> {
+) -> Result<PruneReport, RetentionError> {
     if let Some(server) = data.server_display() {
         return Err(RetentionError::FleetStore(server));
     }
@@ -275,39 +298,43 @@ pub fn prune(
         .filter(|name| name.strip_suffix(".seal.json").is_some_and(|l| DataDir::log_name(l).is_ok()))
         .collect();
     names.sort();
-    let mut pruned = Vec::new();
+    let mut report = PruneReport::default();
+    let store = data.open_store(OpenMode::ReadOnly)?;
     for name in names {
         let lineage = name.strip_suffix(".seal.json").expect("filtered on the suffix");
-        let summary = read_summary(data, lineage)?;
+        let skip = |why: String| Skipped { lineage: lineage.to_owned(), why };
+        let summary = match read_summary(data, lineage) {
+            Ok(summary) => summary,
+            Err(error) => {
+                report.skipped.push(skip(error.to_string()));
+                continue;
+            }
+        };
         if summary.lineage != lineage || summary.archive != archive_name(lineage) {
-            return Err(RetentionError::Mismatch {
-                lineage: lineage.to_owned(),
-                why: format!(
-                    "its summary names {} and {}; nothing was pruned",
-                    summary.lineage, summary.archive
-                ),
-            });
+            report
+                .skipped
+                .push(skip(format!("its summary names {} and {}", summary.lineage, summary.archive)));
+            continue;
         }
         if now.saturating_sub(summary.sealed_at) < older_than.as_secs() {
             continue;
         }
-        let log = DataDir::log_name(lineage)
-            .map_err(|reason| RetentionError::Mismatch { lineage: lineage.to_owned(), why: reason })?;
+        let log = DataDir::log_name(lineage).expect("filtered on a valid log name");
+        // Only a lineage whose marker is there is pruned: the marker is what
+        // keeps a handle from appending to a removed log, and without it the
+        // seal did not finish (the log may have grown since the summary).
+        let marker = format!("{log}.{}", Sidecar::Sealed.suffix());
+        if store.as_ref().is_none_or(|store| store.symlink_metadata(&marker).is_err()) {
+            report.skipped.push(skip(format!(
+                "its summary is here but its seal marker {marker} is not (a seal that did not finish: \
+                 seal it again)"
+            )));
+            continue;
+        }
         let store_files =
             [log.clone(), format!("{log}.{}", Sidecar::Checkpoint.suffix()), format!("{log}.broken")];
         let mut removed = Vec::new();
-        if let Some(store) = data.open_store(OpenMode::ReadOnly)? {
-            // Only a lineage whose marker is there is pruned: the marker is
-            // what keeps a stale handle from appending to a removed log.
-            let marker = format!("{log}.{}", Sidecar::Sealed.suffix());
-            if store.symlink_metadata(&marker).is_err() {
-                return Err(RetentionError::Mismatch {
-                    lineage: lineage.to_owned(),
-                    why: format!(
-                        "its summary is here but its seal marker {marker} is not; it was not pruned"
-                    ),
-                });
-            }
+        if let Some(store) = &store {
             for file in store_files.iter().filter(|f| store.symlink_metadata(f).is_ok()) {
                 if !dry_run {
                     store.remove_file(file).map_err(io(&data.store_display(), "remove"))?;
@@ -329,9 +356,9 @@ pub fn prune(
         if !dry_run {
             durable::sync_dir(&sealed, &display)?;
         }
-        pruned.push(Pruned { lineage: lineage.to_owned(), sealed_at: summary.sealed_at, removed });
+        report.pruned.push(Pruned { lineage: lineage.to_owned(), sealed_at: summary.sealed_at, removed });
     }
-    Ok(pruned)
+    Ok(report)
 }
 
 fn read_summary(data: &DataDir, lineage: &str) -> Result<Summary, RetentionError> {

@@ -53,7 +53,12 @@ copy, its archive and its summary. Its seal marker stays, so no process still ho
 append to a removed file, and the lineage is never begun again under its old name. Lineages that are not \
 sealed are never touched. --dry-run lists what would go. AGE: a number and a unit, s, m, h, d or w (30d).
 
-Exit 0 when done; 2 on bad input (a malformed AGE, the fleet store).")]
+A summary that cannot be trusted to describe a finished seal is left alone and reported (`skipped` in \
+--json), and the others are pruned all the same: one whose seal marker is missing (a seal that crashed \
+between its summary and its marker: the log is still writable; seal it again), one that names another \
+lineage or archive, one that does not parse.
+
+Exit 0 when done; 1 when a summary was skipped; 2 on bad input (a malformed AGE, the fleet store).")]
 pub struct PruneArgs {
     /// Remove lineages sealed longer ago than this (e.g. 30d, 12h).
     #[arg(long, value_name = "AGE")]
@@ -123,8 +128,9 @@ impl PruneArgs {
     pub fn run(self, path: &Path) -> Result<ExitCode, Failure> {
         let age = retention::parse_age(&self.older_than).map_err(|e| bad(anyhow!("--older-than {e}")))?;
         let data = data_dir(path)?;
-        let pruned = retention::prune(&data, age, SystemTime::now(), self.dry_run).map_err(failure)?;
-        for lineage in &pruned {
+        let report = retention::prune(&data, age, SystemTime::now(), self.dry_run).map_err(failure)?;
+        let pruned = &report.pruned;
+        for lineage in pruned {
             if self.json {
                 out!(
                     "{}",
@@ -140,6 +146,13 @@ impl PruneArgs {
                 );
             }
         }
+        for skipped in &report.skipped {
+            if self.json {
+                out!("{}", json!({ "lineage": skipped.lineage, "skipped": skipped.why }));
+            } else {
+                eprintln!("effects: {}: not pruned: {}", skipped.lineage, skipped.why);
+            }
+        }
         if !self.json {
             eprintln!(
                 "{} sealed lineage(s) older than {} {}",
@@ -148,6 +161,6 @@ impl PruneArgs {
                 if self.dry_run { "found (dry run)" } else { "pruned" }
             );
         }
-        Ok(ExitCode::SUCCESS)
+        Ok(if report.skipped.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(exit::PROBLEMS) })
     }
 }
