@@ -342,7 +342,7 @@ pub fn prune(
                 removed.push(format!("{}/{file}", data.store_display()));
             }
             if !dry_run {
-                durable::sync_dir(&store, &data.store_display())?;
+                durable::sync_dir(store, &data.store_display())?;
             }
         }
         for file in [summary.archive.clone(), name.clone()] {
