@@ -113,11 +113,12 @@ fn an_evaluator_crate_starts_as_the_shipped_evaluator_and_its_vector_passes_agai
 #[test]
 fn a_refused_new_writes_nothing_and_says_why() {
     let (base, guest) = guest();
-    let cases: [(&[&str], &str); 7] = [
+    let cases: [(&[&str], &str); 8] = [
         (&["classifier", "Classify", "--tool", "x"], "not a policy name"),
         (&["classifier", "../escape", "--tool", "x"], "not a policy name"),
         (&["classifier", "classify-x"], "add --tool"),
         (&["classifier", "classify-x", "--tool", "a\"b"], "a tool name is"),
+        (&["classifier", "classify-x", "--tool", "x", "--tool", "x"], "given twice"),
         (&["evaluator", "strict", "--tool", "x"], "serves no tools"),
         // Every package of the workspace and its dependencies is in the lock.
         (&["classifier", "evaluate", "--tool", "x"], "already in guest/Cargo.lock"),
@@ -151,4 +152,13 @@ fn a_refused_new_writes_nothing_and_says_why() {
     assert_eq!(wrong.status.code(), Some(2));
     assert!(stderr(&wrong).contains("is not the guest workspace"), "{}", stderr(&wrong));
     assert!(!elsewhere.path().join("guest/policies").exists());
+
+    // A `policies` that is a symlink (here to the fixtures) is not followed.
+    let (base, guest) = self::guest();
+    std::fs::create_dir(guest.join("fixtures")).unwrap();
+    std::fs::remove_dir_all(guest.join("policies")).unwrap();
+    std::os::unix::fs::symlink("fixtures", guest.join("policies")).unwrap();
+    let out = effects(base.path(), &["policy", "new", "classifier", "sneaky", "--tool", "x"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_eq!(files(&guest.join("fixtures")), Vec::<String>::new(), "nothing written through the link");
 }

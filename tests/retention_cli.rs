@@ -218,10 +218,10 @@ fn prune_removes_only_lineages_sealed_longer_ago_than_asked_and_keeps_the_tombst
 
 /// A seal that crashed between its summary and its marker leaves a summary
 /// of a lineage that is still writable; a summary can also be copied under
-/// another lineage's name. Prune acts on neither, says so (exit 1), and
-/// prunes the rest all the same.
+/// another lineage's name; an archive can be damaged after its seal. Prune
+/// acts on none of them, says so (exit 1), and prunes the rest all the same.
 #[test]
-fn prune_skips_a_half_finished_seal_and_a_misnamed_summary_and_prunes_the_rest() {
+fn prune_skips_a_half_finished_seal_a_misnamed_summary_and_a_damaged_archive_and_prunes_the_rest() {
     let s = session();
     for run in ["done", "half"] {
         settled_run(&s, run);
@@ -232,6 +232,15 @@ fn prune_skips_a_half_finished_seal_and_a_misnamed_summary_and_prunes_the_rest()
     let half_log = std::fs::read(s.data.join("effects/half.log")).unwrap();
     // A summary under a name that is not its own.
     std::fs::copy(s.data.join("sealed/done.seal.json"), s.data.join("sealed/other.seal.json")).unwrap();
+    // A lineage whose archive was damaged after its seal.
+    settled_run(&s, "damaged");
+    ok_json(&s, &["log", "seal", "--run", "damaged", "--json"]);
+    let archive = s.data.join("sealed/damaged.log.gz");
+    let mut bytes = std::fs::read(&archive).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&archive, &bytes).unwrap();
+    let damaged_log = std::fs::read(s.data.join("effects/damaged.log")).unwrap();
 
     let out = effects(&s, &["log", "prune", "--older-than", "0s", "--json"]);
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
@@ -242,16 +251,26 @@ fn prune_skips_a_half_finished_seal_and_a_misnamed_summary_and_prunes_the_rest()
     assert_eq!(pruned, ["done"], "{lines:?}");
     let skipped: Vec<(&str, &str)> =
         lines.iter().filter_map(|l| Some((l["lineage"].as_str()?, l["skipped"].as_str()?))).collect();
-    assert_eq!(skipped.len(), 2, "{lines:?}");
+    assert_eq!(skipped.len(), 3, "{lines:?}");
+    assert!(
+        skipped.iter().any(|(l, why)| *l == "damaged" && why.contains("not the one its summary")),
+        "{skipped:?}"
+    );
     assert!(skipped.iter().any(|(l, why)| *l == "half" && why.contains("seal marker")), "{skipped:?}");
     assert!(skipped.iter().any(|(l, why)| *l == "other" && why.contains("names done")), "{skipped:?}");
     assert!(!s.data.join("effects/done.log").exists(), "the sound seal was pruned");
     assert_eq!(std::fs::read(s.data.join("effects/half.log")).unwrap(), half_log, "the writable log is kept");
+    assert_eq!(
+        std::fs::read(s.data.join("effects/damaged.log")).unwrap(),
+        damaged_log,
+        "its only sound copy is kept"
+    );
     assert!(s.data.join("sealed/half.seal.json").exists() && s.data.join("sealed/other.seal.json").exists());
 
     // Sealed again, the half-finished lineage is pruned like any other.
     ok_json(&s, &["log", "seal", "--run", "half", "--json"]);
     std::fs::remove_file(s.data.join("sealed/other.seal.json")).unwrap();
+    std::fs::remove_file(s.data.join("sealed/damaged.seal.json")).unwrap();
     let out = effects(&s, &["log", "prune", "--older-than", "0s"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(!s.data.join("effects/half.log").exists());

@@ -331,6 +331,26 @@ pub fn prune(
             )));
             continue;
         }
+        // The log goes only while its archive is there and still the one its
+        // summary describes: a lost or damaged archive keeps the log.
+        match archive_sha256(&sealed, &display, &summary.archive) {
+            Ok(Some(digest)) if digest == summary.archive_sha256 => {}
+            Ok(Some(_)) => {
+                report.skipped.push(skip(format!(
+                    "its archive {display}/{} is not the one its summary describes (check it with `log seal --check`)",
+                    summary.archive
+                )));
+                continue;
+            }
+            Ok(None) => {
+                report.skipped.push(skip(format!("its archive {display}/{} is missing", summary.archive)));
+                continue;
+            }
+            Err(error) => {
+                report.skipped.push(skip(error.to_string()));
+                continue;
+            }
+        }
         let store_files =
             [log.clone(), format!("{log}.{}", Sidecar::Checkpoint.suffix()), format!("{log}.broken")];
         let mut removed = Vec::new();
@@ -359,6 +379,16 @@ pub fn prune(
         report.pruned.push(Pruned { lineage: lineage.to_owned(), sealed_at: summary.sealed_at, removed });
     }
     Ok(report)
+}
+
+/// The archive's SHA-256 in hex, streamed (an archive can be large), or
+/// `None` when it is absent.
+fn archive_sha256(sealed: &Dir, display: &str, name: &str) -> Result<Option<String>, LogError> {
+    use sha2::{Digest as _, Sha256};
+    let Some(mut file) = durable::open_checked(sealed, display, name)? else { return Ok(None) };
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut file, &mut hasher).map_err(durable::io(format!("{display}/{name}"), "read"))?;
+    Ok(Some(hex::encode(hasher.finalize())))
 }
 
 fn read_summary(data: &DataDir, lineage: &str) -> Result<Summary, RetentionError> {

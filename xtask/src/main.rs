@@ -189,6 +189,7 @@ fn build_some(
             })
             .collect::<Result<_>>()?
     };
+    record_in_lock(&builder.guest_dir, &chosen)?;
     for guest in chosen {
         let started = std::time::Instant::now();
         eprintln!("xtask: building {} ({} world, {} route)", guest.name, guest.world, route.name());
@@ -216,6 +217,24 @@ fn build_some(
         }
     }
     Ok(())
+}
+
+/// A crate `effects policy new` just made is not in the guest workspace's
+/// lock file yet, and the wasm build runs `--locked`: record the
+/// workspace's own members (offline, no dependency changes) first.
+fn record_in_lock(guest_dir: &Path, chosen: &[&Guest]) -> Result<()> {
+    let lock = std::fs::read_to_string(guest_dir.join("Cargo.lock")).unwrap_or_default();
+    let missing: Vec<&str> = chosen
+        .iter()
+        .map(|g| g.name.as_str())
+        .filter(|name| !lock.lines().any(|line| line == format!("name = \"{name}\"")))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    eprintln!("xtask: recording {} in {}/Cargo.lock", missing.join(", "), guest_dir.display());
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    run(Command::new(cargo).current_dir(guest_dir).args(["update", "--workspace", "--offline"]))
 }
 
 fn build_policies(root: &Path, route: Option<Route>) -> Result<()> {

@@ -100,7 +100,7 @@ pub struct Manifest {
 }
 
 impl Manifest {
-    /// Parses and checks a manifest. `origin` names it in errors.
+    /// Parses and checks a manifest.
     pub fn parse(text: &str) -> Result<Self, String> {
         let manifest: Manifest = toml::from_str(text).map_err(|e| e.to_string())?;
         manifest.check()?;

@@ -39,12 +39,14 @@ Then build it into target/policies (policies/ untouched) and run its tests:
   cargo xtask policies -p NAME
   effects policy test --classifier target/policies/NAME.wasm guest/policies/NAME/vectors
 
-The first build after adding a crate also records it in guest/Cargo.lock. A classifier begins as the \
+`cargo xtask policies -p NAME` records a new crate in guest/Cargo.lock before its first build. A \
+classifier begins as the \
 conservative floor: every call an effect of unknown scope, settled by its exit status (TRU-1). An \
 evaluator begins as the shipped evaluator (its modules are included from guest/policies/evaluate), so \
 the shipped vectors pass; `effects policy replay` then shows which recorded decisions a change alters.
 
-Exit status: 0 created; 2 a bad name or tool, no guest workspace there, or the crate exists.")]
+Exit status: 0 created; 1 a file could not be written (what was created is removed); 2 a bad name or \
+tool, no guest workspace there, or the crate exists.")]
 pub struct NewArgs {
     /// Which world the component exports.
     #[arg(value_enum)]
@@ -120,8 +122,11 @@ impl NewArgs {
             }
             _ => {}
         }
-        for tool in &self.tools {
+        for (at, tool) in self.tools.iter().enumerate() {
             check_tool(tool)?;
+            if self.tools[..at].contains(tool) {
+                return Err(bad(anyhow!("--tool {tool} is given twice")));
+            }
         }
         let guest = open_guest(&self.guest, &self.name, world)?;
         let values = Values::new(&self.name, &self.tools);
@@ -130,33 +135,38 @@ impl NewArgs {
             World::Evaluator => &EVALUATOR,
         };
         let crate_dir = Path::new("policies").join(&self.name);
-        guest.create_dir(&crate_dir).map_err(|error| {
-            let shown = self.guest.join(&crate_dir);
-            match error.kind() {
-                std::io::ErrorKind::AlreadyExists => bad(anyhow!(
-                    "{} exists: pick another name, or remove it first (nothing is overwritten)",
-                    shown.display()
-                )),
-                _ => bad(anyhow!("creating {}: {error}", shown.display())),
-            }
+        let shown = self.guest.join(&crate_dir);
+        // `policies` itself is not followed if it is a symlink, and the crate
+        // is written only through the handle of the directory made here.
+        let policies = open_dir_nofollow(&guest, "policies").map_err(|error| {
+            bad(anyhow!(
+                "{}/policies: {error} (the guest workspace keeps its components there)",
+                self.guest.display()
+            ))
+        })?;
+        policies.create_dir(&self.name).map_err(|error| match error.kind() {
+            std::io::ErrorKind::AlreadyExists => bad(anyhow!(
+                "{} exists: pick another name, or remove it first (nothing is overwritten)",
+                shown.display()
+            )),
+            _ => bad(anyhow!("creating {}: {error}", shown.display())),
         })?;
         let mut files = Vec::new();
-        let written = templates.iter().try_for_each(|template| {
-            let path = crate_dir.join(values.fill(template.path));
-            if let Some(parent) = path.parent() {
-                guest.create_dir_all(parent)?;
-            }
-            write_new(&guest, &path, &values.fill(template.text))?;
-            files.push(path);
-            Ok::<(), std::io::Error>(())
+        let written = open_dir_nofollow(&policies, &self.name).and_then(|made| {
+            templates.iter().try_for_each(|template| {
+                let path = PathBuf::from(values.fill(template.path));
+                if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    made.create_dir_all(parent)?;
+                }
+                write_new(&made, &path, &values.fill(template.text))?;
+                files.push(crate_dir.join(path));
+                Ok(())
+            })
         });
         if let Err(error) = written {
             // Ours alone: the directory did not exist a moment ago.
-            let _ = guest.remove_dir_all(&crate_dir);
-            return Err(Failure::new(
-                exit::PROBLEMS,
-                anyhow!("writing {}: {error}", self.guest.join(&crate_dir).display()),
-            ));
+            let _ = policies.remove_dir_all(&self.name);
+            return Err(Failure::new(exit::PROBLEMS, anyhow!("writing {}: {error}", shown.display())));
         }
         self.report(world, &crate_dir, &files)
     }
@@ -282,7 +292,11 @@ fn open_guest(guest: &Path, name: &str, world: World) -> Result<Dir, Failure> {
             guest.display()
         )));
     }
-    let lock = dir.read_to_string("Cargo.lock").unwrap_or_default();
+    let lock = match dir.read_to_string("Cargo.lock") {
+        Ok(lock) => lock,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(error) => return Err(bad(anyhow!("{}/Cargo.lock: {error}", guest.display()))),
+    };
     if lock.lines().any(|line| line == format!("name = \"{name}\"")) {
         return Err(bad(anyhow!(
             "a package named {name} is already in {}/Cargo.lock: pick another name",
@@ -296,6 +310,14 @@ fn open_guest(guest: &Path, name: &str, world: World) -> Result<Dir, Failure> {
         )));
     }
     Ok(dir)
+}
+
+/// `name` beneath `dir` as a directory handle, refusing a symlink there.
+fn open_dir_nofollow(dir: &Dir, name: &str) -> std::io::Result<Dir> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(dir, name, flags, Mode::empty())?;
+    Ok(Dir::from_std_file(std::fs::File::from(fd)))
 }
 
 fn write_new(dir: &Dir, path: &Path, text: &str) -> std::io::Result<()> {

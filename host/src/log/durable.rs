@@ -11,7 +11,8 @@ use rustix::fs::{Mode, OFlags};
 
 use super::error::LogError;
 
-fn io(path: String, operation: &'static str) -> impl FnOnce(std::io::Error) -> LogError {
+/// An I/O error on `path` during `operation`, as a [`LogError`].
+pub fn io(path: String, operation: &'static str) -> impl FnOnce(std::io::Error) -> LogError {
     move |source| LogError::Io { path, operation, source }
 }
 
@@ -93,6 +94,22 @@ pub fn read(dir: &Dir, display: &str, name: &str) -> Result<Option<Vec<u8>>, Log
 /// [`read`] with another bound (a log's checkpoint grows with the log).
 pub fn read_bounded(dir: &Dir, display: &str, name: &str, bound: u64) -> Result<Option<Vec<u8>>, LogError> {
     use std::io::Read;
+    let Some(file) = open_checked(dir, display, name)? else { return Ok(None) };
+    let path = format!("{display}/{name}");
+    let mut bytes = Vec::new();
+    file.take(bound + 1).read_to_end(&mut bytes).map_err(io(path.clone(), "read"))?;
+    if bytes.len() as u64 > bound {
+        return Err(LogError::Refused {
+            path,
+            reason: format!("larger than {bound} bytes; not a control-plane file"),
+        });
+    }
+    Ok(Some(bytes))
+}
+
+/// Opens `name` for reading as [`read`] does (no symlink, a regular file
+/// with one name), for a reader that streams it; `None` when it is absent.
+pub fn open_checked(dir: &Dir, display: &str, name: &str) -> Result<Option<std::fs::File>, LogError> {
     let path = format!("{display}/{name}");
     let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
     let fd = match rustix::fs::openat(dir, name, flags, Mode::empty()) {
@@ -119,13 +136,5 @@ pub fn read_bounded(dir: &Dir, display: &str, name: &str, bound: u64) -> Result<
             ),
         });
     }
-    let mut bytes = Vec::new();
-    std::fs::File::from(fd).take(bound + 1).read_to_end(&mut bytes).map_err(io(path.clone(), "read"))?;
-    if bytes.len() as u64 > bound {
-        return Err(LogError::Refused {
-            path,
-            reason: format!("larger than {bound} bytes; not a control-plane file"),
-        });
-    }
-    Ok(Some(bytes))
+    Ok(Some(std::fs::File::from(fd)))
 }
