@@ -56,7 +56,8 @@ sealed are never touched. --dry-run lists what would go. AGE: a number and a uni
 A summary that cannot be trusted to describe a finished seal is left alone and reported (`skipped` in \
 --json), and the others are pruned all the same: one whose seal marker is missing (a seal that crashed \
 between its summary and its marker: the log is still writable; seal it again), one that names another \
-lineage or archive, one that does not parse.
+lineage or archive, one that does not parse, one whose archive is missing or no longer has the summary's \
+sha256 (the log is then the only sound copy).
 
 Exit 0 when done; 1 when a summary was skipped; 2 on bad input (a malformed AGE, the fleet store).")]
 pub struct PruneArgs {
