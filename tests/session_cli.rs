@@ -378,3 +378,22 @@ fn continuing_a_checkpointed_run_reads_only_what_follows_and_deciding_reads_it_a
         Command::new(env!("CARGO_BIN_EXE_effects")).arg("log").arg("verify").arg(&log).output().unwrap();
     assert!(!verified.status.success(), "log verify reads every record");
 }
+
+/// A classifier that fails (here it spins until its fuel runs out) gives the
+/// claim unknown scope (POL-4), and the text a person reads says so on the
+/// step's line, as `--json` does in `policy_failure`: never silent.
+#[test]
+fn a_classifier_that_runs_out_of_fuel_is_named_on_the_step_line() {
+    let s = session();
+    let copy = support::PolicyCopy::new();
+    copy.replace("classify-fs.wasm", &support::fixture("endless-loop"));
+    let manifest = copy.path("manifest.toml");
+    let text = support::session::run_at(&s.data, &s.root, &["--manifest", manifest.to_str().unwrap()], WRITE);
+    assert!(text.status.success(), "{}", String::from_utf8_lossy(&text.stderr));
+    let out = String::from_utf8_lossy(&text.stdout);
+    let step = out.lines().find(|l| l.starts_with("[1] write_file")).expect("the step's line");
+    assert!(step.contains("unknown scope: POLICY FAILURE") && step.contains("fuel"), "{out}");
+    let json = s.run(WRITE, &["--manifest", manifest.to_str().unwrap()]);
+    let step = &reports(&json)[0];
+    assert!(step["policy_failure"].as_str().unwrap().contains("fuel"), "{step:#}");
+}

@@ -115,6 +115,11 @@ fn describe_step(result: &StepResult, label: &str, line: usize) -> String {
         None => "admitted read (no claim)".to_owned(),
     };
     let mut text = format!("{head}: {claim}");
+    if let Some(failure) = &result.policy_failure {
+        // POL-4: the classifier failed (fuel, memory, a trap, a refused
+        // answer), so the claim has unknown scope; never silent.
+        text.push_str(&format!(" (unknown scope: POLICY FAILURE: {failure})"));
+    }
     if let Some(outcome) = &result.outcome {
         let at = outcome.position.map(|p| format!(" (#{p})")).unwrap_or_default();
         text.push_str(&format!(" -> {}{at}", name(&outcome.execution)));
