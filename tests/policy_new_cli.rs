@@ -160,5 +160,6 @@ fn a_refused_new_writes_nothing_and_says_why() {
     std::os::unix::fs::symlink("fixtures", guest.join("policies")).unwrap();
     let out = effects(base.path(), &["policy", "new", "classifier", "sneaky", "--tool", "x"]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("is a symlink; not followed"), "{}", stderr(&out));
     assert_eq!(files(&guest.join("fixtures")), Vec::<String>::new(), "nothing written through the link");
 }

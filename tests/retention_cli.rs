@@ -241,6 +241,10 @@ fn prune_skips_a_half_finished_seal_a_misnamed_summary_and_a_damaged_archive_and
     bytes[last] ^= 1;
     std::fs::write(&archive, &bytes).unwrap();
     let damaged_log = std::fs::read(s.data.join("effects/damaged.log")).unwrap();
+    // And one whose archive is gone.
+    settled_run(&s, "lost");
+    ok_json(&s, &["log", "seal", "--run", "lost", "--json"]);
+    std::fs::remove_file(s.data.join("sealed/lost.log.gz")).unwrap();
 
     let out = effects(&s, &["log", "prune", "--older-than", "0s", "--json"]);
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
@@ -251,7 +255,8 @@ fn prune_skips_a_half_finished_seal_a_misnamed_summary_and_a_damaged_archive_and
     assert_eq!(pruned, ["done"], "{lines:?}");
     let skipped: Vec<(&str, &str)> =
         lines.iter().filter_map(|l| Some((l["lineage"].as_str()?, l["skipped"].as_str()?))).collect();
-    assert_eq!(skipped.len(), 3, "{lines:?}");
+    assert_eq!(skipped.len(), 4, "{lines:?}");
+    assert!(skipped.iter().any(|(l, why)| *l == "lost" && why.contains("is missing")), "{skipped:?}");
     assert!(
         skipped.iter().any(|(l, why)| *l == "damaged" && why.contains("not the one its summary")),
         "{skipped:?}"
@@ -271,6 +276,7 @@ fn prune_skips_a_half_finished_seal_a_misnamed_summary_and_a_damaged_archive_and
     ok_json(&s, &["log", "seal", "--run", "half", "--json"]);
     std::fs::remove_file(s.data.join("sealed/other.seal.json")).unwrap();
     std::fs::remove_file(s.data.join("sealed/damaged.seal.json")).unwrap();
+    std::fs::remove_file(s.data.join("sealed/lost.seal.json")).unwrap();
     let out = effects(&s, &["log", "prune", "--older-than", "0s"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(!s.data.join("effects/half.log").exists());

@@ -392,7 +392,7 @@ fn a_classifier_that_runs_out_of_fuel_is_named_on_the_step_line() {
     assert!(text.status.success(), "{}", String::from_utf8_lossy(&text.stderr));
     let out = String::from_utf8_lossy(&text.stdout);
     let step = out.lines().find(|l| l.starts_with("[1] write_file")).expect("the step's line");
-    assert!(step.contains("unknown scope: POLICY FAILURE") && step.contains("fuel"), "{out}");
+    assert!(step.contains("(POLICY FAILURE: ") && step.contains("fuel"), "{out}");
     let json = s.run(WRITE, &["--manifest", manifest.to_str().unwrap()]);
     let step = &reports(&json)[0];
     assert!(step["policy_failure"].as_str().unwrap().contains("fuel"), "{step:#}");

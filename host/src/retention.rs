@@ -20,7 +20,12 @@
 //! longer ago than AGE loses its log, checkpoint, archive and summary. Its
 //! seal marker stays as a tombstone: a handle still open on the removed log
 //! would otherwise append to a file no longer there and believe it durable,
-//! and a new writer would start the lineage again from nothing.
+//! and a new writer would start the lineage again from nothing. A lineage
+//! is pruned only while its summary names it and its archive, its seal
+//! marker is there (else the seal did not finish and the log is still
+//! writable) and its archive is there with the summary's sha256 (else the
+//! log is the only sound copy); any other is skipped and reported, and the
+//! rest are pruned all the same.
 //!
 //! The fleet store is not sealed here: its lineages live in the database,
 //! whose retention is its own (docs/fleet.md).
@@ -271,7 +276,9 @@ pub struct PruneReport {
     pub pruned: Vec<Pruned>,
     /// Summaries left alone: one whose seal did not finish (a crash between
     /// its summary and its marker: the log is still writable, so removing it
-    /// would lose records), or one that names another lineage or archive.
+    /// would lose records), one that names another lineage or archive or
+    /// does not parse, one whose archive is missing or no longer has the
+    /// summary's sha256.
     pub skipped: Vec<Skipped>,
 }
 

@@ -189,7 +189,7 @@ fn build_some(
             })
             .collect::<Result<_>>()?
     };
-    record_in_lock(&builder.guest_dir, &chosen)?;
+    record_in_lock(&builder.guest_dir, &all)?;
     for guest in chosen {
         let started = std::time::Instant::now();
         eprintln!("xtask: building {} ({} world, {} route)", guest.name, guest.world, route.name());
@@ -220,11 +220,14 @@ fn build_some(
 }
 
 /// A crate `effects policy new` just made is not in the guest workspace's
-/// lock file yet, and the wasm build runs `--locked`: record the
-/// workspace's own members (offline, no dependency changes) first.
-fn record_in_lock(guest_dir: &Path, chosen: &[&Guest]) -> Result<()> {
+/// lock file yet, and the wasm build runs `--locked`: when any member of
+/// the workspace is missing from it, `cargo update --workspace --offline`
+/// records the members. It keeps every locked version (`--workspace` bumps
+/// nothing) and fetches nothing; the lock gains what a new crate needs
+/// from the local cache, and loses entries nothing uses any more.
+fn record_in_lock(guest_dir: &Path, members: &[Guest]) -> Result<()> {
     let lock = std::fs::read_to_string(guest_dir.join("Cargo.lock")).unwrap_or_default();
-    let missing: Vec<&str> = chosen
+    let missing: Vec<&str> = members
         .iter()
         .map(|g| g.name.as_str())
         .filter(|name| !lock.lines().any(|line| line == format!("name = \"{name}\"")))

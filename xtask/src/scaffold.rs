@@ -63,7 +63,7 @@ pub fn check(root: &Path) -> Result<()> {
     );
     // Built straight after `policy new`, as `cargo xtask policies -p NAME`
     // builds it: the new crates recorded in the lock, then built `--locked`.
-    crate::record_in_lock(&guest, &generated.iter().collect::<Vec<_>>())?;
+    crate::record_in_lock(&guest, &generated)?;
     for crate_ in &generated {
         ensure!(
             !crate_.shipped && !crate_.fixture,

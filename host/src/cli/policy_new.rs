@@ -45,8 +45,8 @@ conservative floor: every call an effect of unknown scope, settled by its exit s
 evaluator begins as the shipped evaluator (its modules are included from guest/policies/evaluate), so \
 the shipped vectors pass; `effects policy replay` then shows which recorded decisions a change alters.
 
-Exit status: 0 created; 1 a file could not be written (what was created is removed); 2 a bad name or \
-tool, no guest workspace there, or the crate exists.")]
+Exit status: 0 created; 1 the crate could not be created or written (what was written is removed); 2 \
+a bad name or tool, no guest workspace there (or its policies/ is a symlink), or the crate exists.")]
 pub struct NewArgs {
     /// Which world the component exports.
     #[arg(value_enum)]
@@ -139,17 +139,21 @@ impl NewArgs {
         // `policies` itself is not followed if it is a symlink, and the crate
         // is written only through the handle of the directory made here.
         let policies = open_dir_nofollow(&guest, "policies").map_err(|error| {
-            bad(anyhow!(
-                "{}/policies: {error} (the guest workspace keeps its components there)",
-                self.guest.display()
-            ))
+            let at = format!("{}/policies", self.guest.display());
+            match guest.symlink_metadata("policies") {
+                Ok(meta) if meta.is_symlink() => {
+                    bad(anyhow!("{at} is a symlink; not followed (make it the directory itself)"))
+                }
+                Err(_) => bad(anyhow!("{at} is missing (the guest workspace keeps its components there)")),
+                Ok(_) => Failure::new(exit::PROBLEMS, anyhow!("opening {at}: {error}")),
+            }
         })?;
         policies.create_dir(&self.name).map_err(|error| match error.kind() {
             std::io::ErrorKind::AlreadyExists => bad(anyhow!(
                 "{} exists: pick another name, or remove it first (nothing is overwritten)",
                 shown.display()
             )),
-            _ => bad(anyhow!("creating {}: {error}", shown.display())),
+            _ => Failure::new(exit::PROBLEMS, anyhow!("creating {}: {error}", shown.display())),
         })?;
         let mut files = Vec::new();
         let written = open_dir_nofollow(&policies, &self.name).and_then(|made| {
@@ -165,8 +169,14 @@ impl NewArgs {
         });
         if let Err(error) = written {
             // Ours alone: the directory did not exist a moment ago.
-            let _ = policies.remove_dir_all(&self.name);
-            return Err(Failure::new(exit::PROBLEMS, anyhow!("writing {}: {error}", shown.display())));
+            let cleaned = match policies.remove_dir_all(&self.name) {
+                Ok(()) => "removed what was written".to_owned(),
+                Err(cleanup) => format!("and removing it failed too ({cleanup}): remove it yourself"),
+            };
+            return Err(Failure::new(
+                exit::PROBLEMS,
+                anyhow!("writing {}: {error}; {cleaned}", shown.display()),
+            ));
         }
         self.report(world, &crate_dir, &files)
     }

@@ -116,9 +116,10 @@ fn describe_step(result: &StepResult, label: &str, line: usize) -> String {
     };
     let mut text = format!("{head}: {claim}");
     if let Some(failure) = &result.policy_failure {
-        // POL-4: the classifier failed (fuel, memory, a trap, a refused
-        // answer), so the claim has unknown scope; never silent.
-        text.push_str(&format!(" (unknown scope: POLICY FAILURE: {failure})"));
+        // POL-4: a policy call of this step failed (fuel, memory, a trap, a
+        // refused answer): a classifier's leaves the claim unknown scope, a
+        // settle's or readback's leaves less evidence. Never silent.
+        text.push_str(&format!(" (POLICY FAILURE: {failure})"));
     }
     if let Some(outcome) = &result.outcome {
         let at = outcome.position.map(|p| format!(" (#{p})")).unwrap_or_default();
