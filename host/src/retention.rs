@@ -340,23 +340,18 @@ pub fn prune(
         }
         // The log goes only while its archive is there and still the one its
         // summary describes: a lost or damaged archive keeps the log.
-        match archive_sha256(&sealed, &display, &summary.archive) {
-            Ok(Some(digest)) if digest == summary.archive_sha256 => {}
-            Ok(Some(_)) => {
-                report.skipped.push(skip(format!(
-                    "its archive {display}/{} is not the one its summary describes (check it with `log seal --check`)",
-                    summary.archive
-                )));
-                continue;
-            }
-            Ok(None) => {
-                report.skipped.push(skip(format!("its archive {display}/{} is missing", summary.archive)));
-                continue;
-            }
-            Err(error) => {
-                report.skipped.push(skip(error.to_string()));
-                continue;
-            }
+        let archive_problem = match archive_sha256(&sealed, &display, &summary.archive) {
+            Ok(Some(digest)) if digest == summary.archive_sha256 => None,
+            Ok(Some(_)) => Some(format!(
+                "its archive {display}/{} is not the one its summary describes (check it with `log seal --check`)",
+                summary.archive
+            )),
+            Ok(None) => Some(format!("its archive {display}/{} is missing", summary.archive)),
+            Err(error) => Some(error.to_string()),
+        };
+        if let Some(why) = archive_problem {
+            report.skipped.push(skip(why));
+            continue;
         }
         let store_files =
             [log.clone(), format!("{log}.{}", Sidecar::Checkpoint.suffix()), format!("{log}.broken")];

@@ -47,7 +47,7 @@ pub fn run(root: &Path, options: &Options) -> Result<()> {
             bail!("no bench named {name}; the benches are {}", known.join(", "));
         }
     }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let cargo = crate::cargo();
     let selected: Vec<(&str, bool)> = BENCHES
         .iter()
         .copied()

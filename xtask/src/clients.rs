@@ -16,9 +16,7 @@ use crate::run;
 
 /// Builds the server binary and runs both clients' tests against it.
 pub fn test(root: &Path) -> Result<()> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    run(Command::new(&cargo).current_dir(root).args(["build", "--release", "--locked", "--bin", "effects"]))?;
-    let binary = root.join("target/release/effects");
+    let binary = crate::effects_binary(root)?;
     let python = python(root, &binary)?;
     typescript(root, &binary)?;
     hooks(root, &binary)?;

@@ -190,6 +190,7 @@ fn build_some(
             .collect::<Result<_>>()?
     };
     record_in_lock(&builder.guest_dir, &all)?;
+    let toolchain = route.version()?;
     for guest in chosen {
         let started = std::time::Instant::now();
         eprintln!("xtask: building {} ({} world, {} route)", guest.name, guest.world, route.name());
@@ -207,7 +208,7 @@ fn build_some(
         let manifest = Manifest {
             wit: WIT_PACKAGE.to_owned(),
             route: route.name().to_owned(),
-            toolchain: route.version()?,
+            toolchain: toolchain.clone(),
             components: vec![entry],
         };
         let toml = manifest.to_toml();
@@ -236,8 +237,7 @@ fn record_in_lock(guest_dir: &Path, members: &[Guest]) -> Result<()> {
         return Ok(());
     }
     eprintln!("xtask: recording {} in {}/Cargo.lock", missing.join(", "), guest_dir.display());
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    run(Command::new(cargo).current_dir(guest_dir).args(["update", "--workspace", "--offline"]))
+    run(Command::new(cargo()).current_dir(guest_dir).args(["update", "--workspace", "--offline"]))
 }
 
 fn build_policies(root: &Path, route: Option<Route>) -> Result<()> {
@@ -334,6 +334,34 @@ fn build_fixtures(root: &Path, route: Option<Route>) -> Result<Vec<Guest>> {
     Ok(fixtures)
 }
 
+/// The cargo to run: the one running xtask, else `cargo` from the PATH.
+fn cargo() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
+}
+
+/// The host workspace's target directory, as cargo resolves it.
+fn target_dir(root: &Path) -> Result<PathBuf> {
+    let metadata = cargo_metadata::MetadataCommand::new()
+        .manifest_path(root.join("Cargo.toml"))
+        .no_deps()
+        .exec()
+        .context("finding the host's target dir")?;
+    Ok(metadata.target_directory.into_std_path_buf())
+}
+
+/// Builds the `effects` binary from this checkout (nothing to do when it is
+/// current) and returns its path.
+fn effects_binary(root: &Path) -> Result<PathBuf> {
+    run(Command::new(cargo()).current_dir(root).args([
+        "build",
+        "--release",
+        "--locked",
+        "--bin",
+        "effects",
+    ]))?;
+    Ok(target_dir(root)?.join("release/effects"))
+}
+
 fn run(command: &mut Command) -> Result<()> {
     eprintln!("xtask: running {command:?}");
     let status = command.status().with_context(|| format!("running {command:?}"))?;
@@ -345,7 +373,7 @@ fn run(command: &mut Command) -> Result<()> {
 
 fn test(root: &Path, cargo_test_args: &[String]) -> Result<()> {
     toolchain::ensure_debian_installed()?;
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let cargo = cargo();
     // The guests' own logic, natively (STYLE: guests testable without wasm).
     run(Command::new(&cargo).current_dir(root.join("guest")).args(["test", "--quiet", "--locked"]))?;
     build_fixtures(root, None)?;

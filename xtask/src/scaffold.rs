@@ -25,15 +25,8 @@ const EVALUATOR: &str = "scaffold-evaluator";
 /// dir of its own: the real guest workspace's build is never touched, and a
 /// second run is warm.
 pub fn check(root: &Path) -> Result<()> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    run(Command::new(&cargo).current_dir(root).args(["build", "--release", "--locked", "--bin", "effects"]))?;
-    let metadata = cargo_metadata::MetadataCommand::new()
-        .manifest_path(root.join("Cargo.toml"))
-        .no_deps()
-        .exec()
-        .context("finding the host's target dir")?;
-    let target = metadata.target_directory.as_std_path();
-    let effects = target.join("release/effects");
+    let effects = crate::effects_binary(root)?;
+    let target = crate::target_dir(root)?;
     let place = target.join("scaffold");
     if place.exists() {
         std::fs::remove_dir_all(&place).with_context(|| format!("clearing {}", place.display()))?;
@@ -75,7 +68,7 @@ pub fn check(root: &Path) -> Result<()> {
     }
 
     // Their native unit tests (offline: a generated crate adds no dependency).
-    run(Command::new(&cargo).current_dir(&guest).env("CARGO_TARGET_DIR", &target_dir).args([
+    run(Command::new(crate::cargo()).current_dir(&guest).env("CARGO_TARGET_DIR", &target_dir).args([
         "test",
         "--quiet",
         "--offline",

@@ -86,23 +86,28 @@ struct Template {
     text: &'static str,
 }
 
-const CLASSIFIER: [Template; 3] = [
-    Template { path: "Cargo.toml", text: include_str!("../../templates/policy-new/classifier/Cargo.toml") },
-    Template { path: "src/lib.rs", text: include_str!("../../templates/policy-new/classifier/lib.rs") },
-    Template {
-        path: "vectors/{{name}}.json",
-        text: include_str!("../../templates/policy-new/classifier/vector.json"),
-    },
-];
+/// A world's templates, from `host/templates/policy-new/<world>/`.
+macro_rules! templates {
+    ($world:literal) => {
+        [
+            Template {
+                path: "Cargo.toml",
+                text: include_str!(concat!("../../templates/policy-new/", $world, "/Cargo.toml")),
+            },
+            Template {
+                path: "src/lib.rs",
+                text: include_str!(concat!("../../templates/policy-new/", $world, "/lib.rs")),
+            },
+            Template {
+                path: "vectors/{{name}}.json",
+                text: include_str!(concat!("../../templates/policy-new/", $world, "/vector.json")),
+            },
+        ]
+    };
+}
 
-const EVALUATOR: [Template; 3] = [
-    Template { path: "Cargo.toml", text: include_str!("../../templates/policy-new/evaluator/Cargo.toml") },
-    Template { path: "src/lib.rs", text: include_str!("../../templates/policy-new/evaluator/lib.rs") },
-    Template {
-        path: "vectors/{{name}}.json",
-        text: include_str!("../../templates/policy-new/evaluator/vector.json"),
-    },
-];
+const CLASSIFIER: [Template; 3] = templates!("classifier");
+const EVALUATOR: [Template; 3] = templates!("evaluator");
 
 /// The shipped evaluator's modules a new evaluator includes by path.
 const EVALUATOR_MODULES: &str = "policies/evaluate/src";
@@ -193,9 +198,10 @@ impl NewArgs {
         };
         let next = [
             format!("cargo test --manifest-path {} -p {}", shown(Path::new("Cargo.toml")), self.name),
-            match self.guest == Path::new("guest") {
-                true => format!("cargo xtask policies -p {}", self.name),
-                false => format!("cargo xtask policies -p {} --guest {}", self.name, self.guest.display()),
+            if self.guest == Path::new("guest") {
+                format!("cargo xtask policies -p {}", self.name)
+            } else {
+                format!("cargo xtask policies -p {} --guest {}", self.name, self.guest.display())
             },
             test,
         ];

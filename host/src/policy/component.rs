@@ -181,8 +181,6 @@ impl<P: WorldPre> Sandboxed<P> {
         Ok(Self { name: component, sha256, engine: engine.clone(), limits, reuse, pre, warm: None, trace })
     }
 
-    /// One call under the limits. `invoke` converts the guest's answer into the
-    /// model; `check` applies the contract rules to it.
     /// Writes `argument` of `call` to the trace, if there is one.
     fn trace(&self, call: PolicyCall, argument: &impl serde::Serialize) {
         if let Some(trace) = &self.trace {
@@ -190,6 +188,8 @@ impl<P: WorldPre> Sandboxed<P> {
         }
     }
 
+    /// One call under the limits. `invoke` converts the guest's answer into the
+    /// model; `check` applies the contract rules to it.
     fn call<R: WireSize>(
         &mut self,
         call: PolicyCall,
