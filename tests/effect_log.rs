@@ -27,6 +27,83 @@ fn claims_are_durable_and_the_directory_is_synced_once() {
     assert_eq!(reopened.records().len(), 2);
 }
 
+/// The action ids of a handle's records, in order.
+fn actions(log: &EffectLog<MemoryFile>) -> Vec<String> {
+    log.records()
+        .iter()
+        .map(|framed| match &framed.record {
+            Record::Claim(claim) => claim.action_id.clone(),
+            other => panic!("only claims here, found {other:?}"),
+        })
+        .collect()
+}
+
+/// The file's bytes after a handle on a copy of `bytes` claims `action`:
+/// what another writer appending would leave.
+fn with_claim(bytes: &[u8], action: &str) -> Vec<u8> {
+    let copy = MemoryFile::new();
+    copy.set_contents(bytes.to_vec());
+    open(&copy).claim("r1", claim(action)).unwrap();
+    copy.contents()
+}
+
+/// LOG-2 with reading ahead: a writer locked out reads, verifies and admits
+/// what others append while it waits, over several rounds, and keeps it once
+/// the lock shows the log still holds those bytes.
+#[test]
+fn a_writer_locked_out_reads_ahead_and_keeps_what_the_lock_confirms() {
+    let file = MemoryFile::new();
+    let mut waiting = open(&file);
+    open(&file).claim("r1", claim("a0")).unwrap();
+    let later = with_claim(&file.contents(), "a1");
+    // Locked out twice: it reads a0 ahead, then a1, which the holder
+    // appended meanwhile; then the lock is free.
+    file.set_faults(Faults { lock_busy: vec![None, Some(later)], ..Faults::default() });
+    assert_eq!(waiting.claim("r1", claim("a2")).unwrap(), 2);
+    assert_eq!(actions(&waiting), ["a0", "a1", "a2"]);
+    assert_eq!(actions(&open(&file)), ["a0", "a1", "a2"], "the log loads strictly, chain intact");
+}
+
+/// What was read ahead is the log's only if the log still holds those exact
+/// bytes: here the other writer's claim is cut back (its append failed) and
+/// a different claim of the same length written in its place. The waiting
+/// writer must drop what it read ahead and chain after what is there;
+/// keeping it would chain its claim to a record the log does not hold.
+#[test]
+fn records_read_ahead_that_were_cut_back_and_written_over_are_dropped() {
+    let file = MemoryFile::new();
+    let mut waiting = open(&file);
+    open(&file).claim("r1", claim("ax")).unwrap();
+    let read_ahead = file.contents();
+    let rewritten = with_claim(&[], "ay");
+    assert_eq!(rewritten.len(), read_ahead.len(), "only the bytes tell them apart");
+    assert_ne!(rewritten, read_ahead);
+    // Locked out twice: it reads ax ahead; before the second try, ax is
+    // replaced by ay (no new bytes, so it then waits for the lock).
+    file.set_faults(Faults { lock_busy: vec![None, Some(rewritten)], ..Faults::default() });
+    assert_eq!(waiting.claim("r1", claim("a1")).unwrap(), 1);
+    assert_eq!(actions(&waiting), ["ay", "a1"]);
+    assert_eq!(actions(&open(&file)), ["ay", "a1"], "the log loads strictly, chain intact");
+}
+
+/// A line being written while a writer reads ahead is not read: only
+/// complete lines are, and the part line is the lock holder's (here, a
+/// crashed writer's torn tail, which the merge under the lock repairs).
+#[test]
+fn reading_ahead_never_takes_a_line_still_being_written() {
+    let file = MemoryFile::new();
+    let mut waiting = open(&file);
+    open(&file).claim("r1", claim("a0")).unwrap();
+    let complete = file.contents();
+    let next = with_claim(&complete, "a1");
+    let part = next[..complete.len() + (next.len() - complete.len()) / 2].to_vec();
+    file.set_faults(Faults { lock_busy: vec![Some(part)], ..Faults::default() });
+    assert_eq!(waiting.claim("r1", claim("a2")).unwrap(), 1);
+    assert_eq!(actions(&waiting), ["a0", "a2"]);
+    assert_eq!(file.broken(), next[complete.len()..][..(next.len() - complete.len()) / 2]);
+    assert_eq!(actions(&open(&file)), ["a0", "a2"]);
+}
+
 #[test]
 fn a_failed_write_is_cut_back_and_the_handle_keeps_working() {
     let file = MemoryFile::new();

@@ -2,12 +2,18 @@
 //!
 //! Append protocol (LOG-2, and LOG-3 / LOG-4 of SPEC revision 2):
 //!
-//! 1. **lock** exclusively;
+//! 1. **lock** exclusively; while another writer holds the lock, **read
+//!    ahead**: decode, verify and admit (in a history journal left open)
+//!    the complete lines appended since this handle last read, so the
+//!    waiting does the work step 3 would otherwise do under the lock;
 //! 2. **refuse** if the log is poisoned: its `<log>.poisoned` marker says an
 //!    fsync of it failed, in this writer or another;
 //! 3. **merge**: read only the bytes other writers appended since this handle
-//!    last read, decode and admit them; a torn tail left by a crash (`scan`)
-//!    is cut off (its bytes kept in `<log>.broken`) and the cut is fsynced;
+//!    last read; what was read ahead is kept only if those bytes still start
+//!    with exactly the bytes it was read from (a failed append cut back and
+//!    written over differs, if only in its chain), else it is undone; decode
+//!    and admit the rest; a torn tail left by a crash (`scan`) is cut off
+//!    (its bytes kept in `<log>.broken`) and the cut is fsynced;
 //! 4. **allocate** the next position from the merged tail;
 //! 5. **validate** the record against the merged history (an outcome for an
 //!    effect another writer settled is refused here);
@@ -145,6 +151,21 @@ struct Prepared {
     results: Vec<Result<Position, LogError>>,
 }
 
+/// Records a writer read ahead while another held the lock: decoded,
+/// verified and admitted to the history in a journal still open, not yet
+/// the handle's. The merge under the lock keeps them only if the log still
+/// holds these exact bytes where they were read.
+struct ReadAhead {
+    /// The complete lines read, from the handle's read offset.
+    bytes: Vec<u8>,
+    records: Vec<Framed>,
+    last_check: [u8; 32],
+    last_start: Option<u64>,
+}
+
+/// Most rounds of reading ahead before waiting for the lock.
+const READ_AHEAD_ROUNDS: usize = 32;
+
 /// Whether a handle starts at the log's checkpoint and keeps it (LOG-10).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Checkpoints {
@@ -198,6 +219,9 @@ pub struct EffectLog<S: Store> {
     degraded: BTreeSet<String>,
     /// The first claim of each request id, for [`EffectLog::claim_once`].
     requests: RequestIndex,
+    /// What this writer read ahead while waiting for the lock, until its
+    /// merge confirms or drops it.
+    ahead: Option<ReadAhead>,
 }
 
 impl<S: Store> EffectLog<S> {
@@ -239,6 +263,7 @@ impl<S: Store> EffectLog<S> {
             read_only: false,
             degraded: BTreeSet::new(),
             requests: RequestIndex::default(),
+            ahead: None,
         };
         log.with_lock(LockKind::Shared, |log| {
             if checkpoints == Checkpoints::Ignore || !log.start_at_checkpoint() {
@@ -323,11 +348,12 @@ impl<S: Store> EffectLog<S> {
         kind: LockKind,
         f: impl FnOnce(&mut Self) -> Result<T, LogError>,
     ) -> Result<T, LogError> {
-        self.storage.lock(kind).map_err(|source| LogError::Io {
-            path: self.path.clone(),
-            operation: "flock",
-            source,
-        })?;
+        self.storage.lock(kind).map_err(self.io("flock"))?;
+        self.locked(f)
+    }
+
+    /// Runs `f` under the lock this handle holds, and releases it.
+    fn locked<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T, LogError>) -> Result<T, LogError> {
         let result = f(self);
         // flock is released on close too, so a failed unlock cannot leak the
         // lock past this handle; it is worth a warning, not an error.
@@ -337,13 +363,128 @@ impl<S: Store> EffectLog<S> {
         result
     }
 
+    /// Steps 1 and 7 for an append on a file: takes the exclusive lock, and
+    /// while another writer holds it, reads ahead what has been appended
+    /// ([`EffectLog::read_ahead`]), so the decoding and verifying a merge
+    /// needs is done while waiting, not while holding the lock every other
+    /// writer waits for. Then runs `f` under the lock; its merge keeps what
+    /// was read ahead only if it is still the log's.
+    fn with_append_lock<T>(
+        &mut self,
+        f: impl FnOnce(&mut Self) -> Result<T, LogError>,
+    ) -> Result<T, LogError> {
+        if self.storage.compares_head() {
+            return self.with_lock(LockKind::Exclusive, f);
+        }
+        let mut rounds = 0;
+        let locked = loop {
+            match self.storage.try_lock_exclusive() {
+                Ok(true) => break Ok(()),
+                Ok(false) if rounds < READ_AHEAD_ROUNDS && self.read_ahead() => rounds += 1,
+                Ok(false) => break self.storage.lock(LockKind::Exclusive),
+                Err(error) => break Err(error),
+            }
+        };
+        let result = match locked {
+            Ok(()) => self.locked(f),
+            Err(source) => Err(LogError::Io { path: self.path.clone(), operation: "flock", source }),
+        };
+        self.drop_read_ahead();
+        result
+    }
+
+    /// Reads, without the lock, the complete lines appended after what this
+    /// handle has read (and read ahead), and decodes, verifies and admits
+    /// them as a merge would, in a history journal left open. True when it
+    /// found new records. Anything it cannot take as records (a line being
+    /// written, damage, a log that shrank) ends reading ahead and drops what
+    /// was read ahead; the merge under the lock is the judge of those.
+    fn read_ahead(&mut self) -> bool {
+        let (offset, prev) = match &self.ahead {
+            Some(ahead) => (self.read_offset + ahead.bytes.len() as u64, ahead.last_check),
+            None => (self.read_offset, self.last_check),
+        };
+        let head = Head { records: self.history.len(), offset };
+        let bytes = match self.storage.read_after(head) {
+            Ok(After::Bytes(bytes)) if !bytes.is_empty() => bytes,
+            Ok(After::Bytes(_)) => return false,
+            Ok(After::Shrank { .. }) | Err(_) => {
+                self.drop_read_ahead();
+                return false;
+            }
+        };
+        if self.ahead.is_none() {
+            self.history.begin();
+        }
+        match scan(&bytes, offset, prev, self.key.as_ref(), &mut self.history) {
+            Ok(scanned) if !scanned.records.is_empty() => {
+                let ahead = self.ahead.get_or_insert_with(|| ReadAhead {
+                    bytes: Vec::new(),
+                    records: Vec::new(),
+                    last_check: prev,
+                    last_start: None,
+                });
+                ahead.bytes.extend_from_slice(&bytes[..scanned.consumed as usize]);
+                ahead.records.extend(scanned.records);
+                ahead.last_check = scanned.last_check;
+                ahead.last_start = scanned.last_start.or(ahead.last_start);
+                true
+            }
+            Ok(_) => {
+                if self.ahead.is_none() {
+                    self.history.rollback(); // nothing was admitted
+                }
+                false
+            }
+            Err(_) => {
+                // The journal is open (begun above or by an earlier round).
+                self.history.rollback();
+                self.ahead = None;
+                false
+            }
+        }
+    }
+
+    /// Undoes what was read ahead and not merged.
+    fn drop_read_ahead(&mut self) {
+        if self.ahead.take().is_some() {
+            self.history.rollback();
+        }
+    }
+
+    /// Keeps what was read ahead if `bytes`, read under the lock at this
+    /// handle's head, start with exactly the bytes it was read from (then
+    /// they are the same records; a writer's failed append cut back and
+    /// written over would differ, if only in the chain); otherwise drops
+    /// it. Returns the bytes still to absorb.
+    fn confirm_read_ahead(&mut self, mut bytes: Vec<u8>) -> Vec<u8> {
+        let Some(ahead) = self.ahead.take() else {
+            return bytes;
+        };
+        if !bytes.starts_with(&ahead.bytes) {
+            self.history.rollback();
+            return bytes;
+        }
+        self.history.commit();
+        self.records.extend(ahead.records);
+        self.read_offset += ahead.bytes.len() as u64;
+        self.last_check = ahead.last_check;
+        if let Some(start) = ahead.last_start {
+            self.last_line = start;
+        }
+        bytes.drain(..ahead.bytes.len());
+        bytes
+    }
+
     /// Step 2: read and admit what others appended. Returns the length of a
     /// torn tail found at the end (0 if none). With `repair` (only under the
     /// exclusive lock) that tail is preserved in `<log>.broken` and cut off.
     fn merge(&mut self, repair: bool) -> Result<u64, LogError> {
-        let bytes = match self.storage.read_after(self.head()).map_err(self.io("read"))? {
-            After::Bytes(bytes) => bytes,
+        let read = self.storage.read_after(self.head());
+        let bytes = match read.map_err(self.io("read"))? {
+            After::Bytes(bytes) => self.confirm_read_ahead(bytes),
             After::Shrank { length } => {
+                self.drop_read_ahead();
                 return Err(LogError::Corrupt {
                     path: self.path.clone(),
                     line: self.history.len() + 1,
@@ -419,7 +560,7 @@ impl<S: Store> EffectLog<S> {
             let refused = || self.poisoned_by(detail.clone());
             return batch.iter().map(|_| Err(refused())).collect();
         }
-        let outcome = self.with_lock(LockKind::Exclusive, |log| {
+        let outcome = self.with_append_lock(|log| {
             log.refuse_and_merge()?;
             log.write_batch(batch, None)
         });
@@ -926,7 +1067,7 @@ impl<S: Store> EffectLog<S> {
         }
         let request_id = claim.operation.request_id.clone();
         let record = Record::Claim(claim);
-        let outcome = self.with_lock(LockKind::Exclusive, |log| {
+        let outcome = self.with_append_lock(|log| {
             log.refuse_and_merge()?;
             log.write_batch(&[(run_id, &record)], Some((run_id, &request_id)))
         })?;

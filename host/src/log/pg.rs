@@ -847,6 +847,10 @@ impl Store for PgStore {
         Ok(())
     }
 
+    fn try_lock_exclusive(&self) -> io::Result<bool> {
+        Ok(true)
+    }
+
     fn unlock(&self) -> io::Result<()> {
         Ok(())
     }

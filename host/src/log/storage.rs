@@ -74,6 +74,11 @@ pub trait Storage {
     fn truncate(&mut self, len: u64) -> io::Result<()>;
     /// Takes the lock, blocking.
     fn lock(&self, kind: LockKind) -> io::Result<()>;
+    /// Takes the exclusive lock if no one holds it, without waiting: `false`
+    /// when another handle does.
+    fn try_lock_exclusive(&self) -> io::Result<bool> {
+        self.lock(LockKind::Exclusive).map(|()| true)
+    }
     /// Releases the lock.
     fn unlock(&self) -> io::Result<()>;
     /// Keeps bytes cut from a torn tail beside the log (`<log>.broken`).
@@ -179,6 +184,17 @@ impl Storage for DiskFile {
         }
     }
 
+    fn try_lock_exclusive(&self) -> io::Result<bool> {
+        loop {
+            match flock(&self.file, FlockOperation::NonBlockingLockExclusive) {
+                Ok(()) => return Ok(true),
+                Err(rustix::io::Errno::WOULDBLOCK) => return Ok(false),
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(error) => return Err(error.into()),
+            }
+        }
+    }
+
     fn unlock(&self) -> io::Result<()> {
         Ok(flock(&self.file, FlockOperation::Unlock)?)
     }
@@ -267,6 +283,11 @@ pub struct Faults {
     pub disk_full: bool,
     /// Fail every truncation while set (EIO).
     pub failing_truncates: bool,
+    /// Another handle holds the lock for as many non-blocking attempts to
+    /// take it as this has entries; an entry with bytes first replaces the
+    /// contents, durably (what that handle did meanwhile: appended, or cut
+    /// back a failed append and wrote over it).
+    pub lock_busy: Vec<Option<Vec<u8>>>,
 }
 
 #[derive(Debug, Default)]
@@ -429,6 +450,19 @@ impl Storage for MemoryFile {
 
     fn lock(&self, _kind: LockKind) -> io::Result<()> {
         Ok(()) // one process; tests that race use real files
+    }
+
+    fn try_lock_exclusive(&self) -> io::Result<bool> {
+        let mut state = self.state();
+        if state.faults.lock_busy.is_empty() {
+            return Ok(true);
+        }
+        if let Some(bytes) = state.faults.lock_busy.remove(0) {
+            state.durable_len = bytes.len();
+            state.durable_before_truncation = None;
+            state.current = bytes;
+        }
+        Ok(false)
     }
 
     fn unlock(&self) -> io::Result<()> {

@@ -74,6 +74,9 @@ pub trait Store {
 
     /// Takes the lock, blocking (a server has none).
     fn lock(&self, kind: LockKind) -> io::Result<()>;
+    /// Takes the exclusive lock if it is free: `false`, without waiting,
+    /// when another handle holds it.
+    fn try_lock_exclusive(&self) -> io::Result<bool>;
     /// Releases the lock.
     fn unlock(&self) -> io::Result<()>;
     /// The bytes after `head`.
@@ -131,6 +134,10 @@ impl<S: Storage> Store for S {
 
     fn lock(&self, kind: LockKind) -> io::Result<()> {
         Storage::lock(self, kind)
+    }
+
+    fn try_lock_exclusive(&self) -> io::Result<bool> {
+        Storage::try_lock_exclusive(self)
     }
 
     fn unlock(&self) -> io::Result<()> {
@@ -218,6 +225,10 @@ impl Store for Medium {
 
     fn lock(&self, kind: LockKind) -> io::Result<()> {
         by_medium!(self, store => Store::lock(store, kind))
+    }
+
+    fn try_lock_exclusive(&self) -> io::Result<bool> {
+        by_medium!(self, store => Store::try_lock_exclusive(store))
     }
 
     fn unlock(&self) -> io::Result<()> {
