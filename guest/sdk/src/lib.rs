@@ -31,7 +31,13 @@ pub mod bindings {
     });
 }
 
+pub mod arena;
 pub mod outcome;
+
+/// Every classifier allocates from its arena first (see [`arena`]).
+#[cfg(target_arch = "wasm32")]
+#[global_allocator]
+static ALLOCATOR: arena::Arena = arena::Arena::new();
 
 pub use bindings::export_classifier;
 pub use bindings::exports::effects::policy::classify as classifier;
