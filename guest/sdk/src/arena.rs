@@ -30,7 +30,8 @@ const ARENA_BYTES: usize = 128 << 10;
 #[repr(C, align(16))]
 struct Bytes(UnsafeCell<[u8; ARENA_BYTES]>);
 
-/// A bump allocator over [`Bytes`], falling back to [`System`].
+/// A bump allocator over a static array of `ARENA_BYTES`, falling back to
+/// [`System`].
 pub struct Arena {
     bytes: Bytes,
     /// Bytes of the arena handed out (the next allocation starts here,
