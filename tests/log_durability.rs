@@ -381,6 +381,50 @@ fn a_keyed_logs_checkpoint_cannot_be_forged_without_the_key() {
     assert_eq!(EffectLog::open_with(file, "mem.log", Some(key), Checkpoints::Use).unwrap().base(), 0);
 }
 
+/// LOG-10: a checkpoint names the open claims it keeps by where their lines
+/// are and their checks, without copying them, and a reader reads each back
+/// and verifies it on its own. One that names another line, more than one
+/// line, or a line changed since is not used.
+#[test]
+fn a_checkpoint_naming_an_open_claim_where_it_is_not_is_not_used() {
+    let file = MemoryFile::new();
+    let mut log = open_keep(&file, None);
+    let open_claim = log.claim("r1", claim("open")).unwrap();
+    for i in 0..CHECKPOINT_EVERY / 3 + 10 {
+        step(&mut log, &format!("s{i}"));
+    }
+    drop(log);
+    let sidecar = String::from_utf8(file.read_sidecar(Sidecar::Checkpoint).unwrap().unwrap()).unwrap();
+    let body = sidecar.lines().next().unwrap().to_owned();
+    assert!(!body.contains("action_id"), "no record is copied into it");
+    let bytes = file.contents();
+    let (first, second) = (line_range(&bytes, 0), line_range(&bytes, 1));
+    let named = format!("\"start\":{},\"end\":{}", first.start, first.end + 1);
+    assert!(body.contains(&named), "the open claim is named by its line");
+    let continued = open_keep(&file, None);
+    assert!(continued.base() > 0 && continued.record(open_claim).is_some(), "used as written");
+    let reseal = |body: &str| {
+        let seal = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(body));
+        Some(format!("{body}\n{seal}\n").into_bytes())
+    };
+    let used = |file: &MemoryFile| EffectLog::open_with(file.clone(), "mem.log", None, Checkpoints::Use);
+    for (what, range) in [
+        ("another record's line", format!("\"start\":{},\"end\":{}", second.start, second.end + 1)),
+        ("two lines", format!("\"start\":{},\"end\":{}", first.start, second.end + 1)),
+        ("part of a line", format!("\"start\":{},\"end\":{}", first.start, first.end)),
+        ("beyond what it covers", format!("\"start\":{},\"end\":{}", bytes.len(), bytes.len() + 9)),
+    ] {
+        file.set_sidecar(Sidecar::Checkpoint, reseal(&body.replace(&named, &range)));
+        assert_eq!(used(&file).unwrap().base(), 0, "{what}: not used, the whole log is read");
+    }
+    // The claim's line changed since: not used, and the full load fails closed.
+    file.set_sidecar(Sidecar::Checkpoint, reseal(&body));
+    let mut changed = bytes.clone();
+    changed[first.start + 2] ^= 1;
+    file.set_contents(changed);
+    assert!(matches!(used(&file), Err(LogError::Corrupt { line: 1, .. })));
+}
+
 #[test]
 fn damage_the_checkpoint_skipped_still_fails_the_full_load() {
     let (file, _) = checkpointed(None, "s");

@@ -142,7 +142,7 @@ mod tests {
     use crate::log::ProcessesRecord;
 
     fn framed(position: Position, run_id: &str, record: Record) -> Framed {
-        Framed { position, run_id: run_id.into(), record, check: [0; 32] }
+        Framed { position, run_id: run_id.into(), record, check: [0; 32], line: 0..0 }
     }
 
     fn decision() -> Record {

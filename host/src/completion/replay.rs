@@ -251,7 +251,7 @@ mod tests {
     use crate::model::{EvidenceRecord, ReasonCode, Verdict};
 
     fn framed(position: Position, record: Record) -> Framed {
-        Framed { position, run_id: "r".into(), record, check: [0; 32] }
+        Framed { position, run_id: "r".into(), record, check: [0; 32], line: 0..0 }
     }
 
     fn claim() -> Record {

@@ -4,8 +4,8 @@
 //! start instead of reading the whole log:
 //!
 //! ```text
-//! {"version":1,"keyed":false,"records":N,"offset":X,"last_line":L,"head":"<64 hex>",
-//!  "history":{...},"open":[{framed record}, ...]}\n
+//! {"version":2,"keyed":false,"records":N,"offset":X,"last_line":L,"head":"<64 hex>",
+//!  "history":{...},"open":[{"position":P,"start":S,"end":E,"check":"<64 hex>"}, ...]}\n
 //! <64 hex seal>\n
 //! ```
 //!
@@ -18,7 +18,11 @@
 //!   [`HistorySnapshot`]: one byte per record, and the runs' roots);
 //! - `open`: the records a writer still needs of the covered part: every
 //!   claim with no settled outcome, with its processes record (recovery's
-//!   judge, LOG-7, and the monitor of background jobs read them);
+//!   judge, LOG-7, and the monitor of background jobs read them), named by
+//!   where their lines are in the log and their checks, not copied: a reader
+//!   reads each line back and verifies it on its own (checksum or HMAC,
+//!   position, check). Copies made every checkpoint as big as the open
+//!   claims, rewritten whole every few hundred records;
 //! - the seal: SHA-256 of the first line, or HMAC-SHA-256 under the operator
 //!   key when the log is keyed, so a checkpoint stands for the log exactly as
 //!   much as its records do.
@@ -55,8 +59,8 @@ pub const CHECKPOINT_EVERY: u64 = 256;
 /// theirs) looks for a newer one on disk, and writes one if there is none.
 pub const CHECKPOINT_LAG: u64 = 4 * CHECKPOINT_EVERY;
 
-/// The version this host writes and reads.
-const VERSION: u32 = 1;
+/// The version this host writes and reads (1 copied the open records).
+const VERSION: u32 = 2;
 
 /// A checkpoint, as written.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -69,16 +73,18 @@ struct Body {
     last_line: u64,
     head: String,
     history: HistorySnapshot,
-    open: Vec<OpenRecord>,
+    open: Vec<OpenRef>,
 }
 
-/// One record a checkpoint keeps (see the module doc).
+/// One record a checkpoint keeps, by reference (see the module doc).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct OpenRecord {
+struct OpenRef {
     position: Position,
-    run_id: String,
-    record: Record,
+    /// Where its line starts in the log.
+    start: u64,
+    /// Where it ends, after its newline.
+    end: u64,
     check: String,
 }
 
@@ -128,10 +134,10 @@ pub fn encode(cover: &Cover<'_>, key: Option<&OperatorKey>) -> Vec<u8> {
         open: cover
             .open
             .iter()
-            .map(|framed| OpenRecord {
+            .map(|framed| OpenRef {
                 position: framed.position,
-                run_id: framed.run_id.clone(),
-                record: framed.record.clone(),
+                start: framed.line.start,
+                end: framed.line.end,
                 check: hex::encode(framed.check),
             })
             .collect(),
@@ -158,13 +164,14 @@ pub fn covered(bytes: &[u8]) -> Option<Position> {
 }
 
 /// Verifies a checkpoint's bytes against its seal and against the log's own
-/// line (`read_line(start, end)` reads the log's bytes `start..end`).
+/// lines: the last it covers and the open records it names
+/// (`read_line(start, end)` reads the log's bytes `start..end`).
 /// `Err` says why it is not used.
 pub fn verify(
     bytes: &[u8],
     key: Option<&OperatorKey>,
     log_length: u64,
-    read_line: impl FnOnce(u64, u64) -> std::io::Result<Vec<u8>>,
+    mut read_line: impl FnMut(u64, u64) -> std::io::Result<Vec<u8>>,
 ) -> Result<Checkpoint, String> {
     let text = bytes.strip_suffix(b"\n").ok_or("it does not end with a newline")?;
     let split = text.iter().rposition(|&b| b == b'\n').ok_or("it has no seal")?;
@@ -201,15 +208,15 @@ pub fn verify(
     }
     let mut open = Vec::with_capacity(body.open.len());
     for kept in body.open {
-        let mut check = [0u8; 32];
-        hex::decode_to_slice(&kept.check, &mut check).map_err(|_| "a kept record's check is not hex")?;
-        let is_open_claim = matches!(kept.record, Record::Claim(_))
+        let framed = read_open(&kept, key, body.offset, &mut read_line)
+            .map_err(|why| format!("record {} it keeps: {why}", kept.position))?;
+        let is_open_claim = matches!(framed.record, Record::Claim(_))
             && history.open_claims().any(|claim| claim == kept.position);
-        let is_processes = matches!(&kept.record, Record::Processes(p) if history.has_processes(p.claim));
-        if kept.position >= body.records || !(is_open_claim || is_processes) {
+        let is_processes = matches!(&framed.record, Record::Processes(p) if history.has_processes(p.claim));
+        if !(is_open_claim || is_processes) {
             return Err(format!("it keeps record {} that is no open claim or its processes", kept.position));
         }
-        open.push(Framed { position: kept.position, run_id: kept.run_id, record: kept.record, check });
+        open.push(framed);
     }
     let head = last.check;
     Ok(Checkpoint {
@@ -220,4 +227,27 @@ pub fn verify(
         history,
         open,
     })
+}
+
+/// Reads the line `kept` names from the log and verifies it on its own: a
+/// line (one JSON value, so one line) within the `covered` bytes, a record by
+/// its checksum or HMAC, at the position and with the check the checkpoint
+/// says.
+fn read_open(
+    kept: &OpenRef,
+    key: Option<&OperatorKey>,
+    covered: u64,
+    read_line: &mut impl FnMut(u64, u64) -> std::io::Result<Vec<u8>>,
+) -> Result<Framed, String> {
+    if kept.start >= kept.end || kept.end > covered {
+        return Err(format!("its line {}..{} is not within what it covers", kept.start, kept.end));
+    }
+    let bytes = read_line(kept.start, kept.end).map_err(|e| format!("reading it: {e}"))?;
+    let line = bytes.strip_suffix(b"\n").ok_or("no line ends where it says")?;
+    let (mut framed, _) = frame::decode_alone(line, key).map_err(|e| e.to_string())?;
+    if framed.position != kept.position || hex::encode(framed.check) != kept.check {
+        return Err("the line there is another record".into());
+    }
+    framed.line = kept.start..kept.end;
+    Ok(framed)
 }

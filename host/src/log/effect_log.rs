@@ -817,6 +817,7 @@ impl<S: Store> EffectLog<S> {
                 run_id: (*run_id).to_owned(),
                 record: (*record).clone(),
                 check,
+                line: self.read_offset + prepared.last_line..self.read_offset + prepared.bytes.len() as u64,
             });
             prepared.results.push(Ok(position));
         }

@@ -91,6 +91,9 @@ pub struct Framed {
     pub record: Record,
     /// Its check, which the next record's `prev` must equal.
     pub check: [u8; 32],
+    /// Where its line is in the log, newline included (from 0 when it was
+    /// decoded on its own, outside a log): what a checkpoint names it by.
+    pub line: std::ops::Range<u64>,
 }
 
 /// Why a line is not a valid record.
@@ -231,8 +234,13 @@ pub fn decode_alone(line: &[u8], key: Option<&OperatorKey>) -> Result<(Framed, [
     if !lower_hex_32(&envelope.prev, &mut chained) {
         return Err(FrameError::Chain);
     }
-    let framed =
-        Framed { position: envelope.position, run_id: envelope.run_id, record: envelope.record, check };
+    let framed = Framed {
+        position: envelope.position,
+        run_id: envelope.run_id,
+        record: envelope.record,
+        check,
+        line: 0..line.len() as u64 + 1,
+    };
     Ok((framed, chained))
 }
 

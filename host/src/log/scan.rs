@@ -71,7 +71,7 @@ pub fn scan(
         let line = &bytes[start..start + newline];
         let position = history.len();
         let defect = |reason: String| Defect { line: position + 1, offset: base + start as u64, reason };
-        let framed = match frame::decode(line, position, &last_check, key) {
+        let mut framed = match frame::decode(line, position, &last_check, key) {
             Ok(framed) => framed,
             // Only bytes that are no record at all, holding zeros, can be a
             // crash's leavings; a well-formed line out of place or with a
@@ -90,6 +90,7 @@ pub fn scan(
             Err(error) => return Err(defect(error.to_string())),
         };
         history.admit(&framed.run_id, &framed.record).map_err(|e| defect(e.to_string()))?;
+        framed.line = base + start as u64..base + (start + newline + 1) as u64;
         last_check = framed.check;
         records.push(framed);
         last_start = Some(base + start as u64);
