@@ -882,8 +882,9 @@ impl<S: Store> EffectLog<S> {
             return false;
         }
         if !self.crossed
-            && let Ok(Some(bytes)) = self.storage.read_sidecar(Sidecar::Checkpoint)
-            && let Some(covered) = checkpoint::covered(&bytes)
+            && let Ok(Some(head)) =
+                self.storage.read_sidecar_head(Sidecar::Checkpoint, checkpoint::HEADER_BYTES)
+            && let Some(covered) = checkpoint::covered(&head)
         {
             self.checkpointed = self.checkpointed.max(covered.min(self.history.len()));
         }

@@ -85,6 +85,15 @@ pub trait Storage {
     fn preserve_broken(&mut self, bytes: &[u8]) -> io::Result<()>;
     /// The sidecar's bytes; `None` when there is none.
     fn read_sidecar(&self, which: Sidecar) -> io::Result<Option<Vec<u8>>>;
+    /// The sidecar's first `len` bytes (fewer when it is shorter); `None`
+    /// when there is none.
+    fn read_sidecar_head(&self, which: Sidecar, len: u64) -> io::Result<Option<Vec<u8>>> {
+        let bytes = self.read_sidecar(which)?;
+        Ok(bytes.map(|mut bytes| {
+            bytes.truncate(usize::try_from(len).unwrap_or(usize::MAX));
+            bytes
+        }))
+    }
     /// Replaces the sidecar with `bytes`, durably (a reader sees the old
     /// one or the new one, never a mix).
     fn write_sidecar(&mut self, which: Sidecar, bytes: &[u8]) -> io::Result<()>;
@@ -243,6 +252,15 @@ impl Storage for DiskFile {
             Sidecar::READ_BOUND,
         )
         .map_err(as_io)
+    }
+
+    fn read_sidecar_head(&self, which: Sidecar, len: u64) -> io::Result<Option<Vec<u8>>> {
+        use std::io::Read;
+        let opened = super::durable::open_checked(&self.directory, &self.display, &self.sidecar_name(which));
+        let Some(file) = opened.map_err(as_io)? else { return Ok(None) };
+        let mut bytes = Vec::new();
+        file.take(len).read_to_end(&mut bytes)?;
+        Ok(Some(bytes))
     }
 
     fn write_sidecar(&mut self, which: Sidecar, bytes: &[u8]) -> io::Result<()> {

@@ -98,6 +98,14 @@ pub trait Store {
     fn sync(&mut self, first: bool) -> io::Result<()>;
     /// The sidecar's bytes; `None` when there is none.
     fn read_sidecar(&self, which: Sidecar) -> io::Result<Option<Vec<u8>>>;
+    /// The sidecar's first `len` bytes (fewer when it is shorter).
+    fn read_sidecar_head(&self, which: Sidecar, len: u64) -> io::Result<Option<Vec<u8>>> {
+        let bytes = self.read_sidecar(which)?;
+        Ok(bytes.map(|mut bytes| {
+            bytes.truncate(usize::try_from(len).unwrap_or(usize::MAX));
+            bytes
+        }))
+    }
     /// Replaces the sidecar with `bytes`, durably.
     fn write_sidecar(&mut self, which: Sidecar, bytes: &[u8]) -> io::Result<()>;
     /// Removes the sidecar, durably; no error when there is none.
@@ -186,6 +194,10 @@ impl<S: Storage> Store for S {
         Storage::read_sidecar(self, which)
     }
 
+    fn read_sidecar_head(&self, which: Sidecar, len: u64) -> io::Result<Option<Vec<u8>>> {
+        Storage::read_sidecar_head(self, which, len)
+    }
+
     fn write_sidecar(&mut self, which: Sidecar, bytes: &[u8]) -> io::Result<()> {
         Storage::write_sidecar(self, which, bytes)
     }
@@ -261,6 +273,10 @@ impl Store for Medium {
 
     fn read_sidecar(&self, which: Sidecar) -> io::Result<Option<Vec<u8>>> {
         by_medium!(self, store => Store::read_sidecar(store, which))
+    }
+
+    fn read_sidecar_head(&self, which: Sidecar, len: u64) -> io::Result<Option<Vec<u8>>> {
+        by_medium!(self, store => Store::read_sidecar_head(store, which, len))
     }
 
     fn write_sidecar(&mut self, which: Sidecar, bytes: &[u8]) -> io::Result<()> {
