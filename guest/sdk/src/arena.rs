@@ -39,7 +39,10 @@ pub struct Arena {
     used: Cell<usize>,
 }
 
-// SAFETY: wasm32-unknown-unknown guests have one thread.
+// SAFETY: a wasm32 guest without the atomics feature has one thread. On any
+// other target the arena is not `Sync`, so it cannot be a global allocator
+// there (its bump pointer is a plain `Cell`).
+#[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
 unsafe impl Sync for Arena {}
 
 impl Arena {

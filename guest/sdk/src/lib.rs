@@ -35,7 +35,7 @@ pub mod arena;
 pub mod outcome;
 
 /// Every classifier allocates from its arena first (see [`arena`]).
-#[cfg(target_arch = "wasm32")]
+#[cfg(all(target_arch = "wasm32", not(target_feature = "atomics")))]
 #[global_allocator]
 static ALLOCATOR: arena::Arena = arena::Arena::new();
 
