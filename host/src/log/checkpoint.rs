@@ -44,7 +44,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::frame::{self, Framed, OperatorKey};
-use super::history::{History, HistorySnapshot};
+use super::history::{ClaimState, History, HistorySnapshot};
 use super::record::{Position, Record};
 
 /// A checkpoint is written by the writer whose own append takes the log
@@ -219,7 +219,10 @@ pub fn verify(
         let framed = read_open(&kept, key, body.offset, &mut read_line)
             .map_err(|why| format!("record {} it keeps: {why}", kept.position))?;
         let is_open_claim = matches!(framed.record, Record::Claim(_))
-            && history.open_claims().any(|claim| claim == kept.position);
+            && matches!(
+                history.claim_state(kept.position),
+                Some(ClaimState::Attempted | ClaimState::Running)
+            );
         let is_processes = matches!(&framed.record, Record::Processes(p) if history.has_processes(p.claim));
         if !(is_open_claim || is_processes) {
             return Err(format!("it keeps record {} that is no open claim or its processes", kept.position));

@@ -60,7 +60,7 @@ use super::record::{
     VerifierRecord,
 };
 use super::requests::RequestIndex;
-use super::scan::{self, scan};
+use super::scan::{self, Scanned, scan};
 use super::storage::{LockKind, Sidecar};
 use super::store::{After, Head, LineMeta, Store, Written};
 use crate::model::{CleanupState, Execution, Impact, Outcome, ProducerFacts};
@@ -158,9 +158,9 @@ struct Prepared {
 struct ReadAhead {
     /// The complete lines read, from the handle's read offset.
     bytes: Vec<u8>,
-    records: Vec<Framed>,
-    last_check: [u8; 32],
-    last_start: Option<u64>,
+    /// What scanning them found, over every round (`consumed` is the
+    /// length of `bytes`).
+    scanned: Scanned,
 }
 
 /// Most rounds of reading ahead before waiting for the lock.
@@ -401,7 +401,7 @@ impl<S: Store> EffectLog<S> {
     /// was read ahead; the merge under the lock is the judge of those.
     fn read_ahead(&mut self) -> bool {
         let (offset, prev) = match &self.ahead {
-            Some(ahead) => (self.read_offset + ahead.bytes.len() as u64, ahead.last_check),
+            Some(ahead) => (self.read_offset + ahead.bytes.len() as u64, ahead.scanned.last_check),
             None => (self.read_offset, self.last_check),
         };
         let head = Head { records: self.history.len(), offset };
@@ -418,16 +418,18 @@ impl<S: Store> EffectLog<S> {
         }
         match scan(&bytes, offset, prev, self.key.as_ref(), &mut self.history) {
             Ok(scanned) if !scanned.records.is_empty() => {
-                let ahead = self.ahead.get_or_insert_with(|| ReadAhead {
-                    bytes: Vec::new(),
-                    records: Vec::new(),
-                    last_check: prev,
-                    last_start: None,
-                });
-                ahead.bytes.extend_from_slice(&bytes[..scanned.consumed as usize]);
-                ahead.records.extend(scanned.records);
-                ahead.last_check = scanned.last_check;
-                ahead.last_start = scanned.last_start.or(ahead.last_start);
+                let lines = &bytes[..scanned.consumed as usize];
+                match &mut self.ahead {
+                    None => self.ahead = Some(ReadAhead { bytes: lines.to_vec(), scanned }),
+                    Some(ahead) => {
+                        ahead.bytes.extend_from_slice(lines);
+                        let so_far = &mut ahead.scanned;
+                        so_far.records.extend(scanned.records);
+                        so_far.consumed += scanned.consumed;
+                        so_far.last_check = scanned.last_check;
+                        so_far.last_start = scanned.last_start.or(so_far.last_start);
+                    }
+                }
                 true
             }
             Ok(_) => {
@@ -466,13 +468,8 @@ impl<S: Store> EffectLog<S> {
             return bytes;
         }
         self.history.commit();
-        self.records.extend(ahead.records);
-        self.read_offset += ahead.bytes.len() as u64;
-        self.last_check = ahead.last_check;
-        if let Some(start) = ahead.last_start {
-            self.last_line = start;
-        }
         bytes.drain(..ahead.bytes.len());
+        self.take_scanned(ahead.scanned);
         bytes
     }
 
@@ -523,23 +520,30 @@ impl<S: Store> EffectLog<S> {
                 }
             };
         self.history.commit();
+        let (consumed, torn) = (scanned.consumed, scanned.torn);
+        self.take_scanned(scanned);
+        if torn > 0 && repair {
+            let torn_bytes = &bytes[consumed as usize..];
+            self.storage.keep_torn(torn_bytes).map_err(self.io("preserving a torn tail"))?;
+            if let Err(source) = self.storage.cut(self.read_offset) {
+                // LOG-4's rule for any failed fsync: the log is poisoned.
+                self.mark_poisoned(&source);
+                return Err(self.durability_unknown(source));
+            }
+            tracing::warn!(path = %self.path, bytes = torn, "cut a torn tail left by a crashed writer");
+        }
+        Ok(torn)
+    }
+
+    /// Makes the records a scan admitted (and its history journal committed)
+    /// this handle's: they follow what it had read.
+    fn take_scanned(&mut self, scanned: Scanned) {
         self.records.extend(scanned.records);
         self.read_offset += scanned.consumed;
         self.last_check = scanned.last_check;
         if let Some(start) = scanned.last_start {
             self.last_line = start;
         }
-        if scanned.torn > 0 && repair {
-            let torn = &bytes[scanned.consumed as usize..];
-            self.storage.keep_torn(torn).map_err(self.io("preserving a torn tail"))?;
-            if let Err(source) = self.storage.cut(self.read_offset) {
-                // LOG-4's rule for any failed fsync: the log is poisoned.
-                self.mark_poisoned(&source);
-                return Err(self.durability_unknown(source));
-            }
-            tracing::warn!(path = %self.path, bytes = scanned.torn, "cut a torn tail left by a crashed writer");
-        }
-        Ok(scanned.torn)
     }
 
     /// Steps 1-8 for one record.

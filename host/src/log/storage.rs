@@ -88,17 +88,22 @@ pub trait Storage {
     /// The sidecar's first `len` bytes (fewer when it is shorter); `None`
     /// when there is none.
     fn read_sidecar_head(&self, which: Sidecar, len: u64) -> io::Result<Option<Vec<u8>>> {
-        let bytes = self.read_sidecar(which)?;
-        Ok(bytes.map(|mut bytes| {
-            bytes.truncate(usize::try_from(len).unwrap_or(usize::MAX));
-            bytes
-        }))
+        Ok(head_of(self.read_sidecar(which)?, len))
     }
     /// Replaces the sidecar with `bytes`, durably (a reader sees the old
     /// one or the new one, never a mix).
     fn write_sidecar(&mut self, which: Sidecar, bytes: &[u8]) -> io::Result<()>;
     /// Removes the sidecar, durably; no error when there is none.
     fn remove_sidecar(&mut self, which: Sidecar) -> io::Result<()>;
+}
+
+/// The first `len` bytes of a sidecar read whole: what a store that cannot
+/// read less gives for a sidecar's head.
+pub(crate) fn head_of(bytes: Option<Vec<u8>>, len: u64) -> Option<Vec<u8>> {
+    bytes.map(|mut bytes| {
+        bytes.truncate(usize::try_from(len).unwrap_or(usize::MAX));
+        bytes
+    })
 }
 
 /// Reads `len` bytes from `offset` (fewer only at end of file).
@@ -126,6 +131,18 @@ pub struct DiskFile {
 }
 
 impl DiskFile {
+    /// `flock(2)`, asked again when a signal interrupts it: that happens
+    /// even under SA_RESTART on some kernels' paths, and the lock was not
+    /// taken, so the append should not fail for it.
+    fn flock(&self, operation: FlockOperation) -> rustix::io::Result<()> {
+        loop {
+            match flock(&self.file, operation) {
+                Err(rustix::io::Errno::INTR) => continue,
+                result => return result,
+            }
+        }
+    }
+
     pub(crate) fn new(file: File, directory: Dir, display: &str, name: &str) -> Self {
         Self {
             file,
@@ -182,25 +199,14 @@ impl Storage for DiskFile {
             LockKind::Shared => FlockOperation::LockShared,
             LockKind::Exclusive => FlockOperation::LockExclusive,
         };
-        // A signal delivered while blocked in flock(2) interrupts it with
-        // EINTR even under SA_RESTART on some kernels' paths; the lock was not
-        // taken, so ask again rather than fail the append.
-        loop {
-            match flock(&self.file, operation) {
-                Err(rustix::io::Errno::INTR) => continue,
-                result => return Ok(result?),
-            }
-        }
+        Ok(self.flock(operation)?)
     }
 
     fn try_lock_exclusive(&self) -> io::Result<bool> {
-        loop {
-            match flock(&self.file, FlockOperation::NonBlockingLockExclusive) {
-                Ok(()) => return Ok(true),
-                Err(rustix::io::Errno::WOULDBLOCK) => return Ok(false),
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(error) => return Err(error.into()),
-            }
+        match self.flock(FlockOperation::NonBlockingLockExclusive) {
+            Ok(()) => Ok(true),
+            Err(rustix::io::Errno::WOULDBLOCK) => Ok(false),
+            Err(error) => Err(error.into()),
         }
     }
 

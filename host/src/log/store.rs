@@ -100,11 +100,7 @@ pub trait Store {
     fn read_sidecar(&self, which: Sidecar) -> io::Result<Option<Vec<u8>>>;
     /// The sidecar's first `len` bytes (fewer when it is shorter).
     fn read_sidecar_head(&self, which: Sidecar, len: u64) -> io::Result<Option<Vec<u8>>> {
-        let bytes = self.read_sidecar(which)?;
-        Ok(bytes.map(|mut bytes| {
-            bytes.truncate(usize::try_from(len).unwrap_or(usize::MAX));
-            bytes
-        }))
+        Ok(super::storage::head_of(self.read_sidecar(which)?, len))
     }
     /// Replaces the sidecar with `bytes`, durably.
     fn write_sidecar(&mut self, which: Sidecar, bytes: &[u8]) -> io::Result<()>;
