@@ -104,6 +104,80 @@ fn reading_ahead_never_takes_a_line_still_being_written() {
     assert_eq!(actions(&open(&file)), ["a0", "a2"]);
 }
 
+/// Damage seen while reading ahead ends reading ahead and drops everything
+/// read ahead, good records before it included: the merge under the lock
+/// judges the log as it is, and fails closed on the damage without touching
+/// the file. Once the log is whole again the writer chains after what it
+/// holds.
+#[test]
+fn damage_seen_while_reading_ahead_is_judged_under_the_lock() {
+    let file = MemoryFile::new();
+    let mut waiting = open(&file);
+    open(&file).claim("r1", claim("a0")).unwrap();
+    let good = file.contents();
+    let mut damaged = good.clone();
+    damaged.extend_from_slice(b"{\"not\":\"a record\"}\n");
+    // Round one reads a0 ahead; round two finds a damaged line after it.
+    file.set_faults(Faults { lock_busy: vec![None, Some(damaged.clone())], ..Faults::default() });
+    assert!(matches!(waiting.claim("r1", claim("a1")), Err(LogError::Corrupt { line: 2, .. })));
+    assert!(waiting.records().is_empty() && waiting.rules().is_empty(), "nothing read ahead is kept");
+    assert_eq!(file.contents(), damaged, "the file is not touched");
+    file.set_contents(with_claim(&good, "a1"));
+    assert_eq!(waiting.claim("r1", claim("a2")).unwrap(), 2);
+    assert_eq!(actions(&open(&file)), ["a0", "a1", "a2"], "the log loads strictly, chain intact");
+}
+
+/// A log cut back under what was read ahead (the holder's append failed and
+/// was cut off) ends reading ahead; the writer chains after what is left.
+#[test]
+fn a_log_cut_back_while_reading_ahead_drops_what_was_read() {
+    let file = MemoryFile::new();
+    let mut waiting = open(&file);
+    open(&file).claim("r1", claim("a0")).unwrap();
+    file.set_faults(Faults { lock_busy: vec![None, Some(Vec::new())], ..Faults::default() });
+    assert_eq!(waiting.claim("r1", claim("a1")).unwrap(), 0);
+    assert_eq!(actions(&waiting), ["a1"]);
+    assert_eq!(actions(&open(&file)), ["a1"], "the log loads strictly");
+}
+
+/// LOG-4 for a writer that read ahead: another writer's failed fsync
+/// poisoned the log while it waited; under the lock it is refused, and keeps
+/// none of what it read ahead (those records' durability is unknown).
+#[test]
+fn a_writer_that_read_ahead_is_refused_by_a_poisoned_log() {
+    let file = MemoryFile::new();
+    let mut waiting = open(&file);
+    let mut failing = open(&file);
+    file.set_faults(Faults { failing_syncs: 1, ..Faults::default() });
+    assert!(matches!(failing.claim("r1", claim("a0")), Err(LogError::DurabilityUnknown { .. })));
+    assert!(file.read_sidecar(effect_ledger::log::Sidecar::Poisoned).unwrap().is_some());
+    file.set_faults(Faults { lock_busy: vec![None], ..Faults::default() });
+    let before = file.contents();
+    assert!(matches!(waiting.claim("r1", claim("a1")), Err(LogError::Poisoned { .. })));
+    assert!(waiting.records().is_empty() && waiting.rules().is_empty(), "nothing read ahead is kept");
+    assert_eq!(file.contents(), before, "nothing appended");
+}
+
+/// EMB-3 among records read ahead: the request another writer claimed while
+/// this one waited is found there, and not claimed twice.
+#[test]
+fn claim_once_finds_its_request_among_records_read_ahead() {
+    let file = MemoryFile::new();
+    let mut waiting = open(&file);
+    let with_request = |action: &str, request: &str| {
+        let mut record = claim(action);
+        record.operation.request_id = request.into();
+        record
+    };
+    open(&file).claim("r1", with_request("a0", "other")).unwrap();
+    open(&file).claim("r1", with_request("a1", "mine")).unwrap();
+    let before = file.contents();
+    file.set_faults(Faults { lock_busy: vec![None], ..Faults::default() });
+    assert_eq!(waiting.claim_once("r1", with_request("a2", "mine")).unwrap(), (1, false));
+    assert_eq!(file.contents(), before, "not claimed twice");
+    assert_eq!(actions(&waiting), ["a0", "a1"]);
+}
+
 #[test]
 fn a_failed_write_is_cut_back_and_the_handle_keeps_working() {
     let file = MemoryFile::new();

@@ -425,6 +425,80 @@ fn a_checkpoint_naming_an_open_claim_where_it_is_not_is_not_used() {
     assert!(matches!(used(&file), Err(LogError::Corrupt { line: 1, .. })));
 }
 
+/// LOG-10: a checkpoint must name exactly the open claims of what it covers,
+/// in order, each followed by its processes record if it has one: one that
+/// leaves a claim out would hide it from recovery, one that leaves out a
+/// processes record would have recovery judge the claim without its
+/// processes, and one that names a record twice or out of order is not what
+/// a writer writes.
+/// Each, resealed, is not used, and the whole log is read.
+#[test]
+fn a_checkpoint_that_leaves_out_or_repeats_an_open_claim_is_not_used() {
+    let file = MemoryFile::new();
+    let mut log = open_keep(&file, None);
+    let first = log.claim("r1", claim("open a")).unwrap();
+    let leader = ProcessIdentity { pid: 4_000_000, start_token: 1, boot_id: "boot".into() };
+    let its_processes = ProcessesRecord { claim: first, leader, group: 4_000_000, session: 4_000_000 };
+    let processes = log.record_processes("r1", its_processes).unwrap();
+    let open = [first, log.claim("r1", claim("open b")).unwrap()];
+    for i in 0..CHECKPOINT_EVERY / 3 + 10 {
+        step(&mut log, &format!("s{i}"));
+    }
+    drop(log);
+    let sidecar = String::from_utf8(file.read_sidecar(Sidecar::Checkpoint).unwrap().unwrap()).unwrap();
+    let body: serde_json::Value = serde_json::from_str(sidecar.lines().next().unwrap()).unwrap();
+    let named = body["open"].as_array().unwrap().clone();
+    let positions: Vec<u64> = named.iter().map(|kept| kept["position"].as_u64().unwrap()).collect();
+    let whole = EffectLog::open_with(file.clone(), "mem.log", None, Checkpoints::Ignore).unwrap();
+    assert_eq!(
+        positions[..3],
+        [open[0], processes, open[1]],
+        "the open claims, the first's processes after it"
+    );
+    assert_eq!(whole.rules().open_claims().collect::<Vec<_>>(), open);
+    assert!(open_keep(&file, None).base() > 0, "used as written");
+    let reseal = |open: Vec<serde_json::Value>| {
+        let mut body = body.clone();
+        body["open"] = serde_json::Value::Array(open);
+        let body = body.to_string();
+        let seal = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&body));
+        Some(format!("{body}\n{seal}\n").into_bytes())
+    };
+    let without = |index: usize| {
+        let mut kept = named.clone();
+        kept.remove(index);
+        kept
+    };
+    let swapped = |index: usize| {
+        let mut kept = named.clone();
+        kept.swap(index, index + 1);
+        kept
+    };
+    let with_twice = |index: usize| {
+        let mut kept = named.clone();
+        kept.insert(index, named[index].clone());
+        kept
+    };
+    for (what, kept) in [
+        ("none named", vec![]),
+        ("the first left out", without(0)),
+        ("the last left out", without(named.len() - 1)),
+        ("a processes record left out", without(1)),
+        ("a processes record before its claim", swapped(0)),
+        ("a processes record after the next claim", swapped(1)),
+        ("the first named twice", with_twice(0)),
+        ("the last named twice", with_twice(named.len() - 1)),
+    ] {
+        file.set_sidecar(Sidecar::Checkpoint, reseal(kept));
+        let reader = EffectLog::open_with(file.clone(), "mem.log", None, Checkpoints::Use).unwrap();
+        assert_eq!(reader.base(), 0, "{what}: not used, the whole log is read");
+        assert_eq!(
+            reader.rules().open_claims().collect::<Vec<_>>(),
+            whole.rules().open_claims().collect::<Vec<_>>()
+        );
+    }
+}
+
 #[test]
 fn damage_the_checkpoint_skipped_still_fails_the_full_load() {
     let (file, _) = checkpointed(None, "s");

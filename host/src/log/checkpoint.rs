@@ -44,7 +44,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::frame::{self, Framed, OperatorKey};
-use super::history::{ClaimState, History, HistorySnapshot};
+use super::history::{History, HistorySnapshot};
 use super::record::{Position, Record};
 
 /// A checkpoint is written by the writer whose own append takes the log
@@ -159,9 +159,15 @@ pub const HEADER_BYTES: u64 = 64;
 /// wrote a newer one and leave it be (a checkpoint only saves work; one that
 /// claims more than it covers fails verification when it is used, and the
 /// log is read whole). Reading the whole checkpoint for this, as big as the
-/// log's open claims, was a share of eight writers' time.
+/// log's open claims, was a share of eight writers' time. One of another
+/// version is not counted: this host would not use it, so it is due for
+/// rewriting.
 pub fn covered(head: &[u8]) -> Option<Position> {
     const FIELD: &[u8] = br#""records":"#;
+    let version = format!(r#"{{"version":{VERSION},"#);
+    if !head.starts_with(version.as_bytes()) {
+        return None;
+    }
     let at = head.windows(FIELD.len()).position(|window| window == FIELD)? + FIELD.len();
     let digits = head[at..].iter().take_while(|b| b.is_ascii_digit()).count();
     // A count cut off by the end of the head is not read.
@@ -214,20 +220,35 @@ pub fn verify(
     if history.len() != body.records {
         return Err("its history does not cover its records".into());
     }
+    // The writer names every open claim, in order, each followed by its
+    // processes record if it has one (`EffectLog::checkpoint_if_due`); a
+    // checkpoint naming any other set would hide a claim from recovery or
+    // hand it a record that is not its own, so it is not used.
+    let mut named = body.open.iter();
     let mut open = Vec::with_capacity(body.open.len());
-    for kept in body.open {
-        let framed = read_open(&kept, key, body.offset, &mut read_line)
+    for claim in history.open_claims() {
+        let kept = named.next().ok_or(format!("it leaves out open claim {claim}"))?;
+        let framed = read_open(kept, key, body.offset, &mut read_line)
             .map_err(|why| format!("record {} it keeps: {why}", kept.position))?;
-        let is_open_claim = matches!(framed.record, Record::Claim(_))
-            && matches!(
-                history.claim_state(kept.position),
-                Some(ClaimState::Attempted | ClaimState::Running)
-            );
-        let is_processes = matches!(&framed.record, Record::Processes(p) if history.has_processes(p.claim));
-        if !(is_open_claim || is_processes) {
-            return Err(format!("it keeps record {} that is no open claim or its processes", kept.position));
+        if framed.position != claim || !matches!(framed.record, Record::Claim(_)) {
+            return Err(format!("it names record {} where open claim {claim} belongs", kept.position));
         }
         open.push(framed);
+        if history.has_processes(claim) {
+            let kept = named.next().ok_or(format!("it leaves out the processes record of claim {claim}"))?;
+            let framed = read_open(kept, key, body.offset, &mut read_line)
+                .map_err(|why| format!("record {} it keeps: {why}", kept.position))?;
+            if !matches!(&framed.record, Record::Processes(p) if p.claim == claim) {
+                return Err(format!(
+                    "it names record {} as the processes record of claim {claim}",
+                    kept.position
+                ));
+            }
+            open.push(framed);
+        }
+    }
+    if let Some(extra) = named.next() {
+        return Err(format!("it keeps record {} that is no open claim or its processes", extra.position));
     }
     let head = last.check;
     Ok(Checkpoint {
@@ -287,5 +308,6 @@ mod tests {
         assert_eq!(covered(br#"{"version":2,"keyed":false,"records":1234"#), None, "may be cut short");
         assert_eq!(covered(br#"{"version":2,"keyed":false,"records":"#), None);
         assert_eq!(covered(b"\0\0\0\0"), None);
+        assert_eq!(covered(br#"{"version":1,"keyed":false,"records":1234,"offset""#), None, "not read");
     }
 }
