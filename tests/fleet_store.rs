@@ -25,8 +25,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use effect_ledger::log::{
-    APPEND_ONE, Checkpoints, ClaimRecord, EffectLog, LEASE, LineageLog, LogError, Medium, OpenMode,
-    OpenOptionsLog, OperationRef, OutcomeRecord, PgStore, Record, SCHEMA_VERSION,
+    APPEND_ONE, CHECKPOINT_EVERY, Checkpoints, ClaimRecord, EffectLog, LEASE, LineageLog, LogError, Medium,
+    OpenMode, OpenOptionsLog, OperationRef, OutcomeRecord, PgStore, Record, SCHEMA_VERSION, Sidecar, Store,
 };
 use effect_ledger::model::{CleanupState, Execution, Impact, Outcome, ProducerFacts};
 
@@ -607,6 +607,51 @@ fn a_line_changed_or_removed_on_the_server_is_corruption_not_history() {
         assert_eq!(admin.execute(statement, &[&lineage]).unwrap(), 1);
         let read = reopen(&lineage);
         assert!(matches!(read, Err(LogError::Corrupt { .. })), "{tamper}: {read:?}");
+    }
+}
+
+/// LOG-10 on the fleet store: a writer keeps a checkpoint in
+/// `effects_sidecars`; a continuing handle starts at it, reading each line it
+/// names by its position (no index on byte offsets), and takes a line only
+/// at the bytes the checkpoint says. One naming a line elsewhere, or a
+/// position the server does not hold, is not used: the whole log is read.
+#[test]
+fn a_checkpoint_on_the_fleet_store_names_lines_the_server_holds_where_it_says() {
+    let _server = shared();
+    let url = server();
+    let lineage = fresh("checkpoint");
+    let handle = |create: bool, checkpoints: Checkpoints| {
+        let store = PgStore::open(&url, &lineage, create, Some(LEASE)).unwrap().unwrap();
+        EffectLog::open_with(Medium::Server(store), &lineage, None, checkpoints).unwrap()
+    };
+    let mut log = handle(true, Checkpoints::Keep);
+    let open_claim = log.claim(&lineage, claim("open")).unwrap();
+    for i in 0..CHECKPOINT_EVERY / 2 + 10 {
+        let position = log.claim(&lineage, claim(&format!("s-{i}"))).unwrap();
+        log.record_outcome(&lineage, settled(position, Execution::ReportedSuccess)).unwrap();
+    }
+    drop(log);
+    let mut store = PgStore::open(&url, &lineage, false, None).unwrap().unwrap();
+    let sidecar =
+        Store::read_sidecar(&store, Sidecar::Checkpoint).unwrap().expect("a checkpoint on the server");
+    let continued = handle(false, Checkpoints::Use);
+    assert!(continued.base() > open_claim + 1, "started at the checkpoint");
+    assert!(continued.record(open_claim).is_some(), "the open claim's line was read by its position");
+    let text = String::from_utf8(sidecar).unwrap();
+    let body = text.lines().next().unwrap().to_owned();
+    let named = format!("{{\"position\":{open_claim},\"start\":0,");
+    assert!(body.contains(&named), "{body}");
+    let reseal = |body: &str| {
+        let seal = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(body));
+        format!("{body}\n{seal}\n").into_bytes()
+    };
+    for (what, instead) in [
+        ("bytes where the line is not", format!("{{\"position\":{open_claim},\"start\":1,")),
+        ("a position the server does not hold", "{\"position\":999999,\"start\":0,".to_owned()),
+    ] {
+        Store::write_sidecar(&mut store, Sidecar::Checkpoint, &reseal(&body.replace(&named, &instead)))
+            .unwrap();
+        assert_eq!(handle(false, Checkpoints::Use).base(), 0, "{what}: not used, the whole log is read");
     }
 }
 

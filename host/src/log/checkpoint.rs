@@ -179,13 +179,15 @@ pub fn covered(head: &[u8]) -> Option<Position> {
 
 /// Verifies a checkpoint's bytes against its seal and against the log's own
 /// lines: the last it covers and the open records it names
-/// (`read_line(start, end)` reads the log's bytes `start..end`).
-/// `Err` says why it is not used.
+/// (`read_line(position, start, end)` reads the line of the record the
+/// checkpoint says is at `position`, at bytes `start..end`:
+/// [`Store::read_line`](super::store::Store::read_line)). `Err` says why it
+/// is not used.
 pub fn verify(
     bytes: &[u8],
     key: Option<&OperatorKey>,
     log_length: u64,
-    mut read_line: impl FnMut(u64, u64) -> std::io::Result<Vec<u8>>,
+    mut read_line: impl FnMut(Position, u64, u64) -> std::io::Result<Vec<u8>>,
 ) -> Result<Checkpoint, String> {
     let text = bytes.strip_suffix(b"\n").ok_or("it does not end with a newline")?;
     let split = text.iter().rposition(|&b| b == b'\n').ok_or("it has no seal")?;
@@ -210,7 +212,8 @@ pub fn verify(
             body.records, body.offset
         ));
     }
-    let line = read_line(body.last_line, body.offset).map_err(|e| format!("reading its last line: {e}"))?;
+    let line = read_line(body.records - 1, body.last_line, body.offset)
+        .map_err(|e| format!("reading its last line: {e}"))?;
     let line = line.strip_suffix(b"\n").ok_or("the log has no line ending where it says")?;
     let (last, _) = frame::decode_alone(line, key).map_err(|e| format!("the line it names: {e}"))?;
     if last.position + 1 != body.records || hex::encode(last.check) != body.head {
@@ -269,12 +272,12 @@ fn read_open(
     kept: &OpenRef,
     key: Option<&OperatorKey>,
     covered: u64,
-    read_line: &mut impl FnMut(u64, u64) -> std::io::Result<Vec<u8>>,
+    read_line: &mut impl FnMut(Position, u64, u64) -> std::io::Result<Vec<u8>>,
 ) -> Result<Framed, String> {
     if kept.start >= kept.end || kept.end > covered {
         return Err(format!("its line {}..{} is not within what it covers", kept.start, kept.end));
     }
-    let bytes = read_line(kept.start, kept.end).map_err(|e| format!("reading it: {e}"))?;
+    let bytes = read_line(kept.position, kept.start, kept.end).map_err(|e| format!("reading it: {e}"))?;
     let line = bytes.strip_suffix(b"\n").ok_or("no line ends where it says")?;
     let (mut framed, _) = frame::decode_alone(line, key).map_err(|e| e.to_string())?;
     if framed.position != kept.position || hex::encode(framed.check) != kept.check {

@@ -297,8 +297,8 @@ impl<S: Store> EffectLog<S> {
             Err(_) => return false,
         };
         let storage = &self.storage;
-        let verified = checkpoint::verify(&bytes, self.key.as_ref(), length, |start, end| {
-            storage.read_range(start, end - start)
+        let verified = checkpoint::verify(&bytes, self.key.as_ref(), length, |position, start, end| {
+            storage.read_line(position, start, end)
         });
         match verified {
             Ok(found) => {

@@ -81,9 +81,19 @@ pub trait Store {
     fn unlock(&self) -> io::Result<()>;
     /// The bytes after `head`.
     fn read_after(&self, head: Head) -> io::Result<After>;
-    /// `len` bytes from byte `offset` (fewer only at the end): what a
-    /// checkpoint is verified against.
+    /// `len` bytes from byte `offset` (fewer only at the end): what
+    /// `log export` copies.
     fn read_range(&self, offset: u64, len: u64) -> io::Result<Vec<u8>>;
+    /// The line of the record at `position`, which the caller was told is
+    /// at bytes `start..end` (a checkpoint's word, LOG-10, which the caller
+    /// then verifies against the line's own position and check). A file
+    /// reads those bytes; a store that keeps lines by position may read the
+    /// line at `position` instead, and must then answer it only if it is at
+    /// `start..end`.
+    fn read_line(&self, position: Position, start: u64, end: u64) -> io::Result<Vec<u8>> {
+        let _ = position;
+        self.read_range(start, end.saturating_sub(start))
+    }
     /// Appends `lines` (`count` framed records, each ending in `\n`) at
     /// `head`; `meta` says for each line what a server's backstops check
     /// (its chain, the claim it settles) and its recovery looks for.
@@ -249,6 +259,10 @@ impl Store for Medium {
 
     fn read_range(&self, offset: u64, len: u64) -> io::Result<Vec<u8>> {
         by_medium!(self, store => Store::read_range(store, offset, len))
+    }
+
+    fn read_line(&self, position: Position, start: u64, end: u64) -> io::Result<Vec<u8>> {
+        by_medium!(self, store => store.read_line(position, start, end))
     }
 
     fn append_at(&mut self, head: Head, lines: &[u8], meta: &[LineMeta]) -> Result<Written, AppendFailed> {
