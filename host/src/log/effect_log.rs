@@ -538,7 +538,11 @@ impl<S: Store> EffectLog<S> {
     /// Makes the records a scan admitted (and its history journal committed)
     /// this handle's: they follow what it had read.
     fn take_scanned(&mut self, scanned: Scanned) {
-        self.records.extend(scanned.records);
+        if self.records.is_empty() {
+            self.records = scanned.records; // a load: moved, not copied
+        } else {
+            self.records.extend(scanned.records);
+        }
         self.read_offset += scanned.consumed;
         self.last_check = scanned.last_check;
         if let Some(start) = scanned.last_start {
