@@ -58,6 +58,13 @@ fn digest_of(text: &str) -> Postcondition {
 }
 
 #[test]
+fn a_digest_is_written_as_lowercase_hex_of_the_standard_sha256() {
+    // FIPS 180-2's own examples: the empty message and "abc".
+    assert_eq!(sha256_hex(b""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    assert_eq!(sha256_hex(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+#[test]
 fn a_fenced_write_claims_the_digest_of_the_unwrapped_bytes() {
     let op = operation(
         "write_file",
