@@ -33,13 +33,7 @@ pub struct FilesystemPolicy;
 
 /// The SHA-256 of `bytes` as 64 lowercase hexadecimal characters.
 fn sha256_hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut hex = String::with_capacity(64);
-    for byte in Sha256::digest(bytes) {
-        hex.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        hex.push(char::from(DIGITS[usize::from(byte & 0xf)]));
-    }
-    hex
+    hex::encode(Sha256::digest(bytes))
 }
 
 fn input<T: for<'de> Deserialize<'de>>(operation: &BoundOperation) -> Result<T, String> {
