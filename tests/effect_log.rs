@@ -158,6 +158,27 @@ fn a_writer_that_read_ahead_is_refused_by_a_poisoned_log() {
     assert_eq!(file.contents(), before, "nothing appended");
 }
 
+/// A lineage sealed (retention) while this writer read ahead the records
+/// before the seal refuses its append: what it read ahead is dropped, not
+/// kept, and nothing follows the sealed log's last record.
+#[test]
+fn a_writer_that_read_ahead_is_refused_by_a_sealed_lineage() {
+    let file = MemoryFile::new();
+    let mut waiting = open(&file);
+    let mut sealing = open(&file);
+    let claimed = sealing.claim("r1", claim("a0")).unwrap();
+    sealing.record_outcome("r1", outcome(claimed, Execution::ReportedSuccess)).unwrap();
+    sealing.seal(|bytes, _| Ok((bytes.len(), "sealed for the test".to_owned()))).unwrap();
+    let before = file.contents();
+    file.set_faults(Faults { lock_busy: vec![None], ..Faults::default() });
+    match waiting.claim("r1", claim("a1")) {
+        Err(LogError::Sealed { detail, .. }) => assert_eq!(detail, "sealed for the test"),
+        other => panic!("expected the sealed lineage to refuse the claim, got {other:?}"),
+    }
+    assert!(waiting.records().is_empty() && waiting.rules().is_empty(), "nothing read ahead is kept");
+    assert_eq!(file.contents(), before, "nothing appended after the seal");
+}
+
 /// EMB-3 among records read ahead: the request another writer claimed while
 /// this one waited is found there, and not claimed twice.
 #[test]
