@@ -809,8 +809,8 @@ impl<S: Store> EffectLog<S> {
                 _ => None,
             };
             prepared.meta.push(LineMeta {
-                prev: hex::encode(chain),
-                check: hex::encode(check),
+                prev: chain,
+                check,
                 settles,
                 claim: matches!(record, Record::Claim(_)),
                 recovers: matches!(record, Record::Outcome(outcome) if outcome.recovery),

@@ -161,16 +161,29 @@ pub fn encode(
     prev: &[u8; 32],
     key: Option<&OperatorKey>,
 ) -> (Vec<u8>, [u8; 32]) {
-    let prev_hex = hex::encode(prev);
-    let envelope =
-        EnvelopeOut { position, run_id, auth: key.map(|_| Auth::HmacSha256), prev: &prev_hex, record };
+    let mut prev_hex = [0u8; 64];
+    let envelope = EnvelopeOut {
+        position,
+        run_id,
+        auth: key.map(|_| Auth::HmacSha256),
+        prev: lower_hex(prev, &mut prev_hex),
+        record,
+    };
     let mut line = serde_json::to_vec(&envelope).expect("records always serialize");
     let check = check_of(key, &line);
     line.pop(); // the closing brace; the check goes before it
     line.extend_from_slice(br#","check":""#);
-    line.extend_from_slice(hex::encode(check).as_bytes());
+    line.extend_from_slice(lower_hex(&check, &mut [0u8; 64]).as_bytes());
     line.extend_from_slice(b"\"}\n");
     (line, check)
+}
+
+/// `bytes` as 64 lower-case hex characters, written into `out`: the two
+/// hashes of every line are spelled without allocating (`hex::encode` builds
+/// its `String` a character at a time).
+fn lower_hex<'a>(bytes: &[u8; 32], out: &'a mut [u8; 64]) -> &'a str {
+    hex::encode_to_slice(bytes, out).expect("64 bytes hold 32 in hex");
+    std::str::from_utf8(out).expect("hex is ASCII")
 }
 
 /// Decodes 64 lower-case hex characters, the only spelling `encode` writes.

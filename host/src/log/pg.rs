@@ -717,6 +717,7 @@ impl PgStore {
         let bytes = i64::try_from(head.offset).map_err(io::Error::other)?;
         let launch = meta.launch.and_then(|generation| i64::try_from(generation).ok());
         let writer = self.lease.as_ref().map(|lease| lease.writer.as_str());
+        let (prev, check) = (hex::encode(meta.prev), hex::encode(meta.check));
         let inserted = self.with_session(|session| {
             session.client.execute(
                 &session.append_one,
@@ -725,8 +726,8 @@ impl PgStore {
                     &records,
                     &bytes,
                     &line,
-                    &meta.prev,
-                    &meta.check,
+                    &prev,
+                    &check,
                     &terminal(meta.settles),
                     &running(meta.settles),
                     &meta.claim,
@@ -773,8 +774,8 @@ impl PgStore {
     fn call_function(&self, head: Head, lines: &[Vec<u8>], meta: &[LineMeta]) -> io::Result<Written> {
         let records = i64::try_from(head.records).map_err(io::Error::other)?;
         let bytes = i64::try_from(head.offset).map_err(io::Error::other)?;
-        let prevs: Vec<&str> = meta.iter().map(|m| m.prev.as_str()).collect();
-        let checks: Vec<&str> = meta.iter().map(|m| m.check.as_str()).collect();
+        let prevs: Vec<String> = meta.iter().map(|m| hex::encode(m.prev)).collect();
+        let checks: Vec<String> = meta.iter().map(|m| hex::encode(m.check)).collect();
         let settles: Vec<Option<i64>> = meta.iter().map(|m| terminal(m.settles)).collect();
         let running: Vec<Option<i64>> = meta.iter().map(|m| running(m.settles)).collect();
         let claims: Vec<bool> = meta.iter().map(|m| m.claim).collect();

@@ -123,10 +123,10 @@ pub trait Store {
 /// What a server store checks of each line it appends.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LineMeta {
-    /// The previous record's check (lowercase hex).
-    pub prev: String,
-    /// This record's check (lowercase hex).
-    pub check: String,
+    /// The previous record's check.
+    pub prev: [u8; 32],
+    /// This record's check.
+    pub check: [u8; 32],
     /// The claim this line settles, and whether as RUNNING.
     pub settles: Option<(Position, bool)>,
     /// Whether this line is a claim (what a server's recovery looks at).
