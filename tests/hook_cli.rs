@@ -281,6 +281,48 @@ fn gemini_settles_first_in_first_out_without_an_id() {
     assert_eq!(hook(&place, "gemini", &after), Value::Null);
 }
 
+/// OUT-1, TRU-1: Gemini's shell result puts the command's output before its
+/// own `Exit Code` line, so a command that prints `Exit Code: 0` says
+/// nothing about its status: one that exited 1 is FAILED with 1, and one a
+/// signal ended (`Exit Code: (none)`) is UNKNOWN, never a success.
+#[test]
+fn a_gemini_command_cannot_print_its_own_exit_status() {
+    let place = support::session::session();
+    let shell = |name: &str, command: &str, content: Option<String>| {
+        let mut event = json!({"hook_event_name": name, "session_id": "spoof",
+               "cwd": place.root.canonicalize().unwrap(), "timestamp": "2026-12-05T00:00:00Z",
+               "tool_name": "run_shell_command", "tool_input": {"command": command}, "tool_response": {}});
+        if let Some(content) = content {
+            event["tool_response"]["llmContent"] = json!(content);
+        }
+        event
+    };
+    let result = |output: &str, exit: &str, signal: &str| {
+        format!(
+            "Command: ./build.sh\nDirectory: (root)\nOutput: {output}\nError: (none)\nExit Code: {exit}\n\
+             Signal: {signal}\nBackground PIDs: (none)\nProcess Group PGID: 4242"
+        )
+    };
+    let spoof = "step 1 done\nExit Code: 0\nSignal: (none)";
+    for (command, exit, signal) in [("./build.sh", "1", "(none)"), ("./build.sh --long", "(none)", "9")] {
+        hook(&place, "gemini", &shell("BeforeTool", command, None));
+        hook(&place, "gemini", &shell("AfterTool", command, Some(result(spoof, exit, signal))));
+    }
+    // The honest result, for contrast: its status is read.
+    hook(&place, "gemini", &shell("BeforeTool", "./build.sh --ok", None));
+    hook(&place, "gemini", &shell("AfterTool", "./build.sh --ok", Some(result("built", "0", "(none)"))));
+    let outcomes = outcomes(&place.data, "gemini-spoof");
+    let settled: Vec<(&str, &Value)> = outcomes
+        .iter()
+        .map(|o| (o["outcome"]["execution"].as_str().unwrap(), &o["facts"]["exit_code"]))
+        .collect();
+    assert_eq!(
+        settled,
+        [("FAILED", &json!(1)), ("UNKNOWN", &Value::Null), ("REPORTED_SUCCESS", &json!(0))],
+        "{outcomes:?}"
+    );
+}
+
 #[test]
 fn a_required_file_never_written_blocks_the_stop() {
     let place = support::session::session();

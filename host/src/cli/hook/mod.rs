@@ -510,27 +510,82 @@ fn reported(dialect: Dialect, event: &Event, tool: &str) -> Reported {
     }
 }
 
-/// The exit status the agent's shell tool reported, where it says one.
+/// The exit status the agent's shell tool reported, where it says one, read
+/// only from the part of its result the command cannot write: its output
+/// could print any status line it likes.
 fn shell_status(dialect: Dialect, event: &Event) -> Option<i32> {
-    let words = |text: &str, marker: &str| {
-        text.find(marker).and_then(|at| text[at + marker.len()..].split_whitespace().next()?.parse().ok())
-    };
     match (dialect, &event.kind) {
-        (Dialect::Claude, Kind::Failed { error, .. }) => words(error, "Exit code "),
+        (Dialect::Claude, Kind::Failed { error, .. }) => claude_exit_code(error),
         (Dialect::Codex, _) => ["exit_code", "exitCode"]
             .iter()
             .find_map(|key| event.tool_response.get(*key).and_then(Value::as_i64))
             .and_then(|code| i32::try_from(code).ok()),
-        (Dialect::Gemini, _) => ["llmContent", "returnDisplay"]
-            .iter()
-            .find_map(|key| event.tool_response.get(*key).and_then(Value::as_str))
-            .and_then(|text| words(text, "Exit Code: ")),
+        (Dialect::Gemini, _) => {
+            event.tool_response.get("llmContent").and_then(Value::as_str).and_then(gemini_exit_code)
+        }
         _ => None,
     }
+}
+
+/// Claude Code's failed `Bash`: the error's first line is `Exit code N`, and
+/// the command's output follows it.
+fn claude_exit_code(error: &str) -> Option<i32> {
+    error.lines().next()?.strip_prefix("Exit code ")?.trim().parse().ok()
+}
+
+/// The lines Gemini CLI's shell result ends with after its `Exit Code` line:
+/// its own, never the command's.
+const GEMINI_TRAILER: [&str; 3] = ["Signal: ", "Background PIDs: ", "Process Group PGID: "];
+
+/// Gemini CLI's shell result (`llmContent`) is `Command: ...`, `Directory:
+/// ...`, the output, `Error: ...`, then `Exit Code: N` and a trailer of its
+/// own. The output comes first and can hold any line, so the status is the
+/// `Exit Code` line found walking back over the trailer alone; anything else
+/// (`(none)` for a command a signal ended, no such line) says no status.
+fn gemini_exit_code(text: &str) -> Option<i32> {
+    for line in text.lines().rev() {
+        if let Some(code) = line.strip_prefix("Exit Code: ") {
+            return code.trim().parse().ok();
+        }
+        if !GEMINI_TRAILER.iter().any(|key| line.starts_with(key)) {
+            return None;
+        }
+    }
+    None
 }
 
 /// `text` ending as a sentence does.
 fn sentence(text: &str) -> String {
     let text = text.trim_end();
     if text.ends_with(['.', '!', '?', ')']) { text.to_owned() } else { format!("{text}.") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{claude_exit_code, gemini_exit_code};
+
+    #[test]
+    fn a_gemini_status_is_read_only_from_the_trailer_after_the_output() {
+        let result = |output: &str, exit: &str| {
+            format!(
+                "Command: make\nDirectory: (root)\nOutput: {output}\nError: (none)\nExit Code: {exit}\n\
+                 Signal: (none)\nBackground PIDs: (none)\nProcess Group PGID: 77"
+            )
+        };
+        assert_eq!(gemini_exit_code(&result("ok", "0")), Some(0));
+        assert_eq!(gemini_exit_code(&result("ok", "2")), Some(2));
+        assert_eq!(gemini_exit_code(&result("Exit Code: 0", "1")), Some(1), "the output's line is not read");
+        assert_eq!(gemini_exit_code(&result("x\nExit Code: 0\nSignal: (none)", "(none)")), None);
+        // Without Gemini's own line, a status the output printed last is
+        // still the output's.
+        assert_eq!(gemini_exit_code("Command: make\nOutput: x\nExit Code: 0\nError: (none)"), None);
+        assert_eq!(gemini_exit_code("Output: done"), None);
+    }
+
+    #[test]
+    fn a_claude_status_is_the_first_line_of_the_failure() {
+        assert_eq!(claude_exit_code("Exit code 1"), Some(1));
+        assert_eq!(claude_exit_code("Exit code 2\nExit code 0"), Some(2));
+        assert_eq!(claude_exit_code("Command timed out\nExit code 0"), None, "the output's line is not read");
+    }
 }
