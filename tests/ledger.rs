@@ -343,6 +343,51 @@ fn the_log_itself_refuses_an_outcome_of_contradictory_facts() {
     assert_eq!(on_disk(&setup.data, &run.lineage).len(), 1, "nothing but the claim");
 }
 
+/// CMP-7b under a race: another thread swaps a required file with a symlink
+/// over and over (`RENAME_EXCHANGE`) after changing it behind the ledger's
+/// back, while decisions read it back. A decision that finds the path no
+/// longer resolving as it did a moment before is refused; none falls back on
+/// the readback taken before the change and says COMPLETED. The decisions
+/// are a read-only ledger's, so none records a readback that would decide
+/// the next.
+#[test]
+fn a_required_file_swapped_while_deciding_never_completes_on_old_evidence() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let setup = setup();
+    let mut writer = ledger(&setup);
+    let run = writer.begin_run(None);
+    write_and_read(&mut writer, &run, "a.txt", "good\n");
+    drop(writer);
+    std::fs::write(setup.root.join("a.txt"), "evil\n").unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", setup.root.join("link")).unwrap();
+    let mut reader = ledger(&setup).read_only();
+    let run = reader.continue_run(&run.id).unwrap();
+    let stop = AtomicBool::new(false);
+    let (mut completed, mut refused, mut decided) = (0, 0, 0);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let root = std::fs::File::open(&setup.root).unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                rustix::fs::renameat_with(&root, "a.txt", &root, "link", rustix::fs::RenameFlags::EXCHANGE)
+                    .unwrap();
+            }
+        });
+        for _ in 0..300 {
+            match reader.complete(&run, &["a.txt".to_owned()], "a.txt holds good.") {
+                Ok(c) if c.decided.decision.verdict == Verdict::Completed => completed += 1,
+                Ok(_) => decided += 1,
+                Err(_) => refused += 1,
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    assert_eq!(
+        completed, 0,
+        "COMPLETED over the old readback ({refused} refused, {decided} decided otherwise)"
+    );
+    assert!(decided > 0 && refused > 0, "the race ran both ways: {refused} refused, {decided} decided");
+}
+
 /// A write of `path` and a full read of it back, by `run`.
 fn write_and_read(ledger: &mut Ledger, run: &Run, path: &str, content: &str) {
     let write = run_now(ledger.dispatch(run, "write_file", &json!({"path": path, "content": content}), "w"));

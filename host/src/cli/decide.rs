@@ -193,7 +193,7 @@ impl DecideArgs {
         let completion = ledger.complete(&run, &self.required, &self.answer).map_err(|error| {
             let code = match error {
                 CompleteError::Required { .. } | CompleteError::Directory { .. } => exit::BAD_INPUT,
-                CompleteError::Log(_) => exit::PROBLEMS,
+                CompleteError::Changed { .. } | CompleteError::Log(_) => exit::PROBLEMS,
             };
             Failure::new(code, error)
         })?;

@@ -44,6 +44,18 @@ pub enum CompleteError {
         /// The path as given.
         path: String,
     },
+    /// A required artifact resolved, then no longer did when it was read
+    /// back (a symlink or a directory swapped in): nothing fresh can be said
+    /// of it, and a decision over its last readback would pass the change
+    /// unseen (CMP-7b).
+    #[error(
+        "required artifact {path:?} changed while it was being read back: it no longer resolves to a file \
+         beneath the root; nothing was decided, decide again once it holds still"
+    )]
+    Changed {
+        /// The path as given.
+        path: String,
+    },
     /// The log could not be read or appended to.
     #[error(transparent)]
     Log(#[from] LogError),
@@ -125,9 +137,9 @@ impl Ledger {
         let action = format!("{}-complete-{}", run.id, std::process::id());
         let cap = self.config.read_cap;
         let mut observations: Vec<ObservationRecord> = Vec::with_capacity(resolved.len());
-        for r in &resolved {
+        for (path, r) in required.iter().zip(&resolved) {
             let Some(observation) = readback::perform(root, &r.relative, &read, &action, None, cap) else {
-                continue;
+                return Err(CompleteError::Changed { path: path.clone() });
             };
             // A read that could not be complete (over the cap, not the object
             // resolved) decides nothing, existence included (CMP-3): a stat
