@@ -11,7 +11,7 @@ use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use effect_ledger::identity::{ControlPlane, SealedRoot};
 use effect_ledger::ledger::{Dispatch, Dispatched, Ledger, LedgerConfig, Run};
-use effect_ledger::model::{Execution, JobLifecycle};
+use effect_ledger::model::{CleanupState, Execution, JobLifecycle};
 use effect_ledger::policy::{PolicyOptions, PolicySet, PolicySource};
 use effect_ledger::procfs::live_members;
 use effect_ledger::producers::process::ProcessRequest;
@@ -138,6 +138,46 @@ fn a_job_killed_from_outside_is_lost_and_its_launch_interrupted() {
     assert_eq!(ledger.monitor(&run).unwrap(), Vec::<u64>::new(), "idempotent");
 }
 
+/// PROC-1: a job's supervisor killed (from outside, or by its own command)
+/// after the command started a process outside its group (`setsid`) leaves
+/// an empty group and a live escapee. The supervisor attested nothing, so
+/// the LOST launch's cleanup is UNKNOWN, never CLEAN: its window stays open
+/// while the escapee could still write.
+#[test]
+fn a_job_whose_supervisor_is_killed_is_never_called_clean() {
+    let place = Place::new();
+    let mut ledger = place.ledger();
+    let run = ledger.begin_run(None);
+    let pid_file = place.base.path().join("root/escaped.pid");
+    let command = format!(
+        "setsid sh -c 'echo $$ > {}.tmp && mv {0}.tmp {0}; exec sleep 60' </dev/null >/dev/null 2>&1 & sleep 1",
+        pid_file.display()
+    );
+    let (job, claim) = launch(&mut ledger, &run, &command);
+    let pgid = job_record(&place, &job)["pid"].as_u64().unwrap() as i32;
+    wait_until(|| pid_file.exists());
+    let escaped: i32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    let escaped = rustix::process::Pid::from_raw(escaped).unwrap();
+    // The supervisor alone (it leads the group), then the rest of the group ends.
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pgid).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    wait_until(|| live_members(pgid as u32).is_empty());
+    let alive = rustix::process::test_kill_process(escaped).is_ok();
+    let settled = ledger.monitor(&run);
+    let _ = rustix::process::kill_process(escaped, rustix::process::Signal::KILL);
+    assert!(alive, "the escapee outlived the supervisor (the case under test)");
+    let settled = settled.unwrap();
+    assert_eq!(settled.len(), 1, "the monitor settles the lost job's launch");
+    let (_, outcome) =
+        outcomes(&mut ledger, &run, claim).into_iter().find(|(p, _)| *p == settled[0]).unwrap();
+    assert_eq!(outcome.facts.job_state, Some(JobLifecycle::Lost));
+    assert_eq!(outcome.outcome.execution, Execution::Interrupted);
+    assert_eq!(outcome.outcome.cleanup, CleanupState::Unknown, "{outcome:?}");
+}
+
 #[test]
 fn a_job_record_whose_start_token_is_not_the_live_process_is_not_running() {
     let place = Place::new();
@@ -153,7 +193,10 @@ fn a_job_record_whose_start_token_is_not_the_live_process_is_not_running() {
     let d = dispatched(&mut ledger, &run, "bg_job", json!({ "job": job, "action": "status" }));
     let facts = ledger.job_action(&d).facts;
     assert_eq!(facts.job_state, Some(JobLifecycle::Lost));
-    assert_eq!(facts.teardown_dead, Some(true), "the group led by another process is not the job's");
+    // The job's own supervisor is gone as far as the record can tell, and
+    // said nothing: that all of the job is dead is unknown (PROC-1), never
+    // taken from a group another process leads.
+    assert_eq!(facts.teardown_dead, None, "a LOST job attests no cleanup");
     // A kill never signals a process that is not the job's.
     let kill = dispatched(&mut ledger, &run, "bg_job", json!({ "job": job, "action": "kill" }));
     ledger.job_action(&kill);

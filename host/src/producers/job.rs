@@ -31,8 +31,10 @@
 //! while anything the command started lives, since it is their subreaper) or
 //! any process of its group is, the job is RUNNING, whatever its files say (a
 //! command can write into them). Once all of it is gone: an exit line means
-//! EXITED; a kill marker means KILLED; neither means LOST (it died without a
-//! word, e.g. killed from outside or by a crash).
+//! EXITED; a kill marker (written only after a teardown that attested the
+//! whole tree gone) means KILLED; neither means LOST (it died without a
+//! word, e.g. killed from outside or by a crash), which attests no cleanup:
+//! a process that left the group and outlived the supervisor is not seen.
 //! Nothing here needs the process that launched the job to be alive.
 //!
 //! The exit and output files are not fsynced: after a machine crash a job
@@ -98,11 +100,20 @@ pub struct JobStatus {
 impl JobStatus {
     /// The typed facts a job read or kill reports: the job's lifecycle, its
     /// exit status, and (once it is over) whether its whole group is gone.
+    /// A LOST job's supervisor ended without a word, so it attests nothing
+    /// (PROC-1): its group being empty says nothing of a process that left
+    /// the group (`setsid`) and outlived its subreaper, so whether all of it
+    /// is dead is unknown, never yes.
     pub fn facts(&self, job_id: &str) -> ProducerFacts {
+        let teardown_dead = match self.state {
+            JobLifecycle::Running => None,
+            JobLifecycle::Lost => None,
+            JobLifecycle::Exited | JobLifecycle::Killed => Some(self.group_gone),
+        };
         ProducerFacts {
             executed: true,
             exit_code: self.exit_code,
-            teardown_dead: (self.state != JobLifecycle::Running).then_some(self.group_gone),
+            teardown_dead,
             background_job_id: Some(job_id.to_owned()),
             job_state: Some(self.state),
             ..ProducerFacts::default()
@@ -285,11 +296,11 @@ impl Jobs {
         Ok(JobStatus { state, exit_code, group_gone: true })
     }
 
-    /// Kills the job's whole tree if anything of it is alive: the kill
-    /// marker is written durably first (so a reader that finds the job gone
-    /// mid-kill reads KILLED, not LOST), then every descendant of its
-    /// supervisor gets SIGTERM, `grace`, SIGKILL (PROC-1), and the
-    /// supervisor and whatever is left of its group are killed. Returns its
+    /// Kills the job's whole tree if anything of it is alive: every
+    /// descendant of its supervisor gets SIGTERM, `grace`, SIGKILL (PROC-1),
+    /// the supervisor and whatever is left of its group are killed, and only
+    /// then, when that teardown attests nothing is left, the kill marker is
+    /// written durably (so the job reads KILLED; else LOST). Returns its
     /// lifecycle afterwards; a job that already ended keeps its own end (the
     /// launch then settles by how it really ended).
     pub fn kill(&self, job: &JobRecord, grace: Duration) -> Result<JobStatus, LogError> {
@@ -299,11 +310,18 @@ impl Jobs {
             boot_id: crate::procfs::boot_id().to_owned(),
         };
         if alive(job.pid, job.start_token) || !group(job).is_empty() {
-            if self.exit_code(job)?.is_none() {
+            let left = supervisor::teardown(&supervisor, grace);
+            supervisor::sweep_group(&supervisor);
+            // KILLED says the whole tree is gone: only a teardown the
+            // supervisor stayed stopped through, that left nothing, attests
+            // it (PROC-1). Otherwise (it was already gone, a descendant
+            // killed it mid-walk, something survived) the job reads LOST,
+            // whose cleanup is unknown. Written after the teardown, so a
+            // reader that finds the job gone mid-kill reads LOST: never more
+            // than is known.
+            if left.is_some_and(|left| left.is_empty()) && self.exit_code(job)?.is_none() {
                 durable::replace(&self.dir, &self.display, &format!("{}.killed", job.job_id), b"killed\n")?;
             }
-            supervisor::teardown(&supervisor, grace);
-            supervisor::sweep_group(&supervisor);
         }
         self.status(job)
     }
