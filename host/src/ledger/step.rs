@@ -150,7 +150,12 @@ fn command_result(ran: Ran, facts: &ProducerFacts, timeout: Duration) -> ToolRes
         )),
         (false, Some(0)) if survivors.is_empty() => None,
         (false, Some(code)) => Some(format!("exit status {code}{survivors}")),
-        (false, None) => Some(format!("killed by signal {}{survivors}", ran.signal.unwrap_or(0))),
+        (false, None) => Some(match ran.signal {
+            Some(signal) => format!("killed by signal {signal}{survivors}"),
+            None => format!(
+                "ended with neither an exit status nor a signal reported (its supervisor said nothing){survivors}"
+            ),
+        }),
     };
     let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
     ToolResult {
