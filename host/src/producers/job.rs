@@ -106,8 +106,7 @@ impl JobStatus {
     /// is dead is unknown, never yes.
     pub fn facts(&self, job_id: &str) -> ProducerFacts {
         let teardown_dead = match self.state {
-            JobLifecycle::Running => None,
-            JobLifecycle::Lost => None,
+            JobLifecycle::Running | JobLifecycle::Lost => None,
             JobLifecycle::Exited | JobLifecycle::Killed => Some(self.group_gone),
         };
         ProducerFacts {
