@@ -514,3 +514,141 @@ fn damage_the_checkpoint_skipped_still_fails_the_full_load() {
     assert!(matches!(continued.history(), Err(LogError::Corrupt { line: 4, .. })));
     assert!(matches!(EffectLog::open(file, "mem.log", None), Err(LogError::Corrupt { line: 4, .. })));
 }
+
+/// A keyed log with a few settled steps and one open claim, every record
+/// fsynced (its head mark covers them all); and where each line ends.
+fn keyed_steps(key: &OperatorKey) -> (MemoryFile, Vec<usize>) {
+    let file = MemoryFile::new();
+    let mut log = open_keep(&file, Some(key));
+    for i in 0..3 {
+        step(&mut log, &format!("k{i}"));
+    }
+    log.claim("r1", claim("external")).unwrap();
+    log.sync().unwrap();
+    drop(log);
+    let ends = file.contents().iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(i, _)| i + 1).collect();
+    (file, ends)
+}
+
+/// LOG-6 under an operator key: cutting whole records off a keyed log's end
+/// needs no key (every line left still verifies, and so does the chain), and
+/// it drops what a decision must not lose: here the last claim, open. The
+/// head mark the last writer left after its fsync catches it: every way of
+/// opening the cut log refuses it as cut, naming the mark, instead of reading
+/// a shorter history.
+#[test]
+fn a_keyed_log_cut_at_a_record_boundary_is_refused_not_read_short() {
+    let key = OperatorKey::new(vec![7; 32]).unwrap();
+    let (file, ends) = keyed_steps(&key);
+    assert!(file.read_sidecar(Sidecar::Head).unwrap().is_some(), "a keyed writer leaves a head mark");
+    let whole = EffectLog::open(file.clone(), "mem.log", Some(key.clone())).unwrap();
+    assert_eq!(whole.witnessed(), ends.len() as u64, "the mark covers every record, and the log holds them");
+    drop(whole);
+    for keep in [ends.len() - 1, 3, 1, 0] {
+        let cut = file.crash(0);
+        cut.set_contents(file.contents()[..keep.checked_sub(1).map_or(0, |i| ends[i])].to_vec());
+        for checkpoints in [Checkpoints::Ignore, Checkpoints::Use, Checkpoints::Keep] {
+            match EffectLog::open_with(cut.clone(), "mem.log", Some(key.clone()), checkpoints) {
+                Err(LogError::Cut { records, witness, .. }) => {
+                    assert_eq!(records, ends.len() as u64);
+                    assert_eq!(witness, "mem.log.head");
+                }
+                Err(other) => panic!("{keep} records kept, {checkpoints:?}: {other}"),
+                Ok(log) => {
+                    panic!("{keep} of {} records read as the whole log ({checkpoints:?})", log.rules().len())
+                }
+            }
+        }
+    }
+}
+
+/// The same cut, with records appended after it (a runtime that went on
+/// writing, or another keyed log's lines put in their place): the mark's
+/// bytes now hold another record, and the log is refused all the same.
+#[test]
+fn a_keyed_log_cut_and_written_on_is_refused() {
+    let key = OperatorKey::new(vec![7; 32]).unwrap();
+    let (file, ends) = keyed_steps(&key);
+    let cut = file.crash(0);
+    cut.set_contents(file.contents()[..ends[2]].to_vec());
+    cut.set_sidecar(Sidecar::Head, None);
+    let mut writer = open_keep(&cut, Some(&key));
+    for i in 0.. {
+        if cut.contents().len() >= ends[ends.len() - 1] {
+            break;
+        }
+        writer.claim("r1", claim(&format!("other{i}"))).unwrap();
+    }
+    drop(writer);
+    cut.set_sidecar(Sidecar::Head, file.read_sidecar(Sidecar::Head).unwrap());
+    let refused = EffectLog::open(cut.clone(), "mem.log", Some(key.clone()));
+    assert!(matches!(refused, Err(LogError::Cut { .. })), "{:?}", refused.err());
+}
+
+/// The mark never refuses a log that was not cut: not after a crash at any
+/// point of a keyed writer's appends (the mark is written after the fsync
+/// that made its records durable), and not when it is torn, zeroed, sealed
+/// with another key or gone (no mark, no claim; `docs/threats.md` says what
+/// a cut that also removes the mark gets past). An unkeyed log gets none:
+/// anyone could seal it.
+#[test]
+fn the_head_mark_never_refuses_a_log_that_was_not_cut() {
+    let key = OperatorKey::new(vec![7; 32]).unwrap();
+    let file = MemoryFile::new();
+    let mut log = open_keep(&file, Some(&key));
+    for i in 0..12 {
+        step(&mut log, &format!("c{i}"));
+        for keep in [0, 1, 40, usize::MAX] {
+            let after = file.crash(keep);
+            let reopened = EffectLog::open_with(after, "mem.log", Some(key.clone()), Checkpoints::Keep);
+            assert!(
+                reopened.is_ok(),
+                "step {i}, a crash keeping {keep} unsynced bytes: {:?}",
+                reopened.err()
+            );
+        }
+    }
+    log.sync().unwrap();
+    drop(log);
+    let mark = file.read_sidecar(Sidecar::Head).unwrap().unwrap();
+    let other_key = OperatorKey::new(vec![8; 32]).unwrap();
+    let mut other = MemoryFile::new();
+    let mut elsewhere = open_keep(&other, Some(&other_key));
+    step(&mut elsewhere, "o");
+    drop(elsewhere);
+    let foreign = other.read_sidecar(Sidecar::Head).unwrap().unwrap();
+    other = file.crash(0);
+    for (what, leftover) in [
+        ("torn", Some(mark[..mark.len() / 2].to_vec())),
+        ("zeroed", Some(vec![0; mark.len()])),
+        ("another key's", Some(foreign)),
+        ("gone", None),
+    ] {
+        other.set_sidecar(Sidecar::Head, leftover);
+        let reopened = EffectLog::open(other.clone(), "mem.log", Some(key.clone()));
+        assert!(reopened.is_ok(), "a {what} mark: {:?}", reopened.err());
+    }
+    let unkeyed = MemoryFile::new();
+    step(&mut open_keep(&unkeyed, None), "u");
+    assert!(unkeyed.read_sidecar(Sidecar::Head).unwrap().is_none());
+}
+
+/// A keyed checkpoint is a mark too: one that covers more than the log holds
+/// was not written over this log as it is, and the log is refused, not read
+/// whole as for an unkeyed one (whose seal anyone can make).
+#[test]
+fn a_keyed_checkpoint_beyond_the_log_refuses_it() {
+    let key = OperatorKey::new(vec![7; 32]).unwrap();
+    let (file, _) = checkpointed(Some(&key), "s");
+    let cut = file.crash(0);
+    let bytes = file.contents();
+    cut.set_contents(bytes[..line_range(&bytes, 10).end + 1].to_vec());
+    cut.set_sidecar(Sidecar::Head, None);
+    for checkpoints in [Checkpoints::Ignore, Checkpoints::Use, Checkpoints::Keep] {
+        let opened = EffectLog::open_with(cut.clone(), "mem.log", Some(key.clone()), checkpoints);
+        match opened {
+            Err(LogError::Cut { witness, .. }) => assert_eq!(witness, "mem.log.checkpoint"),
+            other => panic!("{checkpoints:?}: {:?}", other.map(|log| log.rules().len())),
+        }
+    }
+}

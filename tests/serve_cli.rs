@@ -172,3 +172,59 @@ fn a_server_killed_between_claim_and_settle_leaves_its_claim_interrupted() {
     assert_eq!(late["outcome"]["execution"], "INTERRUPTED", "{late}");
     assert!(late["reason"].as_str().unwrap().contains("already settled"), "{late}");
 }
+
+/// EMB-4: the ledger reads back what the runtime's write left, whatever the
+/// runtime reported. A runtime that says exit 0 for a write whose file holds
+/// other bytes gets a result that is not `ok` and names the file as
+/// CONTRADICTED; the one that wrote the bytes gets `ok`. EMB-3: settling
+/// again records nothing, and the answer carries the first outcome, never
+/// the second settle's discarded facts.
+#[test]
+fn a_settled_write_whose_file_holds_other_bytes_is_contradicted_not_ok() {
+    let place = support::session::session();
+    let mut server = Server::start(&place);
+    server.initialize();
+    let run = server.result("run/begin", json!({}))["run"]["id"].as_str().unwrap().to_owned();
+    let settle = |server: &mut Server, id: &str, path: &str, exit: i64| {
+        let input = json!({"path": path, "content": "claimed\n"});
+        let claim = json!({"run_id": run, "request_id": id, "tool": "write_file", "input": input});
+        assert_eq!(server.result("effect/claim", claim)["status"], "run");
+        let facts = json!({"exit_code": exit});
+        server.result("effect/settle", json!({"run_id": run, "request_id": id, "facts": facts}))
+    };
+    std::fs::write(place.root.join("honest.txt"), "claimed\n").unwrap();
+    let honest = settle(&mut server, "w1", "honest.txt", 0);
+    assert_eq!(honest["result"]["ok"], true, "{honest}");
+    assert_eq!(honest["contradicted"], json!([]), "{honest}");
+    // The runtime says it wrote; the file holds something else.
+    let input = json!({"path": "lied.txt", "content": "claimed\n"});
+    let claim = json!({"run_id": run, "request_id": "w2", "tool": "write_file", "input": input});
+    assert_eq!(server.result("effect/claim", claim)["status"], "run");
+    std::fs::write(place.root.join("lied.txt"), "something else\n").unwrap();
+    let facts = json!({"exit_code": 0});
+    let lied = server.result("effect/settle", json!({"run_id": run, "request_id": "w2", "facts": facts}));
+    assert_eq!(lied["status"], "RAN", "{lied}");
+    assert_eq!(lied["outcome"]["execution"], "REPORTED_SUCCESS", "the runtime's word is recorded: {lied}");
+    assert_eq!(lied["result"]["ok"], false, "{lied}");
+    assert_eq!(lied["contradicted"], json!(["lied.txt"]), "{lied}");
+    assert!(lied["result"]["error"].as_str().unwrap().contains("CONTRADICTED"), "{lied}");
+    // Never written at all: absent where bytes were claimed.
+    let missing = settle(&mut server, "w3", "never.txt", 0);
+    assert_eq!(
+        (missing["result"]["ok"].clone(), missing["contradicted"].clone()),
+        (json!(false), json!(["never.txt"]))
+    );
+    // Settled again with other facts: nothing recorded, the first outcome
+    // answered, and none of this settle's facts said back.
+    let facts = json!({"executed": false});
+    let again = server.result("effect/settle", json!({"run_id": run, "request_id": "w1", "facts": facts}));
+    assert_eq!(again["outcome"]["execution"], "REPORTED_SUCCESS", "{again}");
+    assert!(again["reason"].as_str().unwrap().contains("recorded nothing"), "{again}");
+    assert_eq!(again["result"]["ok"], false, "{again}");
+    assert!(again["result"]["exit_code"].is_null(), "{again}");
+    let retried =
+        server.result("effect/settle", json!({"run_id": run, "request_id": "w2", "facts": {"exit_code": 0}}));
+    assert!(retried["result"]["exit_code"].is_null() && retried["result"]["ok"] == false, "{retried}");
+    assert_eq!(server.result("shutdown", json!({})), json!({}));
+    assert!(server.child.wait().unwrap().success());
+}

@@ -180,6 +180,7 @@ fn contradictory_reported_facts_exit_2_and_nothing_recorded_is_lost() {
 const STEP_KEYS: &[&str] = &[
     "action_id",
     "claim",
+    "contradicted",
     "launch_settled",
     "observations",
     "outcome",

@@ -421,6 +421,74 @@ fn a_keyed_session_s_log_resists_an_unkeyed_writer_and_a_rechained_forgery() {
     assert_ne!(fooled["verdict"], "FAILED", "the forged check reads as passed to an unkeyed reader");
 }
 
+/// LOG-6 under the operator key: whole records cut off a keyed log's end
+/// (`head -n 3`) need no key: every line left verifies, and so does the
+/// chain. Here the cut drops an external call whose disclosure the answer
+/// owes. `log verify` and `decide` refuse the cut log, naming the head mark
+/// that vouches for the missing records, instead of deciding COMPLETED
+/// over what is left.
+#[test]
+fn a_keyed_log_cut_at_a_record_boundary_is_refused_by_verify_and_decide() {
+    let s = session();
+    let key = s.root.parent().unwrap().join("key");
+    std::fs::write(&key, [7u8; 32]).unwrap();
+    let key = key.to_str().unwrap().to_owned();
+    let external = r#"{"tool": "external", "input": {"server": "tracker", "tool": "create_issue"}, "reported": {"exit_code": 0}}"#;
+    let script = format!("{WRITE}\n{}\n{external}\n", r#"{"tool": "read_file", "input": {"path": "a.txt"}}"#);
+    let out = s.run(&script, &["--key-file", &key]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run = summary(&out)["run_id"].as_str().unwrap().to_owned();
+    let log = s.logs().into_iter().next().unwrap();
+    let data = s.data.to_str().unwrap().to_owned();
+    let decide = || {
+        effects(&[
+            "--data-dir",
+            &data,
+            "decide",
+            "--key-file",
+            &key,
+            "--run",
+            &run,
+            "--require",
+            "a.txt",
+            "--json",
+        ])
+        .output()
+        .unwrap()
+    };
+    let whole = decide();
+    assert!(whole.status.success(), "{}", stderr(&whole));
+    let whole: Value = serde_json::from_slice(&whole.stdout).unwrap();
+    assert_eq!(whole["verdict"], "UNVERIFIED", "the external call is disclosed: {whole:#}");
+    // Another key is not taken for damage alone: the message says the key
+    // may be the wrong one.
+    let wrong = s.root.parent().unwrap().join("wrong-key");
+    std::fs::write(&wrong, [8u8; 32]).unwrap();
+    let log_text = log.to_str().unwrap();
+    let mistaken =
+        effects(&["log", "verify", "--key-file", wrong.to_str().unwrap(), log_text]).output().unwrap();
+    assert_ne!(mistaken.status.code(), Some(0));
+    assert!(stderr(&mistaken).contains("not the key the log was written with"), "{}", stderr(&mistaken));
+    // The cut: the first three records, as `head -n 3` leaves them.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let kept: String = text.split_inclusive('\n').take(3).collect();
+    assert!(kept.len() < text.len() && !kept.contains("tracker"), "the external call's records are cut");
+    std::fs::write(&log, &kept).unwrap();
+    let verified = effects(&["log", "verify", "--key-file", &key, log_text]).output().unwrap();
+    assert_ne!(verified.status.code(), Some(0), "{}", String::from_utf8_lossy(&verified.stdout));
+    assert!(stderr(&verified).contains("missing from its end"), "{}", stderr(&verified));
+    assert!(stderr(&verified).contains(".head"), "it names the mark: {}", stderr(&verified));
+    let cut = decide();
+    assert_ne!(
+        cut.status.code(),
+        Some(0),
+        "decided over a cut log: {}",
+        String::from_utf8_lossy(&cut.stdout)
+    );
+    assert!(!String::from_utf8_lossy(&cut.stdout).contains("COMPLETED"));
+    assert!(stderr(&cut).contains("missing from its end"), "{}", stderr(&cut));
+}
+
 // ---- Lower-case hex only --------------------------------------------------
 
 #[test]

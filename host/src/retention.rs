@@ -17,7 +17,8 @@
 //! counts.
 //!
 //! **Prune** (`effects log prune --older-than AGE`): every lineage sealed
-//! longer ago than AGE loses its log, checkpoint, archive and summary. Its
+//! longer ago than AGE loses its log, head mark, checkpoint, archive and
+//! summary. Its
 //! seal marker stays as a tombstone: a handle still open on the removed log
 //! would otherwise append to a file no longer there and believe it durable,
 //! and a new writer would start the lineage again from nothing. A lineage
@@ -353,8 +354,14 @@ pub fn prune(
             report.skipped.push(skip(why));
             continue;
         }
-        let store_files =
-            [log.clone(), format!("{log}.{}", Sidecar::Checkpoint.suffix()), format!("{log}.broken")];
+        // The head mark goes first: a prune cut short must not leave a mark
+        // naming records of a log no longer there (`log::witness`).
+        let store_files = [
+            format!("{log}.{}", Sidecar::Head.suffix()),
+            log.clone(),
+            format!("{log}.{}", Sidecar::Checkpoint.suffix()),
+            format!("{log}.broken"),
+        ];
         let mut removed = Vec::new();
         if let Some(store) = &store {
             for file in store_files.iter().filter(|f| store.symlink_metadata(f).is_ok()) {

@@ -75,6 +75,7 @@ fn kind(error: &LogError) -> &'static str {
         LogError::Sealed { .. } => "sealed",
         LogError::Rejected { .. } => "rejected",
         LogError::Corrupt { .. } => "corrupt",
+        LogError::Cut { .. } => "cut",
         LogError::Refused { .. } => "refused",
         LogError::Io { .. } => "io",
     }

@@ -286,6 +286,8 @@ export interface StepResult {
   outcome: OutcomeView | null;
   observations: ObservationView[];
   launch_settled: Position | null;
+  /** Files read back not holding what the claim said (CONTRADICTED); `result.ok` is then false. */
+  contradicted: string[];
   verifier: VerifierView | null;
   result: ToolResult;
 }

@@ -238,6 +238,14 @@ fn verify(opened: &Opened) -> Result<ExitCode, Failure> {
         count("outcome"),
         count("observation")
     );
+    if opened.log.is_keyed() {
+        match opened.log.witnessed() {
+            0 => out!(
+                "no head mark: nothing beside this keyed log vouches for its length, so records cut from its end would not be seen (LOG-6)"
+            ),
+            n => out!("head mark: the log holds the {n} records its keyed marks vouch for (LOG-6)"),
+        }
+    }
     let length = opened.log.storage().length().map_err(|e| Failure::new(exit::BAD_INPUT, e))?;
     let read = opened.log.read_offset();
     if length > read {

@@ -318,14 +318,10 @@ impl Ledger {
         let position = log.claim_of_request(&run.id, request_id)?;
         let first = self.settlement(run, position)?;
         let claim = self.claim_record(run, position).ok()?;
-        let at = first.position.map(|p| format!(" (#{p})")).unwrap_or_default();
         result.tool = claim.operation.tool.clone();
         result.action_id = Some(claim.action_id.clone());
         result.claim = Some(position);
-        result.outcome = Some(first);
-        result.reason =
-            Some(format!("claim #{position} was already settled{at}; this settle recorded nothing"));
-        Some(result)
+        Some(already_settled(result, position, first))
     }
 
     fn bind_again(&self, action: &str, request_id: &str, call: Call) -> Result<Bound, String> {
@@ -384,17 +380,13 @@ impl Ledger {
         mut result: StepResult,
     ) -> StepResult {
         result.dispatched(dispatched);
-        result.result = ToolResult::reported(reported);
         if let Some(claim) = dispatched.claim
             && let Some(first) = self.settlement(run, claim)
         {
             self.runtime.remove(key);
-            let at = first.position.map(|p| format!(" (#{p})")).unwrap_or_default();
-            result.outcome = Some(first);
-            result.reason =
-                Some(format!("claim #{claim} was already settled{at}; this settle recorded nothing"));
-            return result;
+            return already_settled(result, claim, first);
         }
+        result.result = ToolResult::reported(reported);
         let recorded = match self.record(run, dispatched, &reported.facts()) {
             Ok(recorded) => recorded,
             Err(error) => {
@@ -406,7 +398,8 @@ impl Ledger {
         result.recorded(dispatched, &recorded);
         match self.read_back_scope(run, dispatched, &recorded.observations) {
             Ok(observations) => {
-                result.observations.extend(observations.iter().map(|(p, o)| ObservationView::of(*p, o)))
+                result.observations.extend(observations.iter().map(|(p, o)| ObservationView::of(*p, o)));
+                result.contradict(dispatched, &observations);
             }
             Err(error) => result.status_because(StepStatus::NotRecorded, error.to_string()),
         }
@@ -480,4 +473,19 @@ impl Ledger {
         }
         Ok(recorded)
     }
+}
+
+/// EMB-3's answer to a settle of a claim already settled: the first outcome,
+/// and nothing of this settle's own facts, which were not recorded. The
+/// tool's answer is not `ok`: what the first settle's readbacks showed is not
+/// at hand here, so `outcome` and the decision say how the claim stands.
+fn already_settled(mut result: StepResult, claim: Position, first: OutcomeView) -> StepResult {
+    let at = first.position.map(|p| format!(" (#{p})")).unwrap_or_default();
+    let execution = serde_json::to_value(first.execution).ok();
+    let execution = execution.as_ref().and_then(|value| value.as_str()).unwrap_or("settled");
+    let why = format!("claim #{claim} was already settled{at} as {execution}; this settle recorded nothing");
+    result.result = ToolResult::error(why.clone());
+    result.outcome = Some(first);
+    result.reason = Some(why);
+    result
 }

@@ -17,7 +17,9 @@
 use serde::{Serialize, Serializer};
 
 use crate::log::{ObservationRecord, Position};
-use crate::model::{CleanupState, Coverage, Execution, Impact, JobLifecycle, Location, Mechanism};
+use crate::model::{
+    CleanupState, Coverage, Execution, Impact, JobLifecycle, Location, Mechanism, Postcondition,
+};
 
 use super::step::Reported;
 use super::{Dispatched, Recorded, Run};
@@ -226,6 +228,11 @@ pub struct StepResult {
     pub observations: Vec<ObservationView>,
     /// The launch a job read or kill settled, if it did.
     pub launch_settled: Option<Position>,
+    /// The files this step's readbacks found not holding what its claim
+    /// said they would (its postconditions: these bytes, absent, present):
+    /// the effect is CONTRADICTED, whatever the tool or the runtime
+    /// reported, and `result.ok` is false.
+    pub contradicted: Vec<String>,
     /// The verifier record, for a `verify` step.
     pub verifier: Option<VerifierView>,
     /// What the tool answered.
@@ -249,6 +256,7 @@ impl StepResult {
             outcome: None,
             observations: Vec::new(),
             launch_settled: None,
+            contradicted: Vec::new(),
             verifier: None,
             result: ToolResult::default(),
         }
@@ -301,6 +309,51 @@ impl StepResult {
         self.launch_settled = recorded.launch_settled;
         if self.policy_failure.is_none() {
             self.policy_failure = recorded.policy_failure.clone();
+        }
+        self.contradict(dispatched, &recorded.observations);
+    }
+
+    /// Holds each of the claim's postconditions against the readbacks of
+    /// its target (`observations`, the step's own): a complete readback
+    /// that shows other bytes, or presence where absence was claimed or the
+    /// reverse, names the file in [`StepResult::contradicted`], and the
+    /// tool's answer is no longer `ok`. A readback that was partial, or
+    /// none, contradicts nothing (the decision says what is unverified).
+    pub(super) fn contradict(
+        &mut self,
+        dispatched: &Dispatched,
+        observations: &[(Position, ObservationRecord)],
+    ) {
+        let Some(plan) = &dispatched.plan else { return };
+        let bindings = &dispatched.bound.operation.bindings;
+        for obligation in &plan.obligations {
+            let index = obligation.target as usize;
+            let Some(binding) = bindings.get(index) else { continue };
+            let location = binding.resource.location();
+            let seen = observations.iter().rev().find(|(_, o)| o.resource.location() == location);
+            let Some((_, observed)) = seen else { continue };
+            let holds = match &obligation.postcondition {
+                Postcondition::ContentSha256(sha) => match (&observed.content_sha256, observed.coverage) {
+                    (Some(found), Coverage::Complete) => found == sha,
+                    _ if !observed.exists => false,
+                    _ => true,
+                },
+                Postcondition::Absent => !observed.exists,
+                Postcondition::Exists => observed.exists,
+            };
+            let path = dispatched.bound.paths.get(index).cloned().unwrap_or_default();
+            if !holds && !self.contradicted.contains(&path) {
+                self.contradicted.push(path);
+            }
+        }
+        if !self.contradicted.is_empty() {
+            let files = self.contradicted.join(", ");
+            let reported = self.result.text.take().or(self.result.error.take()).unwrap_or_default();
+            self.result.ok = false;
+            self.result.error = Some(format!(
+                "CONTRADICTED: the ledger read back {files} and it does not hold what this call was to leave \
+                 there; do not report it as done ({reported})"
+            ));
         }
     }
 }

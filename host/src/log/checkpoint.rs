@@ -46,6 +46,7 @@ use serde::{Deserialize, Serialize};
 use super::frame::{self, Framed, OperatorKey};
 use super::history::{History, HistorySnapshot};
 use super::record::{Position, Record};
+use super::witness::{self, Mark};
 
 /// A checkpoint is written by the writer whose own append takes the log
 /// past a multiple of this many records: one writer per boundary, however
@@ -189,36 +190,9 @@ pub fn verify(
     log_length: u64,
     mut read_line: impl FnMut(Position, u64, u64) -> std::io::Result<Vec<u8>>,
 ) -> Result<Checkpoint, String> {
-    let text = bytes.strip_suffix(b"\n").ok_or("it does not end with a newline")?;
-    let split = text.iter().rposition(|&b| b == b'\n').ok_or("it has no seal")?;
-    let (body_bytes, seal) = (&text[..split], &text[split + 1..]);
-    if frame::seal(key, body_bytes).as_bytes() != seal {
-        return Err(match key {
-            Some(_) => "its seal is not the operator key's HMAC of it".into(),
-            None => "its seal is not the SHA-256 of it".into(),
-        });
-    }
-    let body: Body = crate::model::resource::trusted(|| serde_json::from_slice(body_bytes))
-        .map_err(|e| format!("it is not a checkpoint: {e}"))?;
-    if body.version != VERSION {
-        return Err(format!("version {} (this host reads {VERSION})", body.version));
-    }
-    if body.keyed != key.is_some() {
-        return Err("it was written with another keying than the log is read with".into());
-    }
-    if body.records == 0 || body.offset > log_length || body.last_line >= body.offset {
-        return Err(format!(
-            "it covers {} records and {} bytes of a log of {log_length} bytes",
-            body.records, body.offset
-        ));
-    }
-    let line = read_line(body.records - 1, body.last_line, body.offset)
-        .map_err(|e| format!("reading its last line: {e}"))?;
-    let line = line.strip_suffix(b"\n").ok_or("the log has no line ending where it says")?;
-    let (last, _) = frame::decode_alone(line, key).map_err(|e| format!("the line it names: {e}"))?;
-    if last.position + 1 != body.records || hex::encode(last.check) != body.head {
-        return Err("the line it names is not the record it covers".into());
-    }
+    let body = open_sealed(bytes, key)?;
+    let mark = mark_of(&body)?;
+    witness::confirm(&mark, key, log_length, &mut read_line)?;
     let history = History::restore(body.history).ok_or("its history is malformed")?;
     if history.len() != body.records {
         return Err("its history does not cover its records".into());
@@ -253,15 +227,51 @@ pub fn verify(
     if let Some(extra) = named.next() {
         return Err(format!("it keeps record {} that is no open claim or its processes", extra.position));
     }
-    let head = last.check;
     Ok(Checkpoint {
         records: body.records,
         offset: body.offset,
         last_line: body.last_line,
-        head,
+        head: mark.head,
         history,
         open,
     })
+}
+
+/// The body of a checkpoint whose seal verifies, of this host's version
+/// and keying; `Err` says why it is not one.
+fn open_sealed(bytes: &[u8], key: Option<&OperatorKey>) -> Result<Body, String> {
+    let text = bytes.strip_suffix(b"\n").ok_or("it does not end with a newline")?;
+    let split = text.iter().rposition(|&b| b == b'\n').ok_or("it has no seal")?;
+    let (body_bytes, seal) = (&text[..split], &text[split + 1..]);
+    if frame::seal(key, body_bytes).as_bytes() != seal {
+        return Err(match key {
+            Some(_) => "its seal is not the operator key's HMAC of it".into(),
+            None => "its seal is not the SHA-256 of it".into(),
+        });
+    }
+    let body: Body = crate::model::resource::trusted(|| serde_json::from_slice(body_bytes))
+        .map_err(|e| format!("it is not a checkpoint: {e}"))?;
+    if body.version != VERSION {
+        return Err(format!("version {} (this host reads {VERSION})", body.version));
+    }
+    if body.keyed != key.is_some() {
+        return Err("it was written with another keying than the log is read with".into());
+    }
+    Ok(body)
+}
+
+/// What a checkpoint says of the log's last covered record.
+fn mark_of(body: &Body) -> Result<Mark, String> {
+    let head = hex::decode(&body.head).ok().and_then(|head| head.try_into().ok());
+    let head = head.ok_or("its head is not 64 hex digits")?;
+    Ok(Mark { records: body.records, offset: body.offset, last_line: body.last_line, head })
+}
+
+/// What a checkpoint sealed with the operator key says of how far the log
+/// reached: a keyed mark (`witness`), which a reader confirms even when it
+/// reads the log whole. `None` for anything not sealed with `key`.
+pub fn mark(bytes: &[u8], key: &OperatorKey) -> Option<Mark> {
+    open_sealed(bytes, Some(key)).ok().and_then(|body| mark_of(&body).ok())
 }
 
 /// Reads the line `kept` names from the log and verifies it on its own: a

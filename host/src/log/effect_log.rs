@@ -63,6 +63,7 @@ use super::requests::RequestIndex;
 use super::scan::{self, Scanned, scan};
 use super::storage::{LockKind, Sidecar};
 use super::store::{After, Head, LineMeta, Store, Written};
+use super::witness;
 use crate::model::{CleanupState, Execution, Impact, Outcome, ProducerFacts};
 
 /// What recovery's judge (LOG-7) found of an unsettled claim.
@@ -222,6 +223,10 @@ pub struct EffectLog<S: Store> {
     /// What this writer read ahead while waiting for the lock, until its
     /// merge confirms or drops it.
     ahead: Option<ReadAhead>,
+    /// Records the keyed marks this handle wrote or confirmed vouch for
+    /// (`witness`): a keyed writer leaves a new one after each fsync that
+    /// covered more.
+    witnessed: Position,
 }
 
 impl<S: Store> EffectLog<S> {
@@ -264,21 +269,100 @@ impl<S: Store> EffectLog<S> {
             degraded: BTreeSet::new(),
             requests: RequestIndex::default(),
             ahead: None,
+            witnessed: 0,
         };
         log.with_lock(LockKind::Shared, |log| {
-            if checkpoints == Checkpoints::Ignore || !log.start_at_checkpoint() {
-                return log.merge(false).map(drop);
+            let started = checkpoints != Checkpoints::Ignore && log.start_at_checkpoint();
+            if !started {
+                log.merge(false)?;
+            } else if let Err(error) = log.merge(false) {
+                tracing::warn!(path = %log.path, "the log does not continue as its checkpoint says ({error}); reading the whole log");
+                log.restart();
+                log.merge(false)?;
             }
-            match log.merge(false) {
-                Ok(_) => Ok(()),
-                Err(error) => {
-                    tracing::warn!(path = %log.path, "the log does not continue as its checkpoint says ({error}); reading the whole log");
-                    log.restart();
-                    log.merge(false).map(drop)
-                }
-            }
+            log.confirm_marks(!started)
         })?;
         Ok(log)
+    }
+
+    /// LOG-6 under an operator key: every keyed mark beside the log (the
+    /// head mark, and the checkpoint's unless this handle started at it and
+    /// so confirmed it already) must name records the log still holds,
+    /// else [`LogError::Cut`]. A mark that is absent, unreadable or not
+    /// sealed with the key is no mark (`witness`). Unkeyed logs have none:
+    /// anyone can seal one.
+    fn confirm_marks(&mut self, checkpoint_too: bool) -> Result<(), LogError> {
+        let Some(key) = self.key.as_ref() else { return Ok(()) };
+        if self.storage.compares_head() {
+            // A server keeps its own lines; it has no head mark to cut past.
+            return Ok(());
+        }
+        let mut marks = Vec::with_capacity(2);
+        let sidecars = [(Sidecar::Head, true), (Sidecar::Checkpoint, checkpoint_too)];
+        for (which, wanted) in sidecars {
+            let bytes = match wanted.then(|| self.storage.read_sidecar(which)).transpose() {
+                Ok(bytes) => bytes.flatten(),
+                Err(error) => {
+                    tracing::warn!(path = %self.path, sidecar = which.suffix(), "a keyed mark cannot be read ({error}); not checked");
+                    None
+                }
+            };
+            let mark = bytes.and_then(|bytes| match which {
+                Sidecar::Head => witness::decode(&bytes, key),
+                _ => checkpoint::mark(&bytes, key),
+            });
+            if let Some(mark) = mark {
+                marks.push((which, mark));
+            }
+        }
+        let length = self.storage.length().map_err(self.io("stat"))?;
+        for (which, mark) in marks {
+            let storage = &self.storage;
+            let mut read_line = |position, start, end| storage.read_line(position, start, end);
+            if let Err(detail) = witness::confirm(&mark, Some(key), length, &mut read_line) {
+                return Err(LogError::Cut {
+                    path: self.path.clone(),
+                    witness: format!("{}.{}", self.path, which.suffix()),
+                    records: mark.records,
+                    detail,
+                });
+            }
+            self.witnessed = self.witnessed.max(mark.records);
+        }
+        Ok(())
+    }
+
+    /// Whether this handle reads and writes with an operator key.
+    pub fn is_keyed(&self) -> bool {
+        self.key.is_some()
+    }
+
+    /// The most records a keyed mark beside the log vouched for when this
+    /// handle opened it or wrote since (0 for an unkeyed log, or a keyed one
+    /// with no mark yet): a lower bound the log was checked to reach.
+    pub fn witnessed(&self) -> Position {
+        self.witnessed
+    }
+
+    /// Leaves the head mark after an fsync of this handle's that covered
+    /// more than the last it wrote (`witness`): keyed file logs only (a
+    /// server store's lines are its own to keep). Failing to write it is a
+    /// warning: the mark only catches cuts, and a missing one is no claim.
+    fn mark_head(&mut self) {
+        let Some(key) = self.key.as_ref() else { return };
+        if self.read_only || self.storage.compares_head() || self.history.len() <= self.witnessed {
+            return;
+        }
+        let mark = witness::Mark {
+            records: self.history.len(),
+            offset: self.read_offset,
+            last_line: self.last_line,
+            head: self.last_check,
+        };
+        match self.storage.write_sidecar(Sidecar::Head, &witness::encode(&mark, key)) {
+            Ok(()) => self.witnessed = mark.records,
+            Err(error) => tracing::warn!(path = %self.path, "the head mark could not be written: {error}"),
+        }
     }
 
     /// Starts this handle at the log's checkpoint, if it has one that
@@ -855,6 +939,7 @@ impl<S: Store> EffectLog<S> {
                 self.directory_synced = true;
                 self.unsynced = false;
                 self.synced = at;
+                self.mark_head();
                 self.checkpoint_if_due();
                 Ok(())
             }

@@ -5,6 +5,7 @@
 use std::io;
 
 use super::history::HistoryError;
+use super::record::Position;
 
 /// What a local log needs after [`LogError::DurabilityUnknown`].
 pub const UNKNOWN_ON_FILE: &str =
@@ -49,6 +50,25 @@ pub enum LogError {
         offset: u64,
         /// What is wrong.
         reason: String,
+    },
+    /// A keyed mark beside the log (its head mark or its checkpoint, sealed
+    /// with the operator key) names records the log no longer holds: it was
+    /// cut at a record boundary, or cut and written on (LOG-6,
+    /// `log::witness`). Nothing read from it is trusted.
+    #[error(
+        "{path}: records are missing from its end: {witness}, sealed with the operator key, vouches for {records} records, but {detail}. \
+         The log was cut back (whole records need no key to remove), so nothing read from it is trusted. \
+         Restore the log from a copy that holds those records; if you cut it yourself on purpose, move {witness} aside"
+    )]
+    Cut {
+        /// The log.
+        path: String,
+        /// The sidecar holding the mark.
+        witness: String,
+        /// Records the mark vouches for.
+        records: Position,
+        /// What the log holds instead.
+        detail: String,
     },
     /// The record could not be written; the file was cut back (LOG-4). For a
     /// claim, the dispatcher answers BLOCKED and never runs the backend.

@@ -116,6 +116,14 @@ pub enum FrameError {
     /// The checksum does not match the bytes.
     #[error("checksum mismatch: the line's bytes were altered")]
     Checksum,
+    /// The HMAC does not match the bytes under the key given: the bytes
+    /// were altered, or the key is not the one the log was written with
+    /// (nothing tells the two apart but the key's owner).
+    #[error(
+        "HMAC mismatch under the operator key given: the line's bytes were altered, or this is not the key the \
+         log was written with (check --key-file or $EFFECTS_LOG_KEY_FILE)"
+    )]
+    Mac,
     /// The position is not the line's index.
     #[error("position {found} where {expected} belongs (removed, duplicated or reordered line)")]
     Position {
@@ -253,7 +261,7 @@ pub fn decode_alone(line: &[u8], key: Option<&OperatorKey>) -> Result<(Framed, [
     }
     // The body is the line without its check, closed: hashed in two parts.
     if check_of_parts(key, &[&line[..line.len() - CHECK_SUFFIX_LEN], b"}"]) != check {
-        return Err(FrameError::Checksum);
+        return Err(if key.is_some() { FrameError::Mac } else { FrameError::Checksum });
     }
     // `prev` is inside the checksummed body, so a spelling `encode` never
     // writes fails here only if the checksum was forged to match it.

@@ -6,7 +6,8 @@
 //! tells a torn tail from corruption; [`EffectLog`] runs the append protocol
 //! (lock, merge, allocate, validate, write, unlock, fsync) over the one
 //! medium seam [`Store`] (a byte [`Storage`] file, or a server); `checkpoint` lets a continuing process read only what
-//! follows a verified checkpoint (LOG-10); `file` opens the real file with
+//! follows a verified checkpoint (LOG-10); `witness` leaves and confirms the
+//! keyed marks that catch a keyed log cut at a record boundary (LOG-6); `file` opens the real file with
 //! the LOG-1 checks; `launch` is the launch index (LOG-8), written through
 //! `durable`'s whole-file replace.
 //!
@@ -28,6 +29,7 @@ mod requests;
 mod scan;
 mod storage;
 mod store;
+mod witness;
 
 pub use checkpoint::{CHECKPOINT_EVERY, CHECKPOINT_LAG};
 pub use effect_log::{Checkpoints, EffectLog, Recovery};

@@ -834,6 +834,7 @@ fn sidecar_name(which: Sidecar) -> &'static str {
     match which {
         Sidecar::Poisoned => "poisoned",
         Sidecar::Checkpoint => "checkpoint",
+        Sidecar::Head => "head",
         Sidecar::Sealed => "sealed",
     }
 }

@@ -36,6 +36,11 @@ pub enum Sidecar {
     Poisoned,
     /// LOG-10: where a reader may start instead of reading the whole log.
     Checkpoint,
+    /// LOG-6 under an operator key: how far the log reached at a keyed
+    /// writer's last fsync (`witness`). Written in place, not durably: a
+    /// crash or a concurrent reader may find it stale or torn, which its
+    /// seal tells.
+    Head,
     /// The lineage is sealed (retention, `retention.rs`): its archive and
     /// summary are written, and no handle appends again, old or new. Kept
     /// after the lineage is pruned, as its tombstone.
@@ -48,6 +53,7 @@ impl Sidecar {
         match self {
             Sidecar::Poisoned => "poisoned",
             Sidecar::Checkpoint => "checkpoint",
+            Sidecar::Head => "head",
             Sidecar::Sealed => "sealed",
         }
     }
@@ -128,6 +134,8 @@ pub struct DiskFile {
     display: String,
     name: String,
     broken_name: String,
+    /// The head mark (`Sidecar::Head`), opened at its first write and kept.
+    head: Option<File>,
 }
 
 impl DiskFile {
@@ -150,7 +158,34 @@ impl DiskFile {
             display: display.to_owned(),
             name: name.to_owned(),
             broken_name: format!("{name}.broken"),
+            head: None,
         }
+    }
+
+    /// Writes the head mark over the old one in place: one `pwrite` of a
+    /// fixed length (`witness::MARK_BYTES`), so nothing of a longer one is
+    /// left. Opened as the broken tail is (no symlink followed, a regular
+    /// file with one name, 0600), once per handle.
+    fn write_head(&mut self, bytes: &[u8]) -> io::Result<()> {
+        use rustix::fs::{FileType, Mode, OFlags};
+        if self.head.is_none() {
+            let flags =
+                OFlags::WRONLY | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+            let name = self.sidecar_name(Sidecar::Head);
+            let fd = rustix::fs::openat(&self.directory, name.as_str(), flags, Mode::from_raw_mode(0o600))?;
+            let stat = rustix::fs::fstat(&fd)?;
+            if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile || stat.st_nlink != 1 {
+                return Err(io::Error::other(format!("{name} is not a regular file with one name")));
+            }
+            rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o600))?;
+            let file = File::from(fd);
+            if stat.st_size as u64 != bytes.len() as u64 {
+                file.set_len(bytes.len() as u64)?;
+            }
+            self.head = Some(file);
+        }
+        let file = self.head.as_ref().expect("opened above");
+        file.write_all_at(bytes, 0)
     }
 
     fn sidecar_name(&self, which: Sidecar) -> String {
@@ -283,6 +318,9 @@ impl Storage for DiskFile {
             Sidecar::Checkpoint => {
                 super::durable::replace_unsynced(&self.directory, &self.display, &name, bytes)
             }
+            // Written after every keyed fsync: one pwrite in place through a
+            // descriptor kept open, not a file made and renamed each time.
+            Sidecar::Head => return self.write_head(bytes),
         }
         .map_err(as_io)
     }

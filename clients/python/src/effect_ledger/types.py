@@ -254,6 +254,9 @@ class StepResult:
     verifier: Verifier | None
     result: ToolResult
     raw: JsonObject = field(repr=False)
+    #: Files read back not holding what the claim said (CONTRADICTED);
+    #: ``result.ok`` is then false.
+    contradicted: list[str] = field(default_factory=list)
 
     @classmethod
     def from_json(cls, raw: JsonObject) -> StepResult:
@@ -276,6 +279,7 @@ class StepResult:
             verifier=Verifier.from_json(verifier) if isinstance(verifier, dict) else None,
             result=ToolResult.from_json(_object(raw.get("result"))),
             raw=raw,
+            contradicted=[str(path) for path in _list(raw.get("contradicted"))],
         )
 
 
