@@ -374,3 +374,67 @@ fn an_effects_directory_others_can_read_is_refused() {
         Ok(_) => panic!("expected a refusal, the directory opened"),
     }
 }
+
+/// LOG-6's head mark on a real filesystem, with real processes: four keyed
+/// writers append at once (each leaving its mark after its own fsyncs,
+/// written in place while others read it), a fifth is killed with SIGKILL
+/// mid-run, and a reader opens the log over and over meanwhile. No open ever
+/// finds the log cut: a mark never runs ahead of the log, whichever writer
+/// wrote it last. Then the log is cut by a record for real, and it is.
+#[test]
+fn keyed_writers_racing_and_killed_never_make_a_mark_the_log_cannot_bear_out() {
+    let dir = effects_dir();
+    let key = effect_ledger::log::OperatorKey::new(vec![7; 32]).unwrap();
+    let keyed = |mode| {
+        let handle = Dir::open_ambient_dir(dir.path(), ambient_authority()).unwrap();
+        let options = OpenOptionsLog { mode, key: Some(key.clone()), recover: false, ..Default::default() };
+        open_lineage(&handle, &dir.path().display().to_string(), "k", &options)
+    };
+    let spawn = |name: &str, count: usize| {
+        writer(dir.path(), "k", count, name, &["--outcomes", "--keyed"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let mut victim = spawn("victim", 100_000);
+    let writers: Vec<Child> = (0..4).map(|i| spawn(&format!("w{i}"), 150)).collect();
+    let mut opens = 0;
+    let mut killed = false;
+    let mut victim_out = BufReader::new(victim.stdout.take().unwrap());
+    let mut line = String::new();
+    while !killed || opens < 50 {
+        if !killed && opens >= 20 {
+            // Killed between an ack and whatever it was writing next.
+            victim_out.read_line(&mut line).unwrap();
+            victim.kill().unwrap();
+            victim.wait().unwrap();
+            killed = true;
+        }
+        match keyed(OpenMode::ReadOnly) {
+            Ok(_) => opens += 1,
+            Err(error) => panic!("open {opens} of a log no one cut: {error}"),
+        }
+    }
+    for writer in writers {
+        let out = writer.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(acks(&out.stdout).len(), 150);
+    }
+    let log = keyed(OpenMode::ReadOnly).expect("the log opens after the kill").expect("it exists");
+    assert!(log.witnessed() > 600, "the marks vouch for the writers' records: {}", log.witnessed());
+    drop(log);
+    // One claim more, alone: its fsync leaves the last mark, over every record.
+    let last = writer(dir.path(), "k", 1, "last", &["--keyed"]).output().unwrap();
+    assert_eq!(acks(&last.stdout).len(), 1, "{}", String::from_utf8_lossy(&last.stderr));
+    let records = keyed(OpenMode::ReadOnly).unwrap().unwrap().records().len();
+    // Now cut that claim off for real.
+    let path = dir.path().join("k.log");
+    let bytes = std::fs::read(&path).unwrap();
+    let last = bytes[..bytes.len() - 1].iter().rposition(|&b| b == b'\n').unwrap() + 1;
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(last as u64).unwrap();
+    match keyed(OpenMode::ReadOnly) {
+        Err(LogError::Cut { records: vouched, .. }) => assert_eq!(vouched as usize, records),
+        Err(other) => panic!("{other}"),
+        Ok(_) => panic!("the cut log of {records} records opened"),
+    }
+}

@@ -1,7 +1,7 @@
 //! `effects-test-writer`: a small writer process for the effect log's crash,
 //! race and fault tests (tests/log_disk.rs). Not part of the product.
 //!
-//! `effects-test-writer DIR RUN_ID COUNT WRITER [--outcomes] [--until-error] [--lease-ms=N] [--hold]`
+//! `effects-test-writer DIR RUN_ID COUNT WRITER [--outcomes] [--until-error] [--lease-ms=N] [--hold] [--keyed]`
 //!
 //! Opens lineage RUN_ID in DIR, or on the fleet store when DIR is a
 //! `postgres://` or `postgresql://` URL (no eager recovery: several writers
@@ -14,7 +14,8 @@
 //! On the fleet store the writer's lease lasts `--lease-ms` (default 30 s).
 //! With `--hold`, after its claims it waits for a line on stdin, then
 //! settles its first claim and prints `settled <position>` or
-//! `error <kind>` (a writer paused past its lease, then resumed).
+//! `error <kind>` (a writer paused past its lease, then resumed). With
+//! `--keyed`, a file log is keyed with [`KEY`] (as the tests' readers are).
 
 #![allow(clippy::disallowed_methods)] // a test tool takes its paths from argv
 
@@ -24,9 +25,12 @@ use cap_std::ambient_authority;
 use cap_std::fs::Dir;
 use effect_ledger::log::{
     Checkpoints, ClaimRecord, EffectLog, LogError, Medium, OpenMode, OpenOptionsLog, OperationRef,
-    OutcomeRecord, PgStore, open_lineage,
+    OperatorKey, OutcomeRecord, PgStore, open_lineage,
 };
 use effect_ledger::model::{CleanupState, Execution, Impact, Outcome, ProducerFacts};
+
+/// The operator key of `--keyed` writers.
+pub const KEY: [u8; 32] = [7; 32];
 
 fn claim(action_id: String) -> ClaimRecord {
     ClaimRecord {
@@ -84,12 +88,16 @@ fn kind(error: &LogError) -> &'static str {
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let [_, dir, run_id, count, writer, flags @ ..] = args.as_slice() else {
-        eprintln!("usage: effects-test-writer DIR RUN_ID COUNT WRITER [--outcomes] [--until-error]");
+        eprintln!(
+            "usage: effects-test-writer DIR RUN_ID COUNT WRITER [--outcomes] [--until-error] [--keyed]"
+        );
         std::process::exit(2);
     };
     let outcomes = flags.iter().any(|f| f == "--outcomes");
     let until_error = flags.iter().any(|f| f == "--until-error");
     let hold = flags.iter().any(|f| f == "--hold");
+    // `--keyed`: the log is keyed with KEY (LOG-6's head marks are written).
+    let key = flags.iter().any(|f| f == "--keyed").then(|| OperatorKey::new(KEY.to_vec()).expect("a key"));
     let lease =
         flags.iter().find_map(|f| f.strip_prefix("--lease-ms=")).map_or(effect_ledger::log::LEASE, |ms| {
             std::time::Duration::from_millis(ms.parse().expect("a number"))
@@ -118,8 +126,7 @@ fn main() {
         }
     } else {
         let dir = Dir::open_ambient_dir(dir, ambient_authority()).expect("DIR opens");
-        let options =
-            OpenOptionsLog { mode: OpenMode::ReadWrite, key: None, recover: false, ..Default::default() };
+        let options = OpenOptionsLog { mode: OpenMode::ReadWrite, key, recover: false, ..Default::default() };
         open_lineage(&dir, "log-dir", run_id, &options).expect("log opens").expect("read-write")
     };
     let mut out = std::io::stdout().lock();
