@@ -398,23 +398,20 @@ fn keyed_writers_racing_and_killed_never_make_a_mark_the_log_cannot_bear_out() {
     };
     let mut victim = spawn("victim", 100_000);
     let writers: Vec<Child> = (0..4).map(|i| spawn(&format!("w{i}"), 150)).collect();
-    let mut opens = 0;
-    let mut killed = false;
-    let mut victim_out = BufReader::new(victim.stdout.take().unwrap());
+    let open_while_they_write = |opens: std::ops::Range<usize>| {
+        for open in opens {
+            if let Err(error) = keyed(OpenMode::ReadOnly) {
+                panic!("open {open} of a log no one cut: {error}");
+            }
+        }
+    };
+    open_while_they_write(0..20);
+    // Killed between an ack and whatever it was writing next.
     let mut line = String::new();
-    while !killed || opens < 50 {
-        if !killed && opens >= 20 {
-            // Killed between an ack and whatever it was writing next.
-            victim_out.read_line(&mut line).unwrap();
-            victim.kill().unwrap();
-            victim.wait().unwrap();
-            killed = true;
-        }
-        match keyed(OpenMode::ReadOnly) {
-            Ok(_) => opens += 1,
-            Err(error) => panic!("open {opens} of a log no one cut: {error}"),
-        }
-    }
+    BufReader::new(victim.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+    open_while_they_write(20..50);
     for writer in writers {
         let out = writer.wait_with_output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
