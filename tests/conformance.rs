@@ -135,6 +135,7 @@ mod random_ledgers {
             (0..4usize, 0..2usize).prop_map(|(f, c)| VectorRecord::Claim(VectorClaim {
                 at: None,
                 tool: "write_file".into(),
+                subject: String::new(),
                 scope: Some(vec![file(f)]),
                 obligations: vec![VectorObligation {
                     target: file(f),
@@ -155,6 +156,7 @@ mod random_ledgers {
                 VectorRecord::Claim(VectorClaim {
                     at: None,
                     tool: if external { "external".into() } else { "bash".into() },
+                    subject: String::new(),
                     scope,
                     obligations: Vec::new(),
                     external,

@@ -246,6 +246,21 @@ fn nothing_the_proxy_cannot_read_reaches_the_upstream() {
     }
     let settled = |claim: u64| (claim, Some("REPORTED_SUCCESS".to_owned()));
     assert_eq!(claims(&place, "proxied"), [settled(honest), settled(hold), settled(after)]);
+
+    // CMP-6: each is disclosed by its server and tool, as the agent's answer
+    // must name it, never as an anonymous "external" call.
+    let decided = Command::new(env!("CARGO_BIN_EXE_effects"))
+        .arg("--data-dir")
+        .arg(&place.data)
+        .args(["decide", "--run", "proxied", "--json"])
+        .output()
+        .unwrap();
+    let decision: Value = serde_json::from_slice(&decided.stdout).unwrap();
+    assert_eq!(decision["verdict"], "UNVERIFIED", "{decision:#}");
+    let answer = decision["answer"].as_str().unwrap();
+    for name in ["honest", "hold", "after"] {
+        assert!(answer.contains(&format!("External call lenient/{name} ")), "{name} is not named: {answer}");
+    }
 }
 
 #[test]

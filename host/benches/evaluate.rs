@@ -73,6 +73,7 @@ pub fn ledger(effects: usize, files: usize) -> EvidenceLedger {
         records.push(VectorRecord::Claim(VectorClaim {
             at: None,
             tool: "write_file".into(),
+            subject: String::new(),
             scope: Some(vec![seen(i)]),
             obligations: vec![VectorObligation {
                 target: file(i),

@@ -89,6 +89,10 @@ pub fn assemble(
                     run_id: run_id.to_owned(),
                     action_id: claim.action_id.clone(),
                     tool: claim.operation.tool.clone(),
+                    subject: match claim.external {
+                        true => claim.operation.action.clone(),
+                        false => String::new(),
+                    },
                     dependencies: claim.dependencies.iter().map(|r| resources.of(r)).collect(),
                     scope: (!scope.is_empty()).then_some(scope),
                     obligations,

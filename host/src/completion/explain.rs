@@ -90,6 +90,7 @@ mod tests {
             run_id: "r".into(),
             action_id: "a".into(),
             tool: "bash".into(),
+            subject: String::new(),
             scope: None,
             dependencies: Vec::new(),
             obligations: Vec::new(),

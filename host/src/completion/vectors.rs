@@ -139,6 +139,10 @@ pub struct VectorClaim {
     /// Tool (default `write_file`).
     #[serde(default = "write_file")]
     pub tool: String,
+    /// What it called when its scope cannot say (an external call's
+    /// `server/tool`); default empty.
+    #[serde(default)]
+    pub subject: String,
     /// Exact scope; absent for unknown.
     pub scope: Option<Vec<VectorResource>>,
     /// Obligations.
@@ -433,6 +437,7 @@ impl Vector {
                         run_id: "run".into(),
                         action_id: format!("action-{index}"),
                         tool: claim.tool.clone(),
+                        subject: claim.subject.clone(),
                         scope,
                         dependencies: Vec::new(),
                         obligations,

@@ -201,7 +201,10 @@ fn named_paths(call: &Call) -> Result<Vec<(String, String, ResourceRole, bool)>,
 
 /// Binds one call. The operation's `input_json` is the call's canonical
 /// input (sorted keys, defaults left out); `action` overrides the call's own
-/// action (a verifier run is a `bash` call with action `verify`).
+/// action (a verifier run is a `bash` call with action `verify`). An
+/// external call's own action is `server/tool`: its claim records what it
+/// called even when its scope is unknown (a runtime-run call, TRU-1), so its
+/// disclosure can name it (CMP-6).
 pub fn bind(
     root: &SealedRoot,
     call: Call,
@@ -229,7 +232,11 @@ pub fn bind(
     let input_json = call.input().to_string(); // serde_json's map is sorted: canonical
     let operation = BoundOperation {
         tool: call.tool().to_owned(),
-        action: action.unwrap_or(call.action()).to_owned(),
+        action: match (action, &call) {
+            (Some(action), _) => action.to_owned(),
+            (None, Call::External(external)) => format!("{}/{}", external.server, external.tool),
+            (None, call) => call.action().to_owned(),
+        },
         request_id: request_id.to_owned(),
         input_sha256: Sha256Digest::of(input_json.as_bytes()).to_string(),
         input_json,

@@ -397,8 +397,9 @@ impl Ledger {
         self.runtime.remove(key);
         result.recorded(dispatched, &recorded);
         match self.read_back_scope(run, dispatched, &recorded.observations) {
-            Ok(observations) => {
+            Ok(mut observations) => {
                 result.observations.extend(observations.iter().map(|(p, o)| ObservationView::of(*p, o)));
+                observations.splice(0..0, recorded.observations.iter().cloned());
                 result.contradict(dispatched, &observations);
             }
             Err(error) => result.status_because(StepStatus::NotRecorded, error.to_string()),

@@ -310,21 +310,25 @@ impl StepResult {
         if self.policy_failure.is_none() {
             self.policy_failure = recorded.policy_failure.clone();
         }
-        self.contradict(dispatched, &recorded.observations);
     }
 
-    /// Holds each of the claim's postconditions against the readbacks of
-    /// its target (`observations`, the step's own): a complete readback
-    /// that shows other bytes, or presence where absence was claimed or the
-    /// reverse, names the file in [`StepResult::contradicted`], and the
-    /// tool's answer is no longer `ok`. A readback that was partial, or
-    /// none, contradicts nothing (the decision says what is unverified).
+    /// For a step whose tool answered `ok`, holds each of the claim's
+    /// postconditions against the readbacks of its target (`observations`,
+    /// the step's own): a complete readback that shows other bytes, or
+    /// presence where absence was claimed or the reverse, names the file in
+    /// [`StepResult::contradicted`], and the answer is no longer `ok`. A
+    /// readback that was partial, or none, contradicts nothing (the decision
+    /// says what is unverified); a tool that failed is FAILED, not
+    /// contradicted. Called once, with every readback the step took.
     pub(super) fn contradict(
         &mut self,
         dispatched: &Dispatched,
         observations: &[(Position, ObservationRecord)],
     ) {
         let Some(plan) = &dispatched.plan else { return };
+        if !self.result.ok {
+            return;
+        }
         let bindings = &dispatched.bound.operation.bindings;
         for obligation in &plan.obligations {
             let index = obligation.target as usize;

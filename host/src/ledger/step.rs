@@ -331,7 +331,10 @@ impl Ledger {
     pub fn finish(&mut self, run: &Run, waited: Waited) -> StepResult {
         let Waited { mut result, dispatched, facts, .. } = waited;
         match self.record(run, &dispatched, &facts) {
-            Ok(recorded) => result.recorded(&dispatched, &recorded),
+            Ok(recorded) => {
+                result.recorded(&dispatched, &recorded);
+                result.contradict(&dispatched, &recorded.observations);
+            }
             Err(error) => result.status_because(StepStatus::NotRecorded, error.to_string()),
         }
         result

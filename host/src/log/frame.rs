@@ -332,7 +332,7 @@ mod tests {
         let (line, _) = encode(0, "run", &sample_record(), &GENESIS, Some(&key));
         let line = &line[..line.len() - 1];
         assert!(decode(line, 0, &GENESIS, Some(&key)).is_ok());
-        assert_eq!(decode(line, 0, &GENESIS, Some(&other)), Err(FrameError::Checksum));
+        assert_eq!(decode(line, 0, &GENESIS, Some(&other)), Err(FrameError::Mac));
         assert!(matches!(decode(line, 0, &GENESIS, None), Err(FrameError::Auth(_))));
         let (plain, _) = encode(0, "run", &sample_record(), &GENESIS, None);
         assert!(matches!(

@@ -38,6 +38,11 @@ pub struct ClaimEvidence {
     pub action_id: String,
     /// Tool.
     pub tool: String,
+    /// What the call was to, when its scope cannot say: an external call's
+    /// `server/tool`, the action its claim recorded. Empty for others, and
+    /// absent in JSON means empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub subject: String,
     /// Exact scope, or `None` for unknown.
     pub scope: Option<Vec<ResourceIndex>>,
     /// Dependencies.

@@ -297,7 +297,7 @@ macro_rules! conversions {
             ledger: wit::EvidenceLedger,
             roots: Vec<&'m model::FilesystemRoot>,
             /// Per repeating column, the string it laid out last and its index.
-            last: [Option<(&'m str, u32)>; 3],
+            last: [Option<(&'m str, u32)>; 4],
         }
 
         /// The columns whose strings often equal the one before them: a
@@ -310,6 +310,7 @@ macro_rules! conversions {
             Path,
             RunId,
             Tool,
+            Subject,
         }
 
         impl<'m> Layout<'m> {
@@ -334,8 +335,8 @@ macro_rules! conversions {
                     match record {
                         M::Claim(c) => {
                             claims += 1;
-                            strings += 3 + c.obligations.len();
-                            text += c.run_id.len() + c.action_id.len() + c.tool.len();
+                            strings += 4 + c.obligations.len();
+                            text += c.run_id.len() + c.action_id.len() + c.tool.len() + c.subject.len();
                             for obligation in &c.obligations {
                                 if let model::Postcondition::ContentSha256(digest) = &obligation.postcondition {
                                     text += digest.len();
@@ -379,6 +380,7 @@ macro_rules! conversions {
                         run_id: Vec::with_capacity(claims),
                         action_id: Vec::with_capacity(claims),
                         tool: Vec::with_capacity(claims),
+                        subject: Vec::with_capacity(claims),
                         scope: Vec::with_capacity(scope),
                         scope_ends: Vec::with_capacity(claims),
                         dependencies: Vec::with_capacity(dependencies),
@@ -419,7 +421,7 @@ macro_rules! conversions {
                     },
                     answer: model.answer.clone(),
                 };
-                Layout { ledger, roots: Vec::new(), last: [None; 3] }
+                Layout { ledger, roots: Vec::new(), last: [None; 4] }
             }
 
             /// Appends `text` to the string table; its index.
@@ -573,6 +575,7 @@ macro_rules! conversions {
                 let run_id = self.repeating(Repeating::RunId, &claim.run_id);
                 let action_id = self.string(&claim.action_id);
                 let tool = self.repeating(Repeating::Tool, &claim.tool);
+                let subject = self.repeating(Repeating::Subject, &claim.subject);
                 for obligation in &claim.obligations {
                     let (kind, digest) = match &obligation.postcondition {
                         model::Postcondition::ContentSha256(digest) => {
@@ -591,6 +594,7 @@ macro_rules! conversions {
                 table.run_id.push(run_id);
                 table.action_id.push(action_id);
                 table.tool.push(tool);
+                table.subject.push(subject);
                 table.scope.extend_from_slice(claim.scope.as_deref().unwrap_or_default());
                 table.scope_ends.push(wire_u32(table.scope.len()));
                 table.dependencies.extend_from_slice(&claim.dependencies);

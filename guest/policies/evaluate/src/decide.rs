@@ -681,7 +681,13 @@ impl<'h, 'a> Index<'h, 'a> {
                 .unwrap_or_default()
                 .iter()
                 .find(|&&t| self.history.locations.kind(t) == Kind::External);
-            let name = target.map_or(claim.tool, |&t| self.history.locations.name(t));
+            // Its external target's name; a runtime-run call's claim has
+            // unknown scope (TRU-1) and names it by its subject instead.
+            let name = match target {
+                Some(&t) => self.history.locations.name(t),
+                None if !claim.subject.is_empty() => claim.subject,
+                None => claim.tool,
+            };
             let fact = match claim.state.settled().map(|s| s.execution) {
                 Some(Execution::ReportedSuccess) => {
                     "reported success; any external change it made was not independently verified"

@@ -72,6 +72,9 @@ pub struct Claim<'a> {
     pub unconfined: bool,
     /// Its tool.
     pub tool: &'a str,
+    /// What it called when its scope cannot say (an external call's
+    /// `server/tool`); may be empty.
+    pub subject: &'a str,
     /// Its exact scope, or `None` for unknown scope.
     pub targets: Option<&'a [LocId]>,
     /// Its obligations, in order.
@@ -293,6 +296,7 @@ impl<'a> History<'a> {
                 processes: flags.contains(ClaimFlags::PROCESSES),
                 unconfined: flags.contains(ClaimFlags::UNCONFINED),
                 tool: tables.strings.get(claim_table.tool[i])?,
+                subject: tables.strings.get(claim_table.subject[i])?,
                 targets,
                 obligations,
                 state: State::Attempted,
@@ -593,6 +597,7 @@ mod tests {
             processes,
             unconfined: false,
             tool: "bash",
+            subject: "",
             targets: exact.then_some(TARGETS),
             obligations: &[],
             state,
@@ -679,7 +684,7 @@ mod tests {
         let mut two = ledger();
         let claims = &mut two.claims;
         claims.position.push(2);
-        for column in [&mut claims.run_id, &mut claims.action_id, &mut claims.tool] {
+        for column in [&mut claims.run_id, &mut claims.action_id, &mut claims.tool, &mut claims.subject] {
             column.push(column[0]);
         }
         claims.scope_ends.push(1);

@@ -318,6 +318,7 @@ impl<'a> Tables<'a> {
                 ("run-id", claims.run_id.len()),
                 ("action-id", claims.action_id.len()),
                 ("tool", claims.tool.len()),
+                ("subject", claims.subject.len()),
                 ("flags", claims.flags.len()),
             ],
         )?;
@@ -325,6 +326,7 @@ impl<'a> Tables<'a> {
             (&claims.run_id, "claims.run-id"),
             (&claims.action_id, "claims.action-id"),
             (&claims.tool, "claims.tool"),
+            (&claims.subject, "claims.subject"),
         ] {
             strings.check(column, what)?;
         }
@@ -523,6 +525,7 @@ pub(crate) mod tests {
                 run_id: vec![2],
                 action_id: vec![3],
                 tool: vec![4],
+                subject: vec![4],
                 scope: vec![0],
                 scope_ends: vec![1],
                 dependencies: Vec::new(),
@@ -587,6 +590,7 @@ pub(crate) mod tests {
                 run_id: Vec::new(),
                 action_id: Vec::new(),
                 tool: Vec::new(),
+                subject: Vec::new(),
                 scope: Vec::new(),
                 scope_ends: Vec::new(),
                 dependencies: Vec::new(),
@@ -627,6 +631,7 @@ pub(crate) mod tests {
             c.run_id.push(2);
             c.action_id.push(3);
             c.tool.push(tool);
+            c.subject.push(tool);
             c.scope.extend_from_slice(scope);
             c.scope_ends.push(c.scope.len() as u32);
             c.dependency_ends.push(0);
