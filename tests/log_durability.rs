@@ -652,3 +652,71 @@ fn a_keyed_checkpoint_beyond_the_log_refuses_it() {
         }
     }
 }
+
+/// A cut disguised as a crash: the line of a record the mark vouches for is
+/// zeroed, which a loader takes for a torn tail when no durable record
+/// follows it (a crash can leave zeros where an unsynced outcome was). The
+/// records behind it would be read as never written, and the mark's own
+/// last line is still in place. No crash zeroes a line before a record its
+/// writer fsynced and marked, so the log is refused.
+#[test]
+fn a_keyed_log_with_a_line_zeroed_to_pass_for_a_torn_tail_is_refused() {
+    let key = OperatorKey::new(vec![7; 32]).unwrap();
+    let file = MemoryFile::new();
+    let mut log = open_keep(&file, Some(&key));
+    step(&mut log, "k0");
+    let external = log.claim("r1", claim("external")).unwrap();
+    log.record_outcome("r1", outcome(external, Execution::Failed)).unwrap();
+    log.record_verifier("r1", check(external)).unwrap();
+    log.sync().unwrap();
+    drop(log);
+    let mut bytes = file.contents();
+    let line = line_range(&bytes, external as usize);
+    bytes[line].fill(0);
+    file.set_contents(bytes);
+    match EffectLog::open(file.clone(), "mem.log", Some(key.clone())) {
+        Err(LogError::Cut { detail, .. }) => assert!(detail.contains("only the first 3"), "{detail}"),
+        Err(other) => panic!("{other}"),
+        Ok(log) => panic!("read {} records as the whole log", log.rules().len()),
+    }
+}
+
+/// A writer open since before a cut (a long-lived server) must not append
+/// past it: its own view is behind the cut, so the log did not shrink
+/// beneath it, and its append and fsync would leave a new mark over the cut
+/// log that hides the cut from every later reader. It confirms the head
+/// mark before each append, and refuses.
+#[test]
+fn a_writer_open_since_before_a_cut_does_not_append_past_it() {
+    let key = OperatorKey::new(vec![7; 32]).unwrap();
+    let file = MemoryFile::new();
+    let mut early = open_keep(&file, Some(&key));
+    early.claim("r1", claim("early")).unwrap();
+    let mut other = open_keep(&file, Some(&key));
+    for i in 0..4 {
+        step(&mut other, &format!("o{i}"));
+    }
+    other.sync().unwrap();
+    drop(other);
+    let bytes = file.contents();
+    file.set_contents(bytes[..line_range(&bytes, 5).end + 1].to_vec());
+    let appended = early.claim("r1", claim("after the cut"));
+    assert!(matches!(appended, Err(LogError::Cut { .. })), "{appended:?}");
+    drop(early);
+    let reopened = EffectLog::open(file.clone(), "mem.log", Some(key.clone()));
+    assert!(matches!(reopened, Err(LogError::Cut { .. })), "the cut is still seen: {:?}", reopened.err());
+}
+
+/// A pruned lineage (retention) has no log but its seal, which refuses every
+/// append; a keyed mark left behind by a prune cut short names nothing, and
+/// does not turn the seal's refusal into a cut.
+#[test]
+fn a_mark_left_beside_a_pruned_lineage_is_not_a_cut() {
+    let key = OperatorKey::new(vec![7; 32]).unwrap();
+    let (file, _) = keyed_steps(&key);
+    file.set_contents(Vec::new());
+    assert!(matches!(EffectLog::open(file.clone(), "mem.log", Some(key.clone())), Err(LogError::Cut { .. })));
+    file.set_sidecar(Sidecar::Sealed, Some(b"sealed by the test\n".to_vec()));
+    let mut log = EffectLog::open(file.clone(), "mem.log", Some(key.clone())).expect("opens empty");
+    assert!(matches!(log.claim("r1", claim("x")), Err(LogError::Sealed { .. })));
+}

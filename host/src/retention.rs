@@ -18,8 +18,7 @@
 //!
 //! **Prune** (`effects log prune --older-than AGE`): every lineage sealed
 //! longer ago than AGE loses its log, head mark, checkpoint, archive and
-//! summary. Its
-//! seal marker stays as a tombstone: a handle still open on the removed log
+//! summary. Its seal marker stays as a tombstone: a handle still open on the removed log
 //! would otherwise append to a file no longer there and believe it durable,
 //! and a new writer would start the lineage again from nothing. A lineage
 //! is pruned only while its summary names it and its archive, its seal
@@ -354,12 +353,13 @@ pub fn prune(
             report.skipped.push(skip(why));
             continue;
         }
-        // The head mark goes first: a prune cut short must not leave a mark
-        // naming records of a log no longer there (`log::witness`).
+        // The keyed marks go first (the head mark, the checkpoint): a prune
+        // cut short must not leave one naming records of a log no longer
+        // there (`log::witness`).
         let store_files = [
             format!("{log}.{}", Sidecar::Head.suffix()),
-            log.clone(),
             format!("{log}.{}", Sidecar::Checkpoint.suffix()),
+            log.clone(),
             format!("{log}.broken"),
         ];
         let mut removed = Vec::new();

@@ -241,9 +241,11 @@ fn verify(opened: &Opened) -> Result<ExitCode, Failure> {
     if opened.log.is_keyed() {
         match opened.log.witnessed() {
             0 => out!(
-                "no head mark: nothing beside this keyed log vouches for its length, so records cut from its end would not be seen (LOG-6)"
+                "no keyed mark: nothing beside this keyed log vouches for its length, so records cut from its end would not be seen (LOG-6)"
             ),
-            n => out!("head mark: the log holds the {n} records its keyed marks vouch for (LOG-6)"),
+            n => out!(
+                "keyed marks: the log holds the {n} records its head mark or checkpoint vouch for (LOG-6)"
+            ),
         }
     }
     let length = opened.log.storage().length().map_err(|e| Failure::new(exit::BAD_INPUT, e))?;

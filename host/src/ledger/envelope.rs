@@ -229,9 +229,10 @@ pub struct StepResult {
     /// The launch a job read or kill settled, if it did.
     pub launch_settled: Option<Position>,
     /// The files this step's readbacks found not holding what its claim
-    /// said they would (its postconditions: these bytes, absent, present):
-    /// the effect is CONTRADICTED, whatever the tool or the runtime
-    /// reported, and `result.ok` is false.
+    /// said they would (its postconditions: these bytes, absent, present),
+    /// by a readback that decides it (a COMPLETE read, or a stat for
+    /// existence): CONTRADICTED, whatever the tool or the runtime reported,
+    /// and `result.ok` is false.
     pub contradicted: Vec<String>,
     /// The verifier record, for a `verify` step.
     pub verifier: Option<VerifierView>,
@@ -312,36 +313,40 @@ impl StepResult {
         }
     }
 
-    /// For a step whose tool answered `ok`, holds each of the claim's
-    /// postconditions against the readbacks of its target (`observations`,
-    /// the step's own): a complete readback that shows other bytes, or
-    /// presence where absence was claimed or the reverse, names the file in
-    /// [`StepResult::contradicted`], and the answer is no longer `ok`. A
-    /// readback that was partial, or none, contradicts nothing (the decision
-    /// says what is unverified); a tool that failed is FAILED, not
-    /// contradicted. Called once, with every readback the step took.
+    /// Holds each of the claim's postconditions against the newest of the
+    /// step's readbacks of its target that can decide it, as the evaluator
+    /// does (VER-1): a COMPLETE read for content; a stat or a COMPLETE read
+    /// for existence. One that shows other bytes, absence where bytes were
+    /// claimed, or presence where absence was, names the file in
+    /// [`StepResult::contradicted`]; a step whose tool answered `ok` is then
+    /// no longer `ok`. A PARTIAL read, or none, contradicts nothing (the
+    /// decision says what is unverified). Called once, with every readback
+    /// the step took.
     pub(super) fn contradict(
         &mut self,
         dispatched: &Dispatched,
         observations: &[(Position, ObservationRecord)],
     ) {
         let Some(plan) = &dispatched.plan else { return };
-        if !self.result.ok {
-            return;
-        }
         let bindings = &dispatched.bound.operation.bindings;
+        let complete_read = |o: &ObservationRecord| {
+            o.mechanism == Mechanism::FilesystemRead && o.coverage == Coverage::Complete
+        };
         for obligation in &plan.obligations {
             let index = obligation.target as usize;
             let Some(binding) = bindings.get(index) else { continue };
             let location = binding.resource.location();
-            let seen = observations.iter().rev().find(|(_, o)| o.resource.location() == location);
+            let decides = |o: &ObservationRecord| match obligation.postcondition {
+                Postcondition::ContentSha256(_) => complete_read(o),
+                Postcondition::Absent | Postcondition::Exists => {
+                    complete_read(o) || o.mechanism == Mechanism::FilesystemStat
+                }
+            };
+            let seen =
+                observations.iter().rev().find(|(_, o)| o.resource.location() == location && decides(o));
             let Some((_, observed)) = seen else { continue };
             let holds = match &obligation.postcondition {
-                Postcondition::ContentSha256(sha) => match (&observed.content_sha256, observed.coverage) {
-                    (Some(found), Coverage::Complete) => found == sha,
-                    _ if !observed.exists => false,
-                    _ => true,
-                },
+                Postcondition::ContentSha256(sha) => observed.content_sha256.as_ref() == Some(sha),
                 Postcondition::Absent => !observed.exists,
                 Postcondition::Exists => observed.exists,
             };
@@ -350,9 +355,9 @@ impl StepResult {
                 self.contradicted.push(path);
             }
         }
-        if !self.contradicted.is_empty() {
+        if !self.contradicted.is_empty() && self.result.ok {
             let files = self.contradicted.join(", ");
-            let reported = self.result.text.take().or(self.result.error.take()).unwrap_or_default();
+            let reported = self.result.text.take().unwrap_or_default();
             self.result.ok = false;
             self.result.error = Some(format!(
                 "CONTRADICTED: the ledger read back {files} and it does not hold what this call was to leave \

@@ -231,7 +231,7 @@ pub fn verify(
         records: body.records,
         offset: body.offset,
         last_line: body.last_line,
-        head: mark.head,
+        head: mark.check,
         history,
         open,
     })
@@ -264,7 +264,7 @@ fn open_sealed(bytes: &[u8], key: Option<&OperatorKey>) -> Result<Body, String> 
 fn mark_of(body: &Body) -> Result<Mark, String> {
     let head = hex::decode(&body.head).ok().and_then(|head| head.try_into().ok());
     let head = head.ok_or("its head is not 64 hex digits")?;
-    Ok(Mark { records: body.records, offset: body.offset, last_line: body.last_line, head })
+    Ok(Mark { records: body.records, offset: body.offset, last_line: body.last_line, check: head })
 }
 
 /// What a checkpoint sealed with the operator key says of how far the log

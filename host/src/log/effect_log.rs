@@ -287,10 +287,16 @@ impl<S: Store> EffectLog<S> {
 
     /// LOG-6 under an operator key: every keyed mark beside the log (the
     /// head mark, and the checkpoint's unless this handle started at it and
-    /// so confirmed it already) must name records the log still holds,
-    /// else [`LogError::Cut`]. A mark that is absent, unreadable or not
-    /// sealed with the key is no mark (`witness`). Unkeyed logs have none:
-    /// anyone can seal one.
+    /// so confirmed it already) must name records the log still holds and
+    /// this handle has read, else [`LogError::Cut`]. Called under the lock
+    /// right after a merge (at every open, and before every append), when
+    /// this handle has read every complete record: no mark names more,
+    /// since a mark is written only over records its writer appended before
+    /// unlocking. So a record the log no longer holds, or one hidden behind
+    /// a line zeroed to pass for a torn tail, is caught, and a writer open
+    /// since before a cut never appends past it. A mark that is absent,
+    /// unreadable or not sealed with the key is no mark (`witness`).
+    /// Unkeyed logs have none: anyone can seal one.
     fn confirm_marks(&mut self, checkpoint_too: bool) -> Result<(), LogError> {
         let Some(key) = self.key.as_ref() else { return Ok(()) };
         if self.storage.compares_head() {
@@ -309,17 +315,37 @@ impl<S: Store> EffectLog<S> {
             };
             let mark = bytes.and_then(|bytes| match which {
                 Sidecar::Head => witness::decode(&bytes, key),
-                _ => checkpoint::mark(&bytes, key),
+                Sidecar::Checkpoint => checkpoint::mark(&bytes, key),
+                Sidecar::Poisoned | Sidecar::Sealed => None,
             });
             if let Some(mark) = mark {
                 marks.push((which, mark));
             }
         }
+        if marks.is_empty() {
+            return Ok(());
+        }
         let length = self.storage.length().map_err(self.io("stat"))?;
+        if length == 0 && self.seal_marker()?.is_some() {
+            // A pruned lineage (retention): its log is gone and its seal
+            // refuses every append; a mark left behind names nothing here.
+            return Ok(());
+        }
+        let read = self.history.len();
         for (which, mark) in marks {
             let storage = &self.storage;
             let mut read_line = |position, start, end| storage.read_line(position, start, end);
-            if let Err(detail) = witness::confirm(&mark, Some(key), length, &mut read_line) {
+            let confirmed = witness::confirm(&mark, Some(key), length, &mut read_line).and_then(|()| {
+                match mark.records > read {
+                    true => Err(format!(
+                        "only the first {read} could be read: line {} is damaged to pass for a torn tail, which \
+                         no crash leaves before a record its writer fsynced",
+                        read + 1
+                    )),
+                    false => Ok(()),
+                }
+            });
+            if let Err(detail) = confirmed {
                 return Err(LogError::Cut {
                     path: self.path.clone(),
                     witness: format!("{}.{}", self.path, which.suffix()),
@@ -353,11 +379,19 @@ impl<S: Store> EffectLog<S> {
         if self.read_only || self.storage.compares_head() || self.history.len() <= self.witnessed {
             return;
         }
+        // After another writer's failed fsync this one's may succeed while
+        // pages the other wrote never reached the disk (an fsync error is
+        // reported once per descriptor): no mark until recovery examined
+        // the log, nor on a sealed one (its log may be pruned already).
+        let marked = |which| matches!(self.storage.read_sidecar_head(which, 0), Ok(Some(_)));
+        if marked(Sidecar::Poisoned) || marked(Sidecar::Sealed) {
+            return;
+        }
         let mark = witness::Mark {
             records: self.history.len(),
             offset: self.read_offset,
             last_line: self.last_line,
-            head: self.last_check,
+            check: self.last_check,
         };
         match self.storage.write_sidecar(Sidecar::Head, &witness::encode(&mark, key)) {
             Ok(()) => self.witnessed = mark.records,
@@ -716,6 +750,9 @@ impl<S: Store> EffectLog<S> {
             self.refuse_if_poisoned()?;
             self.refuse_if_sealed()?;
             self.merge(true)?;
+            // LOG-6: a writer open since before a cut must not append past
+            // it and leave a mark that hides it.
+            self.confirm_marks(false)?;
         }
         Ok(())
     }

@@ -58,7 +58,7 @@ pub enum LogError {
     #[error(
         "{path}: records are missing from its end: {witness}, sealed with the operator key, vouches for {records} records, but {detail}. \
          The log was cut back (whole records need no key to remove), so nothing read from it is trusted. \
-         Restore the log from a copy that holds those records; if you cut it yourself on purpose, move {witness} aside"
+         Restore the log from a copy that holds those records; if you cut it yourself on purpose, move {witness} aside (and the log's other keyed mark, its .head or .checkpoint, if that refuses it too)"
     )]
     Cut {
         /// The log.

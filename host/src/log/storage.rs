@@ -97,7 +97,9 @@ pub trait Storage {
         Ok(head_of(self.read_sidecar(which)?, len))
     }
     /// Replaces the sidecar with `bytes`, durably (a reader sees the old
-    /// one or the new one, never a mix).
+    /// one or the new one, never a mix); except [`Sidecar::Head`], written
+    /// in place and not durably, which a reader may find stale or torn
+    /// (its seal tells).
     fn write_sidecar(&mut self, which: Sidecar, bytes: &[u8]) -> io::Result<()>;
     /// Removes the sidecar, durably; no error when there is none.
     fn remove_sidecar(&mut self, which: Sidecar) -> io::Result<()>;

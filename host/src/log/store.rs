@@ -112,7 +112,9 @@ pub trait Store {
     fn read_sidecar_head(&self, which: Sidecar, len: u64) -> io::Result<Option<Vec<u8>>> {
         Ok(super::storage::head_of(self.read_sidecar(which)?, len))
     }
-    /// Replaces the sidecar with `bytes`, durably.
+    /// Replaces the sidecar with `bytes`, durably; except [`Sidecar::Head`],
+    /// which a file writes in place and not durably (its seal tells a torn
+    /// one).
     fn write_sidecar(&mut self, which: Sidecar, bytes: &[u8]) -> io::Result<()>;
     /// Removes the sidecar, durably; no error when there is none.
     fn remove_sidecar(&mut self, which: Sidecar) -> io::Result<()>;

@@ -18,17 +18,22 @@
 //!
 //! Every handle that opens a keyed log reads its marks (the head and the
 //! checkpoint's own, LOG-10) and [`confirm`]s each against the log: the log
-//! must hold those bytes, and the line there must be record N-1 with check
-//! H. A mark that does not is [`LogError::Cut`](super::LogError::Cut), and
-//! the log is not read at all: a decision over it would say more than the
-//! log still knows.
+//! must hold those bytes, the line there must be record N-1 with check H,
+//! and the handle must have read N records (a line zeroed to pass for a
+//! torn tail would hide the rest). A writer confirms the head mark again
+//! before each append, so one open since before a cut never appends past
+//! it. A mark that does not hold is [`LogError::Cut`](super::LogError::Cut),
+//! and the log is not read at all: a decision over it would say more than
+//! the log still knows.
 //!
 //! The mark is written after the fsync that made its records durable, so a
 //! crash never leaves one ahead of the log. It is written in place with one
 //! `pwrite` of a fixed length, not fsynced: a crash or a concurrent reader
 //! may see it torn, stale or missing, and a mark whose seal fails is no
 //! mark. Writers race to write it after unlocking, so it may name fewer
-//! records than the log holds; it is a lower bound, never more.
+//! records than the log holds; it is a lower bound, never more. None is
+//! written while the log is poisoned (LOG-4: another writer's failed fsync
+//! may have lost pages this writer's fsync did not report) or sealed.
 //!
 //! What it cannot catch: whoever can cut the log can also remove the mark,
 //! or put back a copy of an older one. It catches a cut made without
@@ -40,7 +45,7 @@ use super::frame::{self, OperatorKey};
 use super::record::Position;
 
 /// What a mark says: the log held `records` records, the last at bytes
-/// `last_line..offset` with check `head`.
+/// `last_line..offset` with check `check`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Mark {
     /// Records the log held.
@@ -50,7 +55,7 @@ pub struct Mark {
     /// Where the last of them starts.
     pub last_line: u64,
     /// Its check.
-    pub head: [u8; 32],
+    pub check: [u8; 32],
 }
 
 /// The first line's fixed opening.
@@ -63,7 +68,7 @@ pub fn encode(mark: &Mark, key: &OperatorKey) -> Vec<u8> {
         mark.records,
         mark.offset,
         mark.last_line,
-        hex::encode(mark.head)
+        hex::encode(mark.check)
     );
     let seal = frame::seal(Some(key), body.as_bytes());
     let bytes = format!("{body}\n{seal}\n").into_bytes();
@@ -99,8 +104,8 @@ pub fn decode(bytes: &[u8], key: &OperatorKey) -> Option<Mark> {
     let records = field("records")?.parse().ok()?;
     let offset = field("offset")?.parse().ok()?;
     let last_line = field("last_line")?.parse().ok()?;
-    let head = hex::decode(field("check")?).ok()?.try_into().ok()?;
-    Some(Mark { records, offset, last_line, head })
+    let check = hex::decode(field("check")?).ok()?.try_into().ok()?;
+    Some(Mark { records, offset, last_line, check })
 }
 
 /// Checks that a log of `log_length` bytes holds what `mark` says, reading
@@ -125,7 +130,7 @@ pub fn confirm(
         return Err(format!("no line ends at byte {} where record {} should", mark.offset, mark.records - 1));
     };
     match frame::decode_alone(line, key) {
-        Ok((last, _)) if last.position + 1 == mark.records && last.check == mark.head => Ok(()),
+        Ok((last, _)) if last.position + 1 == mark.records && last.check == mark.check => Ok(()),
         Ok((last, _)) => Err(format!(
             "bytes {}..{} hold record {} where record {} was",
             mark.last_line,
@@ -150,8 +155,8 @@ mod tests {
     fn a_mark_is_fixed_length_and_reads_back_only_under_its_key() {
         let key = OperatorKey::new(vec![7; 32]).unwrap();
         let other = OperatorKey::new(vec![8; 32]).unwrap();
-        let small = Mark { records: 1, offset: 90, last_line: 0, head: [1; 32] };
-        let large = Mark { records: u64::MAX, offset: u64::MAX, last_line: u64::MAX - 1, head: [0xff; 32] };
+        let small = Mark { records: 1, offset: 90, last_line: 0, check: [1; 32] };
+        let large = Mark { records: u64::MAX, offset: u64::MAX, last_line: u64::MAX - 1, check: [0xff; 32] };
         for mark in [small, large] {
             let bytes = encode(&mark, &key);
             assert_eq!(bytes.len(), MARK_BYTES);
