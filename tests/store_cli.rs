@@ -359,12 +359,18 @@ fn rechain(path: &Path, edit: impl Fn(String) -> String) {
     std::fs::write(path, out).unwrap();
 }
 
+/// An operator key file `name` of 32 bytes `byte`, beside the session's
+/// root (outside it, as a key must be): its path.
+fn key_beside(s: &support::session::Session, name: &str, byte: u8) -> String {
+    let key = s.root.parent().unwrap().join(name);
+    std::fs::write(&key, [byte; 32]).unwrap();
+    key.to_str().unwrap().to_owned()
+}
+
 #[test]
 fn a_keyed_session_s_log_resists_an_unkeyed_writer_and_a_rechained_forgery() {
     let s = session();
-    let key = s.root.parent().unwrap().join("key");
-    std::fs::write(&key, [7u8; 32]).unwrap();
-    let key = key.to_str().unwrap().to_owned();
+    let key = key_beside(&s, "key", 7);
     let script = format!(
         "{WRITE}\n{}\n{}\n",
         r#"{"verify": {"command": "exit 1"}}"#,
@@ -430,9 +436,7 @@ fn a_keyed_session_s_log_resists_an_unkeyed_writer_and_a_rechained_forgery() {
 #[test]
 fn a_keyed_log_cut_at_a_record_boundary_is_refused_by_verify_and_decide() {
     let s = session();
-    let key = s.root.parent().unwrap().join("key");
-    std::fs::write(&key, [7u8; 32]).unwrap();
-    let key = key.to_str().unwrap().to_owned();
+    let key = key_beside(&s, "key", 7);
     let external = r#"{"tool": "external", "input": {"server": "tracker", "tool": "create_issue"}, "reported": {"exit_code": 0}}"#;
     let script = format!("{WRITE}\n{}\n{external}\n", r#"{"tool": "read_file", "input": {"path": "a.txt"}}"#);
     let out = s.run(&script, &["--key-file", &key]);
@@ -462,11 +466,9 @@ fn a_keyed_log_cut_at_a_record_boundary_is_refused_by_verify_and_decide() {
     assert_eq!(whole["verdict"], "UNVERIFIED", "the external call is disclosed: {whole:#}");
     // Another key is not taken for damage alone: the message says the key
     // may be the wrong one.
-    let wrong = s.root.parent().unwrap().join("wrong-key");
-    std::fs::write(&wrong, [8u8; 32]).unwrap();
+    let wrong = key_beside(&s, "wrong-key", 8);
     let log_text = log.to_str().unwrap();
-    let mistaken =
-        effects(&["log", "verify", "--key-file", wrong.to_str().unwrap(), log_text]).output().unwrap();
+    let mistaken = effects(&["log", "verify", "--key-file", &wrong, log_text]).output().unwrap();
     assert_ne!(mistaken.status.code(), Some(0));
     assert!(stderr(&mistaken).contains("not the key the log was written with"), "{}", stderr(&mistaken));
     // The cut: the first three records, as `head -n 3` leaves them.

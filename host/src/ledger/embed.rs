@@ -30,7 +30,7 @@ use crate::model::{
 };
 use crate::tools::Call;
 
-use super::envelope::{ObservationView, OutcomeView, StepResult, StepStatus, ToolResult};
+use super::envelope::{ObservationView, OutcomeView, StepResult, StepStatus, ToolResult, screaming_name};
 use super::step::Reported;
 use super::{Bound, Dispatch, Dispatched, Ledger, Run, bind, readback};
 
@@ -482,8 +482,7 @@ impl Ledger {
 /// at hand here, so `outcome` and the decision say how the claim stands.
 fn already_settled(mut result: StepResult, claim: Position, first: OutcomeView) -> StepResult {
     let at = first.position.map(|p| format!(" (#{p})")).unwrap_or_default();
-    let execution = serde_json::to_value(first.execution).ok();
-    let execution = execution.as_ref().and_then(|value| value.as_str()).unwrap_or("settled");
+    let execution = screaming_name(&first.execution).unwrap_or_else(|| "settled".to_owned());
     let why = format!("claim #{claim} was already settled{at} as {execution}; this settle recorded nothing");
     result.result = ToolResult::error(why.clone());
     result.outcome = Some(first);

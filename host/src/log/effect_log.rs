@@ -336,14 +336,14 @@ impl<S: Store> EffectLog<S> {
             let storage = &self.storage;
             let mut read_line = |position, start, end| storage.read_line(position, start, end);
             let confirmed = witness::confirm(&mark, Some(key), length, &mut read_line).and_then(|()| {
-                match mark.records > read {
-                    true => Err(format!(
-                        "only the first {read} could be read: line {} is damaged to pass for a torn tail, which \
-                         no crash leaves before a record its writer fsynced",
-                        read + 1
-                    )),
-                    false => Ok(()),
+                if mark.records <= read {
+                    return Ok(());
                 }
+                Err(format!(
+                    "only the first {read} could be read: line {} is damaged to pass for a torn tail, which no \
+                     crash leaves before a record its writer fsynced",
+                    read + 1
+                ))
             });
             if let Err(detail) = confirmed {
                 return Err(LogError::Cut {
@@ -383,8 +383,7 @@ impl<S: Store> EffectLog<S> {
         // pages the other wrote never reached the disk (an fsync error is
         // reported once per descriptor): no mark until recovery examined
         // the log, nor on a sealed one (its log may be pruned already).
-        let marked = |which| matches!(self.storage.read_sidecar_head(which, 0), Ok(Some(_)));
-        if marked(Sidecar::Poisoned) || marked(Sidecar::Sealed) {
+        if matches!(self.poison_marker(), Ok(Some(_))) || matches!(self.seal_marker(), Ok(Some(_))) {
             return;
         }
         let mark = witness::Mark {

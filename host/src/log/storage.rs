@@ -169,25 +169,41 @@ impl DiskFile {
     /// left. Opened as the broken tail is (no symlink followed, a regular
     /// file with one name, 0600), once per handle.
     fn write_head(&mut self, bytes: &[u8]) -> io::Result<()> {
-        use rustix::fs::{FileType, Mode, OFlags};
         if self.head.is_none() {
-            let flags =
-                OFlags::WRONLY | OFlags::CREATE | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
             let name = self.sidecar_name(Sidecar::Head);
-            let fd = rustix::fs::openat(&self.directory, name.as_str(), flags, Mode::from_raw_mode(0o600))?;
-            let stat = rustix::fs::fstat(&fd)?;
-            if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile || stat.st_nlink != 1 {
-                return Err(io::Error::other(format!("{name} is not a regular file with one name")));
-            }
-            rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o600))?;
-            let file = File::from(fd);
-            if stat.st_size as u64 != bytes.len() as u64 {
+            let (file, size) = self.open_private(&name, rustix::fs::OFlags::empty(), "")?;
+            if size != bytes.len() as u64 {
                 file.set_len(bytes.len() as u64)?;
             }
             self.head = Some(file);
         }
         let file = self.head.as_ref().expect("opened above");
         file.write_all_at(bytes, 0)
+    }
+
+    /// Opens `name` beside the log for writing (with `extra` flags), as
+    /// private as the log itself, and answers it with its size. A symlink
+    /// planted at the name is not followed (O_NOFOLLOW), a FIFO does not
+    /// block the open (O_NONBLOCK) and is refused, as is a file with another
+    /// name (`refused` is added to that error: what to do), and an existing
+    /// file gets 0600 by fchmod: the create mode applies only to a file this
+    /// open makes.
+    fn open_private(&self, name: &str, extra: rustix::fs::OFlags, refused: &str) -> io::Result<(File, u64)> {
+        use rustix::fs::{FileType, Mode, OFlags};
+        let flags = OFlags::WRONLY
+            | OFlags::CREATE
+            | OFlags::NOFOLLOW
+            | OFlags::NONBLOCK
+            | OFlags::NOCTTY
+            | OFlags::CLOEXEC
+            | extra;
+        let fd = rustix::fs::openat(&self.directory, name, flags, Mode::from_raw_mode(0o600))?;
+        let stat = rustix::fs::fstat(&fd)?;
+        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile || stat.st_nlink != 1 {
+            return Err(io::Error::other(format!("{name} is not a regular file with one name{refused}")));
+        }
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o600))?;
+        Ok((File::from(fd), stat.st_size as u64))
     }
 
     fn sidecar_name(&self, which: Sidecar) -> String {
@@ -252,36 +268,12 @@ impl Storage for DiskFile {
     }
 
     fn preserve_broken(&mut self, bytes: &[u8]) -> io::Result<()> {
-        use rustix::fs::{FileType, Mode, OFlags};
+        use rustix::fs::OFlags;
         use std::io::Write;
-        // The cut bytes are log records: as private as the log itself. A
-        // symlink planted at the name is not followed (O_NOFOLLOW), a FIFO
-        // does not block the open (O_NONBLOCK) and is refused, and an
-        // existing file gets 0600 by fchmod: the create mode applies only
-        // to a file this open makes.
-        let flags = OFlags::WRONLY
-            | OFlags::APPEND
-            | OFlags::CREATE
-            | OFlags::NOFOLLOW
-            | OFlags::NONBLOCK
-            | OFlags::NOCTTY
-            | OFlags::CLOEXEC;
-        let fd = rustix::fs::openat(
-            &self.directory,
-            self.broken_name.as_str(),
-            flags,
-            Mode::from_raw_mode(0o600),
-        )?;
-        let stat = rustix::fs::fstat(&fd)?;
-        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile || stat.st_nlink != 1 {
-            return Err(io::Error::other(format!(
-                "{} is not a regular file with one name; move it away to keep the cut bytes",
-                self.broken_name
-            )));
-        }
-        rustix::fs::fchmod(&fd, Mode::from_raw_mode(0o600))?;
-        rustix::fs::fcntl_setfl(&fd, OFlags::APPEND)?;
-        let mut broken = File::from(fd);
+        // The cut bytes are log records: as private as the log itself.
+        let refused = "; move it away to keep the cut bytes";
+        let (mut broken, _) = self.open_private(&self.broken_name, OFlags::APPEND, refused)?;
+        rustix::fs::fcntl_setfl(&broken, OFlags::APPEND)?;
         broken.write_all(bytes)?;
         broken.sync_all()
     }
