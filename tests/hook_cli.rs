@@ -207,14 +207,19 @@ fn concurrent_hooks_on_one_run_settle_each_claim_once() {
     let calls: Vec<(String, Value)> = (0..6)
         .map(|i| (format!("t{i}"), write_input(&place, &format!("f{i}.txt"), &format!("{i}\n"))))
         .collect();
-    std::thread::scope(|scope| {
-        for (id, input) in &calls {
-            let place = &place;
-            scope.spawn(move || {
-                hook(place, "claude", &tool_event(place, "PreToolUse", "s", "Write", input.clone(), id))
-            });
-        }
+    let answers: Vec<Value> = std::thread::scope(|scope| {
+        let hooks: Vec<_> = calls
+            .iter()
+            .map(|(id, input)| {
+                let place = &place;
+                scope.spawn(move || {
+                    hook(place, "claude", &tool_event(place, "PreToolUse", "s", "Write", input.clone(), id))
+                })
+            })
+            .collect();
+        hooks.into_iter().map(|hook| hook.join().unwrap()).collect()
     });
+    assert!(answers.iter().all(Value::is_null), "every tool was let run, none denied: {answers:?}");
     for (i, _) in calls.iter().enumerate() {
         std::fs::write(place.root.join(format!("f{i}.txt")), format!("{i}\n")).unwrap();
     }

@@ -135,17 +135,37 @@ fn identity_of(metadata: &cap_std::fs::Metadata) -> (u64, u64) {
 impl Listing {
     /// One directory, flat: the directory and every regular file in it; the
     /// names of its subdirectories are returned for a caller that lists some
-    /// of them too (the cache's buckets).
+    /// of them too (the cache's buckets). Other processes write the store
+    /// while it is listed (a compiled component or a checkpoint lands by a
+    /// rename over its name): an entry gone between the directory read and
+    /// its stat is not there now, so it is not listed, and the directory is
+    /// read again so that the name it was renamed to is (a few rounds, then
+    /// what stood still is the listing, as for a file made after it).
     fn add_flat(&mut self, dir: &Dir) -> std::io::Result<Vec<String>> {
+        const ROUNDS: usize = 3;
         self.directories.insert(identity_of(&dir.dir_metadata()?));
         let mut subdirectories = Vec::new();
-        for entry in dir.entries()? {
-            let entry = entry?;
-            let metadata = entry.metadata()?;
-            if metadata.is_file() {
-                self.files.insert(identity_of(&metadata));
-            } else if metadata.is_dir() {
-                subdirectories.push(entry.file_name().to_string_lossy().into_owned());
+        for _ in 0..ROUNDS {
+            subdirectories.clear();
+            let mut vanished = false;
+            for entry in dir.entries()? {
+                let entry = entry?;
+                let metadata = match entry.metadata() {
+                    Ok(metadata) => metadata,
+                    Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                        vanished = true;
+                        continue;
+                    }
+                    Err(error) => return Err(error),
+                };
+                if metadata.is_file() {
+                    self.files.insert(identity_of(&metadata));
+                } else if metadata.is_dir() {
+                    subdirectories.push(entry.file_name().to_string_lossy().into_owned());
+                }
+            }
+            if !vanished {
+                break;
             }
         }
         Ok(subdirectories)
@@ -506,5 +526,54 @@ mod tests {
         assert!(matches!(normalize("/etc/x"), Err(IdentityError::Absolute { .. })));
         assert!(matches!(normalize(""), Err(IdentityError::Malformed { .. })));
         assert!(matches!(normalize("a\0b"), Err(IdentityError::Malformed { .. })));
+    }
+
+    /// Other processes write the store while it is listed: a compiled
+    /// component lands by a rename, a checkpoint replaces the last, a
+    /// secret is linked from a temporary name. An entry that goes between
+    /// the directory read and its stat is not an error (CI caught this as one
+    /// of six concurrent first hooks of a session denying its tool), and the
+    /// files nobody touched are all still listed.
+    #[test]
+    #[allow(clippy::disallowed_methods)] // the test plays the other processes, by path
+    fn a_store_written_while_it_is_listed_still_lists() {
+        let base = tempfile::tempdir().unwrap();
+        let bucket = base.path().join("cache/components/bucket");
+        std::fs::create_dir_all(&bucket).unwrap();
+        std::fs::create_dir(base.path().join("effects")).unwrap();
+        std::fs::write(bucket.join("kept.cwasm"), "kept").unwrap();
+        let data = Dir::open_ambient_dir(base.path(), cap_std::ambient_authority()).unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let (listings, rounds) = std::thread::scope(|scope| {
+            let churn = scope.spawn(|| {
+                let mut round = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    for dir in [bucket.clone(), base.path().join("effects")] {
+                        let temporaries: Vec<_> =
+                            (0..32).map(|i| dir.join(format!(".entry.{round}.{i}.tmp"))).collect();
+                        for temporary in &temporaries {
+                            std::fs::write(temporary, "x").unwrap();
+                        }
+                        for temporary in &temporaries {
+                            std::fs::rename(temporary, dir.join("entry")).unwrap();
+                        }
+                    }
+                    round += 1;
+                }
+                round
+            });
+            let listings: Vec<std::io::Result<Listing>> = (0..2_000)
+                .map(|_| Listing::of(&Anchor::DataDir(Arc::new(data.try_clone().unwrap()))))
+                .collect();
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            (listings, churn.join().unwrap())
+        });
+        assert!(rounds > 0, "the store was written meanwhile");
+        let kept =
+            std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(bucket.join("kept.cwasm")).unwrap());
+        for listing in listings {
+            let listing = listing.expect("a store being written lists");
+            assert!(listing.files.iter().any(|&(_, inode)| inode == kept), "an untouched file is listed");
+        }
     }
 }
