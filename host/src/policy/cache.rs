@@ -24,7 +24,8 @@
 //! the effective uid or has any group or other permission bit, and a secret
 //! that is not a private regular file of ours with one link; the caller then
 //! compiles in memory. The secret (32 random bytes, `0600`) is made once, by
-//! a link so that concurrent first opens agree on one.
+//! linking an unnamed file into place, so that concurrent first opens agree
+//! on one and none sees it with a second name.
 //!
 //! What the tag defends against: an entry of another pinned component swapped
 //! into place (the issue-16 attack: a compiled always-COMPLETED evaluator under
@@ -273,9 +274,13 @@ impl CompileCache {
         Ok(Some(secret))
     }
 
-    /// Makes the secret: written whole under a temporary name, then linked
-    /// into place, so a concurrent first open either wins or reads the
-    /// winner's, never a partial file.
+    /// Makes the secret: written whole in a file with no name yet
+    /// (`O_TMPFILE`), then linked into place, so a concurrent first open
+    /// either wins or reads the winner's, never a partial file, and never
+    /// sees it with a second name (its check refuses a multiply linked
+    /// secret, which is how a planted hard link would look). Where the
+    /// filesystem or `/proc` cannot do that, written under a temporary name
+    /// and linked, which leaves that moment of two names.
     fn make_secret(dir: &Dir) -> Result<[u8; SECRET_BYTES], CacheError> {
         const WHAT: &str = "the cache's secret cannot be made";
         let mut secret = [0; SECRET_BYTES];
@@ -284,10 +289,17 @@ impl CompileCache {
             filled += rustix::rand::getrandom(&mut secret[filled..], rustix::rand::GetRandomFlags::empty())
                 .map_err(io(WHAT))?;
         }
-        let temporary = temporary_name(SECRET_FILE);
-        write_new(dir, &temporary, &[&secret]).map_err(|source| CacheError::Io { what: WHAT, source })?;
-        let linked = rustix::fs::linkat(dir, &temporary, dir, SECRET_FILE, AtFlags::empty());
-        let _ = rustix::fs::unlinkat(dir, &temporary, AtFlags::empty());
+        let linked = match Self::link_unnamed(dir, &secret) {
+            Some(linked) => linked,
+            None => {
+                let temporary = temporary_name(SECRET_FILE);
+                write_new(dir, &temporary, &[&secret])
+                    .map_err(|source| CacheError::Io { what: WHAT, source })?;
+                let linked = rustix::fs::linkat(dir, &temporary, dir, SECRET_FILE, AtFlags::empty());
+                let _ = rustix::fs::unlinkat(dir, &temporary, AtFlags::empty());
+                linked
+            }
+        };
         match linked {
             Ok(()) => Ok(secret),
             // Another process made it first: use theirs.
@@ -299,7 +311,21 @@ impl CompileCache {
         }
     }
 
-    /// The tag binding `artifact` to the component `digest` and `engine`.
+    /// Writes `secret` to an unnamed file in `dir` and links it in as the
+    /// secret through `/proc/self/fd` (what `open(2)` gives for `O_TMPFILE`);
+    /// `None` when that cannot be done here, so the caller links a named one.
+    fn link_unnamed(dir: &Dir, secret: &[u8]) -> Option<rustix::io::Result<()>> {
+        let flags = OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC;
+        let unnamed = rustix::fs::openat(dir, ".", flags, Mode::from_raw_mode(0o600)).ok()?;
+        let mut file = File::from(unnamed);
+        file.write_all(secret).ok()?;
+        let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&file));
+        match rustix::fs::linkat(rustix::fs::CWD, path.as_str(), dir, SECRET_FILE, AtFlags::SYMLINK_FOLLOW) {
+            Err(Errno::NOENT) => None, // no /proc here
+            linked => Some(linked),
+        }
+    }
+
     fn tag(&self, engine: EngineKey, digest: &Sha256Digest) -> Hmac<Sha256> {
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.secret).expect("HMAC takes any key length");
         mac.update(MAGIC);
@@ -489,5 +515,25 @@ mod tests {
         let a = crate::policy::sandbox::engine(&Default::default()).unwrap();
         let b = crate::policy::sandbox::engine(&Default::default()).unwrap();
         assert_eq!(EngineKey::of(&a).bucket(), EngineKey::of(&b).bucket());
+    }
+
+    /// Concurrent first opens (a session's first hooks, all at once) each
+    /// get the cache, and agree on one secret: the one linked into place
+    /// has a second name, its temporary one, for a moment, which is the
+    /// maker's and not a hard link planted to read it.
+    #[test]
+    fn concurrent_first_opens_all_get_the_cache_and_agree_on_its_secret() {
+        for _ in 0..1000 {
+            let base = tempfile::tempdir().unwrap();
+            let parent = Dir::open_ambient_dir(base.path(), ambient_authority()).unwrap();
+            let opened: Vec<Result<CompileCache, CacheError>> = std::thread::scope(|scope| {
+                let openers: Vec<_> =
+                    (0..8).map(|_| scope.spawn(|| CompileCache::open_beneath(&parent, "cache"))).collect();
+                openers.into_iter().map(|opener| opener.join().unwrap()).collect()
+            });
+            let secrets: Vec<[u8; SECRET_BYTES]> =
+                opened.into_iter().map(|cache| cache.expect("a first open gets the cache").secret).collect();
+            assert!(secrets.iter().all(|secret| *secret == secrets[0]), "one secret for all");
+        }
     }
 }
