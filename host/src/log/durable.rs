@@ -3,8 +3,15 @@
 //! fsynced, renamed into place, and its directory fsynced (reopened
 //! `O_RDONLY|O_DIRECTORY`: a cap-std `O_PATH` handle cannot be fsynced, LOG-3).
 //! A reader therefore sees the old file or the new one, never a mix.
+//!
+//! A file that must not exist yet (a launch's reservation, the compile
+//! cache's secret) is written whole to a file with no name (`O_TMPFILE`) and
+//! then linked into place ([`link_new`]): the link fails if the name is
+//! taken, which is the exclusive create, and no reader, and no crash, ever
+//! sees it empty, half written, or with a second name.
 
 use std::io::Write;
+use std::os::fd::{AsFd, AsRawFd};
 
 use cap_std::fs::{Dir, OpenOptions};
 use rustix::fs::{Mode, OFlags};
@@ -63,9 +70,17 @@ fn replace_with(dir: &Dir, display: &str, name: &str, bytes: &[u8], durable: boo
 }
 
 /// Creates `name` with `bytes` only if nothing is there yet; `Ok(false)` when
-/// something is. Durable when it returns `Ok(true)`.
+/// something is. Durable when it returns `Ok(true)`. Whole from the start
+/// ([`link_new`]); where that cannot be done, created exclusively and then
+/// written, so a reader at that moment may find it empty.
 pub fn create_new(dir: &Dir, display: &str, name: &str, bytes: &[u8]) -> Result<bool, LogError> {
     let path = format!("{display}/{name}");
+    match link_new(dir, name, bytes, true) {
+        Some(Ok(())) => return sync_dir(dir, display).map(|()| true),
+        Some(Err(rustix::io::Errno::EXIST)) => return Ok(false),
+        Some(Err(errno)) => return Err(io(path, "write, fsync and link")(errno.into())),
+        None => {}
+    }
     let mut file = match dir.open_with(name, &private_new()) {
         Ok(file) => file,
         Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => return Ok(false),
@@ -76,6 +91,28 @@ pub fn create_new(dir: &Dir, display: &str, name: &str, bytes: &[u8]) -> Result<
         return Err(io(path, "write and fsync")(error));
     }
     sync_dir(dir, display).map(|()| true)
+}
+
+/// Writes `bytes` to a private (`0600`) file with no name in `dir`
+/// (`O_TMPFILE`), fsynced when `sync`, and links it in as `name` through
+/// `/proc/self/fd` (the recipe of `open(2)`; `AT_EMPTY_PATH` would need
+/// `CAP_DAC_READ_SEARCH`). `Err(EXIST)` when `name` is taken. `None` when
+/// it cannot be done here (no `O_TMPFILE` on this filesystem, no `/proc`, or
+/// the unnamed file could not be written): the caller writes a named one.
+pub fn link_new(dir: impl AsFd, name: &str, bytes: &[u8], sync: bool) -> Option<rustix::io::Result<()>> {
+    let flags = OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC;
+    let unnamed = rustix::fs::openat(&dir, ".", flags, Mode::from_raw_mode(0o600)).ok()?;
+    let mut file = std::fs::File::from(unnamed);
+    file.write_all(bytes).ok()?;
+    if sync {
+        file.sync_all().ok()?;
+    }
+    let path = format!("/proc/self/fd/{}", file.as_raw_fd());
+    match rustix::fs::linkat(rustix::fs::CWD, path.as_str(), &dir, name, rustix::fs::AtFlags::SYMLINK_FOLLOW)
+    {
+        Err(rustix::io::Errno::NOENT) => None, // no /proc here
+        linked => Some(linked),
+    }
 }
 
 /// The largest control-plane file [`read`] accepts: a launch index entry or
@@ -137,4 +174,47 @@ pub fn open_checked(dir: &Dir, display: &str, name: &str) -> Result<Option<std::
         });
     }
     Ok(Some(std::fs::File::from(fd)))
+}
+
+#[cfg(test)]
+#[allow(clippy::disallowed_methods)] // the tests open their directories with ambient authority
+mod tests {
+    use super::*;
+
+    /// A launch's reservation is read while it is being made (another
+    /// process asking for that generation): it is absent or whole, never
+    /// empty or half written, and a name taken is never taken again.
+    #[test]
+    fn a_file_created_new_is_absent_or_whole_to_a_reader_and_made_once() {
+        let base = tempfile::tempdir().unwrap();
+        let dir = Dir::open_ambient_dir(base.path(), cap_std::ambient_authority()).unwrap();
+        let body = |i: usize| {
+            format!("{{\"generation\": {i}, \"padding\": \"{}\"}}\n", "x".repeat(4096)).into_bytes()
+        };
+        const FILES: usize = 300;
+        std::thread::scope(|scope| {
+            let reader = scope.spawn(|| {
+                let mut seen_absent = 0;
+                for i in 0..FILES {
+                    let name = format!("launch-{i}.json");
+                    loop {
+                        match read(&dir, "test", &name).unwrap() {
+                            None => seen_absent += 1,
+                            Some(bytes) => {
+                                assert_eq!(bytes, body(i), "{name} was read whole");
+                                break;
+                            }
+                        }
+                    }
+                }
+                seen_absent
+            });
+            for i in 0..FILES {
+                let name = format!("launch-{i}.json");
+                assert!(create_new(&dir, "test", &name, &body(i)).unwrap(), "{name} is made");
+                assert!(!create_new(&dir, "test", &name, b"other").unwrap(), "{name} is not made twice");
+            }
+            assert!(reader.join().unwrap() > 0, "the reader raced the writer");
+        });
+    }
 }

@@ -3,8 +3,9 @@
 //! process settles exactly that claim.
 //!
 //! A launch first **reserves** its generation: the index file is created
-//! exclusively (`O_EXCL`), so two launchers, in one process or several, never
-//! share a generation. Once the claim is durable the index is replaced whole
+//! exclusively, and whole (`durable::create_new`), so two launchers, in one
+//! process or several, never share a generation, and a reader never finds a
+//! reservation empty. Once the claim is durable the index is replaced whole
 //! (temporary file, fsync, rename over, directory fsync) with the claim's
 //! position. A reservation without a claim is a launch that never ran.
 //!

@@ -274,13 +274,13 @@ impl CompileCache {
         Ok(Some(secret))
     }
 
-    /// Makes the secret: written whole in a file with no name yet
-    /// (`O_TMPFILE`), then linked into place, so a concurrent first open
+    /// Makes the secret: written whole in a file with no name yet, then
+    /// linked into place (`durable::link_new`), so a concurrent first open
     /// either wins or reads the winner's, never a partial file, and never
     /// sees it with a second name (its check refuses a multiply linked
-    /// secret, which is how a planted hard link would look). Where the
-    /// filesystem or `/proc` cannot do that, written under a temporary name
-    /// and linked, which leaves that moment of two names.
+    /// secret, which is how a planted hard link would look). Where that
+    /// cannot be done, written under a temporary name and linked, which
+    /// leaves that moment of two names.
     fn make_secret(dir: &Dir) -> Result<[u8; SECRET_BYTES], CacheError> {
         const WHAT: &str = "the cache's secret cannot be made";
         let mut secret = [0; SECRET_BYTES];
@@ -289,7 +289,8 @@ impl CompileCache {
             filled += rustix::rand::getrandom(&mut secret[filled..], rustix::rand::GetRandomFlags::empty())
                 .map_err(io(WHAT))?;
         }
-        let linked = match Self::link_unnamed(dir, &secret) {
+        // Not fsynced: a secret a crash loses only costs the entries it tagged.
+        let linked = match crate::log::durable::link_new(dir, SECRET_FILE, &secret, false) {
             Some(linked) => linked,
             None => {
                 let temporary = temporary_name(SECRET_FILE);
@@ -308,21 +309,6 @@ impl CompileCache {
                 source: std::io::Error::other("it was made by another process and then removed"),
             }),
             Err(errno) => Err(io(WHAT)(errno)),
-        }
-    }
-
-    /// Writes `secret` to an unnamed file in `dir` and links it in as the
-    /// secret through `/proc/self/fd` (what `open(2)` gives for `O_TMPFILE`);
-    /// `None` when that cannot be done here, so the caller links a named one.
-    fn link_unnamed(dir: &Dir, secret: &[u8]) -> Option<rustix::io::Result<()>> {
-        let flags = OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC;
-        let unnamed = rustix::fs::openat(dir, ".", flags, Mode::from_raw_mode(0o600)).ok()?;
-        let mut file = File::from(unnamed);
-        file.write_all(secret).ok()?;
-        let path = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&file));
-        match rustix::fs::linkat(rustix::fs::CWD, path.as_str(), dir, SECRET_FILE, AtFlags::SYMLINK_FOLLOW) {
-            Err(Errno::NOENT) => None, // no /proc here
-            linked => Some(linked),
         }
     }
 
