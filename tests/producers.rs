@@ -157,3 +157,42 @@ fn listings_and_searches_stay_beneath_the_root_and_skip_symlinks() {
     assert!(!found.truncated);
     assert!(grep(&root, &at(&root, "."), "(").result.unwrap_err().contains("bad pattern"));
 }
+
+/// A build deletes and remakes directories while the agent searches: a
+/// directory gone between its parent's listing and its own is skipped, and
+/// every search still answers, with every file that stood still.
+#[test]
+fn a_search_while_directories_come_and_go_still_answers() {
+    use effect_ledger::producers::fs::{glob, grep};
+    let (dir, root) = root();
+    std::fs::write(dir.path().join("kept.rs"), "fn kept() {}\n").unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (answers, rounds) = std::thread::scope(|scope| {
+        let churn = scope.spawn(|| {
+            let mut round = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let build = dir.path().join("build");
+                std::fs::create_dir_all(build.join("a/b/c")).unwrap();
+                std::fs::write(build.join("a/b/c/gen.rs"), "fn kept() {}\n").unwrap();
+                std::fs::remove_dir_all(&build).unwrap();
+                round += 1;
+            }
+            round
+        });
+        let answers: Vec<(Result<_, String>, Result<_, String>)> = (0..5_000)
+            .map(|_| {
+                (
+                    glob(&root, &at(&root, "."), "**/*.rs").result,
+                    grep(&root, &at(&root, "."), "fn kept").result,
+                )
+            })
+            .collect();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        (answers, churn.join().unwrap())
+    });
+    assert!(rounds > 0, "the directories came and went meanwhile");
+    for (globbed, found) in answers {
+        assert!(globbed.expect("a glob answers").lines.contains(&"kept.rs".to_owned()));
+        assert!(found.expect("a grep answers").lines.contains(&"kept.rs:1:fn kept() {}".to_owned()));
+    }
+}

@@ -148,8 +148,19 @@ impl Listing {
         for _ in 0..ROUNDS {
             subdirectories.clear();
             let mut vanished = false;
-            for entry in dir.entries()? {
-                let entry = entry?;
+            // A directory removed since it was opened (an operator clearing
+            // the cache) reads as `ENOENT`: it holds nothing now.
+            let entries = match dir.entries() {
+                Ok(entries) => entries,
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => break,
+                Err(error) => return Err(error),
+            };
+            for entry in entries {
+                let entry = match entry {
+                    Ok(entry) => entry,
+                    Err(error) if error.kind() == std::io::ErrorKind::NotFound => break,
+                    Err(error) => return Err(error),
+                };
                 let metadata = match entry.metadata() {
                     Ok(metadata) => metadata,
                     Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
@@ -334,13 +345,16 @@ impl ControlPlane {
         }
         let refused = |reason: &str| IdentityError::ControlPlane { path: path.into(), reason: reason.into() };
         let alias = "it is a hard link to a file of the effect store";
-        if self.listed.files.contains(&(device, inode)) {
-            return Err(refused(alias));
-        }
+        let listed = self.listed.files.contains(&(device, inode));
         // Not in the listing made at start: it may be a file created (or a
-        // link made) since. List again, now, if it could be on the store's
-        // device at all.
-        let Some(anchor) = &self.anchor else { return Ok(()) };
+        // link made) since. In it: the store may have replaced that file
+        // since (a compiled component, a checkpoint), and the filesystem
+        // handed its inode number to a file of the agent's. Either way the
+        // store as it is now decides, when it can be listed again; a
+        // candidate off the store's device never aliases it.
+        let Some(anchor) = &self.anchor else {
+            return if listed { Err(refused(alias)) } else { Ok(()) };
+        };
         if !self.listed.on_device(device) {
             return Ok(());
         }

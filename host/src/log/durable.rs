@@ -96,22 +96,32 @@ pub fn create_new(dir: &Dir, display: &str, name: &str, bytes: &[u8]) -> Result<
 /// Writes `bytes` to a private (`0600`) file with no name in `dir`
 /// (`O_TMPFILE`), fsynced when `sync`, and links it in as `name` through
 /// `/proc/self/fd` (the recipe of `open(2)`; `AT_EMPTY_PATH` would need
-/// `CAP_DAC_READ_SEARCH`). `Err(EXIST)` when `name` is taken. `None` when
-/// it cannot be done here (no `O_TMPFILE` on this filesystem, no `/proc`, or
-/// the unnamed file could not be written): the caller writes a named one.
+/// `CAP_DAC_READ_SEARCH`). `Err(EXIST)` when `name` is taken; the write's or
+/// fsync's own error when they fail. `None` when it cannot be done here (no
+/// `O_TMPFILE` on this filesystem, no `/proc`, a link refused by a sandbox,
+/// or what `/proc` linked is not this file): the caller writes a named one,
+/// and reports a real failure itself.
 pub fn link_new(dir: impl AsFd, name: &str, bytes: &[u8], sync: bool) -> Option<rustix::io::Result<()>> {
+    use rustix::fs::{AtFlags, CWD};
     let flags = OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC;
     let unnamed = rustix::fs::openat(&dir, ".", flags, Mode::from_raw_mode(0o600)).ok()?;
     let mut file = std::fs::File::from(unnamed);
-    file.write_all(bytes).ok()?;
-    if sync {
-        file.sync_all().ok()?;
+    let written = file.write_all(bytes).and_then(|()| if sync { file.sync_all() } else { Ok(()) });
+    if let Err(error) = written {
+        return Some(Err(rustix::io::Errno::from_io_error(&error).unwrap_or(rustix::io::Errno::IO)));
     }
     let path = format!("/proc/self/fd/{}", file.as_raw_fd());
-    match rustix::fs::linkat(rustix::fs::CWD, path.as_str(), &dir, name, rustix::fs::AtFlags::SYMLINK_FOLLOW)
-    {
-        Err(rustix::io::Errno::NOENT) => None, // no /proc here
-        linked => Some(linked),
+    match rustix::fs::linkat(CWD, path.as_str(), &dir, name, AtFlags::SYMLINK_FOLLOW) {
+        Ok(()) => {}
+        Err(rustix::io::Errno::EXIST) => return Some(Err(rustix::io::Errno::EXIST)),
+        Err(_) => return None,
+    }
+    // A `/proc` that is not procfs (a chroot's) could have linked another
+    // file: the name must be this one.
+    let ours = rustix::fs::fstat(&file).ok()?;
+    match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(linked) if (linked.st_dev, linked.st_ino) == (ours.st_dev, ours.st_ino) => Some(Ok(())),
+        _ => Some(Err(rustix::io::Errno::XDEV)),
     }
 }
 
@@ -188,16 +198,22 @@ mod tests {
     fn a_file_created_new_is_absent_or_whole_to_a_reader_and_made_once() {
         let base = tempfile::tempdir().unwrap();
         let dir = Dir::open_ambient_dir(base.path(), cap_std::ambient_authority()).unwrap();
+        if link_new(&dir, "probe", b"", false).is_none() {
+            eprintln!("no O_TMPFILE in {}: a reservation is made by O_EXCL there", base.path().display());
+            return;
+        }
         let body = |i: usize| {
             format!("{{\"generation\": {i}, \"padding\": \"{}\"}}\n", "x".repeat(4096)).into_bytes()
         };
         const FILES: usize = 300;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
         std::thread::scope(|scope| {
             let reader = scope.spawn(|| {
                 let mut seen_absent = 0;
                 for i in 0..FILES {
                     let name = format!("launch-{i}.json");
                     loop {
+                        assert!(std::time::Instant::now() < deadline, "{name} never appeared");
                         match read(&dir, "test", &name).unwrap() {
                             None => seen_absent += 1,
                             Some(bytes) => {

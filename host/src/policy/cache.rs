@@ -289,8 +289,9 @@ impl CompileCache {
             filled += rustix::rand::getrandom(&mut secret[filled..], rustix::rand::GetRandomFlags::empty())
                 .map_err(io(WHAT))?;
         }
-        // Not fsynced: a secret a crash loses only costs the entries it tagged.
-        let linked = match crate::log::durable::link_new(dir, SECRET_FILE, &secret, false) {
+        // Fsynced before it is linked: a crash must not leave the name on an
+        // empty file, which every later open would refuse.
+        let linked = match crate::log::durable::link_new(dir, SECRET_FILE, &secret, true) {
             Some(linked) => linked,
             None => {
                 let temporary = temporary_name(SECRET_FILE);
@@ -504,11 +505,19 @@ mod tests {
     }
 
     /// Concurrent first opens (a session's first hooks, all at once) each
-    /// get the cache, and agree on one secret: the one linked into place
-    /// has a second name, its temporary one, for a moment, which is the
-    /// maker's and not a hard link planted to read it.
+    /// get the cache, and agree on one secret: none sees it with a second
+    /// name (a temporary one, as when it was linked from a named file) and
+    /// refuses it as a planted hard link.
     #[test]
     fn concurrent_first_opens_all_get_the_cache_and_agree_on_its_secret() {
+        let probe = tempfile::tempdir().unwrap();
+        if crate::log::durable::link_new(File::open(probe.path()).unwrap(), "probe", b"", false).is_none() {
+            eprintln!(
+                "no O_TMPFILE in {}: the secret is linked from a named file there",
+                probe.path().display()
+            );
+            return;
+        }
         for _ in 0..1000 {
             let base = tempfile::tempdir().unwrap();
             let parent = Dir::open_ambient_dir(base.path(), ambient_authority()).unwrap();

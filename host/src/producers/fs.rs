@@ -278,15 +278,30 @@ pub fn ls(root: &SealedRoot, target: &Target) -> Produced<Found> {
 /// directory of the effect store (`store`, by `device:inode`, ID-4: its logs
 /// and job output are not the agent's to read), nor listing a regular file
 /// that is another name for a store file (a hard link, [`aliases_store`]);
-/// at most [`SEARCH_LIMIT`] entries visited.
+/// at most [`SEARCH_LIMIT`] entries visited. A directory beneath `start`
+/// removed (or replaced by a file) after its parent was listed, as a build
+/// cleaning up does, holds nothing now: it is skipped, not an error.
 fn walk(root: &Dir, control: &ControlPlane, start: &str) -> std::io::Result<(Vec<String>, bool)> {
     let store = control.store_directories();
     let mut files = Vec::new();
-    let mut pending = vec![start.trim_end_matches('/').to_owned()];
+    let start = start.trim_end_matches('/').to_owned();
+    let mut pending = vec![start.clone()];
     let mut visited = 0usize;
     while let Some(directory) = pending.pop() {
-        let mut entries: Vec<(String, bool)> = root
-            .read_dir(if directory.is_empty() { "." } else { &directory })?
+        let listing = match root.read_dir(if directory.is_empty() { "." } else { &directory }) {
+            Ok(listing) => listing,
+            Err(error)
+                if directory != start
+                    && matches!(
+                        error.kind(),
+                        std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                    ) =>
+            {
+                continue;
+            }
+            Err(error) => return Err(error),
+        };
+        let mut entries: Vec<(String, bool)> = listing
             .flatten()
             .filter_map(|entry| {
                 let kind = entry.file_type().ok()?;
