@@ -97,10 +97,11 @@ pub fn create_new(dir: &Dir, display: &str, name: &str, bytes: &[u8]) -> Result<
 /// (`O_TMPFILE`), fsynced when `sync`, and links it in as `name` through
 /// `/proc/self/fd` (the recipe of `open(2)`; `AT_EMPTY_PATH` would need
 /// `CAP_DAC_READ_SEARCH`). `Err(EXIST)` when `name` is taken; the write's or
-/// fsync's own error when they fail. `None` when it cannot be done here (no
-/// `O_TMPFILE` on this filesystem, no `/proc`, a link refused by a sandbox,
-/// or what `/proc` linked is not this file): the caller writes a named one,
-/// and reports a real failure itself.
+/// fsync's own error when they fail; `Err(XDEV)` when what `/proc` linked is
+/// not this file (a chroot's fake `/proc`), which is left for the caller to
+/// refuse. `None` when it cannot be done here (no `O_TMPFILE` on this
+/// filesystem, no `/proc`, a link refused by a sandbox): the caller writes a
+/// named one, and reports a real failure itself.
 pub fn link_new(dir: impl AsFd, name: &str, bytes: &[u8], sync: bool) -> Option<rustix::io::Result<()>> {
     use rustix::fs::{AtFlags, CWD};
     let flags = OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC;

@@ -313,6 +313,7 @@ impl CompileCache {
         }
     }
 
+    /// The tag binding `artifact` to the component `digest` and `engine`.
     fn tag(&self, engine: EngineKey, digest: &Sha256Digest) -> Hmac<Sha256> {
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.secret).expect("HMAC takes any key length");
         mac.update(MAGIC);
