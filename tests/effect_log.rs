@@ -430,3 +430,108 @@ fn a_failed_write_that_cannot_be_cut_back_is_durability_unknown() {
     assert!(other.clear_poison().unwrap().is_some());
     assert_eq!(other.claim("r1", claim("a2")).unwrap(), 1);
 }
+
+/// LOG-2 with claims passing over others' records: a writer whose append is
+/// only claims does not decode what others appended under the lock; it
+/// takes its position after their count, chains from the last one, and
+/// decodes and admits them after. The result must be the log a full merge
+/// would have made: the next position, an intact chain, and the handle's
+/// view equal to a fresh strict load's.
+#[test]
+fn a_claim_after_others_records_takes_the_next_position_and_chains_after_them() {
+    let file = MemoryFile::new();
+    let mut waiting = open(&file);
+    let mut other = open(&file);
+    let first = other.claim("r1", claim("a0")).unwrap();
+    other.record_outcome("r1", outcome(first, Execution::ReportedSuccess)).unwrap();
+    other.claim("r2", claim("a1")).unwrap();
+    assert_eq!(waiting.claim("r1", claim("a2")).unwrap(), 3);
+    let fresh = open(&file);
+    assert_eq!(fresh.records(), waiting.records(), "the same records, decoded and verified");
+    assert_eq!(waiting.claim_state(first), Some(ClaimState::Settled(Execution::ReportedSuccess)));
+    // And it goes on from there, past more of the other's records.
+    other.claim("r2", claim("a3")).unwrap();
+    assert_eq!(waiting.claim("r2", claim("a4")).unwrap(), 5);
+    assert_eq!(open(&file).records(), waiting.records());
+}
+
+/// A line passed over is verified when it is decoded after the append: one
+/// altered to still parse (so nothing under the lock could tell) fails that
+/// decoding, and the claim appended after it is answered as an error, never
+/// as made, so its tool does not run.
+#[test]
+fn a_damaged_record_passed_over_fails_the_claim_that_followed_it() {
+    let file = MemoryFile::new();
+    let mut waiting = open(&file);
+    open(&file).claim("r1", claim("a0")).unwrap();
+    let damaged = String::from_utf8(file.contents()).unwrap().replace("\"a0\"", "\"b0\"");
+    file.set_contents(damaged.into_bytes());
+    let answer = waiting.claim("r1", claim("a1"));
+    assert!(matches!(answer, Err(LogError::Corrupt { line: 1, .. })), "{answer:?}");
+    assert!(EffectLog::open(file.clone(), "mem.log", None).is_err(), "the log fails closed at line 1");
+}
+
+/// A claim that names its run's root is judged after every record that may
+/// have rooted the run first: here another writer's claim rooted it
+/// elsewhere, and this one is refused (the history's rule), not written.
+#[test]
+fn a_claim_naming_a_root_is_judged_after_the_records_that_may_root_its_run() {
+    let rooted = |action: &str, inode: u64| {
+        let mut record = claim(action);
+        record.root = Some(effect_ledger::model::FilesystemRoot {
+            scope: "workspace".into(),
+            owner: "test".into(),
+            path: "/w".into(),
+            device: 1,
+            inode,
+        });
+        record
+    };
+    let file = MemoryFile::new();
+    let mut waiting = open(&file);
+    open(&file).claim("r1", rooted("a0", 7)).unwrap();
+    let before = file.contents();
+    let answer = waiting.claim("r1", rooted("a1", 8));
+    assert!(matches!(answer, Err(LogError::Rejected { .. })), "{answer:?}");
+    assert_eq!(file.contents(), before, "nothing written");
+    // Once the run's root is known, a claim naming it passes over others'.
+    open(&file).claim("r1", rooted("a2", 7)).unwrap();
+    assert_eq!(waiting.claim("r1", rooted("a3", 7)).unwrap(), 2);
+    assert_eq!(open(&file).records(), waiting.records());
+}
+
+/// EMB-3 with claims passing over others' records: a claim of the request
+/// among them, in any spelling, is found and not claimed twice. The
+/// request id is spelled as the encoder writes it (escapes included), and
+/// a line that spells it with a `\u` escape (valid JSON, a valid checksum:
+/// anyone can write one into an unkeyed log) is found too.
+#[test]
+fn claim_once_is_never_passed_over_a_claim_of_its_request() {
+    use sha2::{Digest, Sha256};
+    let with_request = |action: &str, request: &str| {
+        let mut record = claim(action);
+        record.operation.request_id = request.into();
+        record
+    };
+    for request in ["mine", "tab\there \"quoted\" é"] {
+        let file = MemoryFile::new();
+        let mut waiting = open(&file);
+        open(&file).claim("r1", with_request("a0", "other")).unwrap();
+        open(&file).claim("r1", with_request("a1", request)).unwrap();
+        let before = file.contents();
+        assert_eq!(waiting.claim_once("r1", with_request("a2", request)).unwrap(), (1, false), "{request:?}");
+        assert_eq!(file.contents(), before, "not claimed twice");
+    }
+    // The same claim with its request id spelled `\u006dine`, checksum made
+    // to match: it decodes to request "mine".
+    let file = MemoryFile::new();
+    let mut waiting = open(&file);
+    open(&file).claim("r1", with_request("a0", "mine")).unwrap();
+    let line = String::from_utf8(file.contents()).unwrap();
+    let body = line.trim_end().rsplit_once(r#","check":""#).unwrap().0.replace(r#""mine""#, r#""\u006dine""#);
+    let check = hex::encode(Sha256::digest(format!("{body}}}").as_bytes()));
+    file.set_contents(format!("{body},\"check\":\"{check}\"}}\n").into_bytes());
+    assert_eq!(actions(&open(&file)), ["a0"], "the respelled line is a valid record");
+    assert_eq!(waiting.claim_once("r1", with_request("a1", "mine")).unwrap(), (0, false));
+    assert_eq!(actions(&open(&file)), ["a0"], "not claimed twice");
+}

@@ -164,6 +164,20 @@ struct ReadAhead {
     scanned: Scanned,
 }
 
+/// Others' lines an append of claims passed over under the lock (step 3
+/// for a claim: [`EffectLog::pass_over`]): read, counted and chained from,
+/// not yet decoded. They are decoded and admitted right after the lock is
+/// released, and the batch written after them with them.
+struct Passed {
+    /// The lines, from the handle's read offset.
+    bytes: Vec<u8>,
+    /// What the lock's holder needed of them.
+    over: scan::Passover,
+    /// The batch appended after them, once it is: where it was written, and
+    /// what [`EffectLog::appended`] needs of it.
+    ours: Option<(Head, Prepared)>,
+}
+
 /// Most rounds of reading ahead before waiting for the lock.
 const READ_AHEAD_ROUNDS: usize = 32;
 
@@ -223,6 +237,9 @@ pub struct EffectLog<S: Store> {
     /// What this writer read ahead while waiting for the lock, until its
     /// merge confirms or drops it.
     ahead: Option<ReadAhead>,
+    /// What an append of claims passed over under the lock, until it is
+    /// admitted after it.
+    passed: Option<Passed>,
     /// Records the keyed marks this handle wrote or confirmed vouch for
     /// (`witness`): a keyed writer leaves a new one after each fsync that
     /// covered more.
@@ -269,6 +286,7 @@ impl<S: Store> EffectLog<S> {
             degraded: BTreeSet::new(),
             requests: RequestIndex::default(),
             ahead: None,
+            passed: None,
             witnessed: 0,
         };
         log.with_lock(LockKind::Shared, |log| {
@@ -331,7 +349,9 @@ impl<S: Store> EffectLog<S> {
             // refuses every append; a mark left behind names nothing here.
             return Ok(());
         }
-        let read = self.history.len();
+        // Records passed over under this lock count as read: they are the
+        // log's, and a mark naming them is confirmed from their lines.
+        let read = self.write_head().records;
         for (which, mark) in marks {
             let storage = &self.storage;
             let mut read_line = |position, start, end| storage.read_line(position, start, end);
@@ -485,11 +505,12 @@ impl<S: Store> EffectLog<S> {
     /// ([`EffectLog::read_ahead`]), so the decoding and verifying a merge
     /// needs is done while waiting, not while holding the lock every other
     /// writer waits for. Then runs `f` under the lock; its merge keeps what
-    /// was read ahead only if it is still the log's.
-    fn with_append_lock<T>(
+    /// was read ahead only if it is still the log's. What `f` passed over
+    /// is admitted once the lock is released ([`EffectLog::catch_up`]).
+    fn with_append_lock(
         &mut self,
-        f: impl FnOnce(&mut Self) -> Result<T, LogError>,
-    ) -> Result<T, LogError> {
+        f: impl FnOnce(&mut Self) -> Result<Wrote, LogError>,
+    ) -> Result<Wrote, LogError> {
         if self.storage.compares_head() {
             return self.with_lock(LockKind::Exclusive, f);
         }
@@ -507,7 +528,48 @@ impl<S: Store> EffectLog<S> {
             Err(source) => Err(LogError::Io { path: self.path.clone(), operation: "flock", source }),
         };
         self.drop_read_ahead();
-        result
+        let passed = self.passed.take();
+        match (result, passed) {
+            (Ok(wrote), Some(passed)) => self.catch_up(passed).map(|()| wrote),
+            // What was passed over is left unread, to be merged again.
+            (result, _) => result,
+        }
+    }
+
+    /// The rest of an append that passed over others' lines (step 3 for a
+    /// claim, [`EffectLog::pass_over`]), after the lock: decodes, verifies
+    /// and admits those lines as a merge would, then admits the batch
+    /// written after them. A line that does not decode is corruption, and
+    /// the batch is not answered as written (its claims must not be acted
+    /// on): nothing is trusted that decoding has not verified.
+    fn catch_up(&mut self, passed: Passed) -> Result<(), LogError> {
+        let torn = self.absorb(passed.bytes, false)?;
+        let Some((head, prepared)) = passed.ours else { return Ok(()) };
+        let refused = |log: &Self, reason: String| LogError::Corrupt {
+            path: log.path.clone(),
+            line: head.records + 1,
+            offset: head.offset,
+            reason,
+        };
+        if torn > 0 || self.history.len() != head.records {
+            // pass_over admitted only complete lines without zeros, each a
+            // record if the log is sound; scan stops only at a defect.
+            let reason = "the lines this append passed over did not all read as records".to_owned();
+            return Err(refused(self, reason));
+        }
+        self.history.begin();
+        for framed in &prepared.accepted {
+            if let Err(error) = self.history.admit(&framed.run_id, &framed.record) {
+                // History::admits_claim_alone said this cannot happen.
+                self.history.rollback();
+                return Err(refused(
+                    self,
+                    format!("a claim written after others' records is refused by them: {error}"),
+                ));
+            }
+        }
+        self.appended(head, prepared);
+        Ok(())
     }
 
     /// Reads, without the lock, the complete lines appended after what this
@@ -594,6 +656,13 @@ impl<S: Store> EffectLog<S> {
     /// torn tail found at the end (0 if none). With `repair` (only under the
     /// exclusive lock) that tail is preserved in `<log>.broken` and cut off.
     fn merge(&mut self, repair: bool) -> Result<u64, LogError> {
+        let bytes = self.read_new()?;
+        self.absorb(bytes, repair)
+    }
+
+    /// The first half of a merge: the bytes after this handle's head, less
+    /// what reading ahead already admitted (if they still start with it).
+    fn read_new(&mut self) -> Result<Vec<u8>, LogError> {
         let read = self.storage.read_after(self.head());
         let bytes = match read.map_err(self.io("read"))? {
             After::Bytes(bytes) => self.confirm_read_ahead(bytes),
@@ -607,7 +676,66 @@ impl<S: Store> EffectLog<S> {
                 });
             }
         };
-        self.absorb(bytes, repair)
+        Ok(bytes)
+    }
+
+    /// Step 3 for an append of claims: passes over `bytes`, others' lines
+    /// read under the lock, without decoding them there, when that cannot
+    /// change what the append does (issue 18: with many writers on one
+    /// lineage, decoding every other writer's records under the lock made
+    /// the lock, not the disk, the limit). The append then takes its
+    /// positions after their count and chains from the last one's check,
+    /// and [`EffectLog::catch_up`] decodes and admits them, and the batch
+    /// after them, once the lock is released. Only when:
+    /// - every record of the batch is a claim the history admits or refuses
+    ///   on its own ([`History::admits_claim_alone`]): validation (step 5)
+    ///   answers the same before and after those lines;
+    /// - for `claim_once`, no line can hold a claim of its request id: the
+    ///   id, spelled as the encoder writes it, is not in them, and neither
+    ///   is an escape (`\u`, `\/`) that could spell it otherwise;
+    /// - the lines are complete, hold no zero byte (no torn tail to cut)
+    ///   and the last ends with a check ([`scan::pass_over`]).
+    ///
+    /// Answers the bytes back when it does not pass them over.
+    fn pass_over(
+        &mut self,
+        bytes: Vec<u8>,
+        batch: &[(&str, &Record)],
+        once: Option<&str>,
+    ) -> Result<(), Vec<u8>> {
+        let alone = |(run_id, record): &(&str, &Record)| match record {
+            Record::Claim(claim) => self.history.admits_claim_alone(run_id, claim),
+            _ => false,
+        };
+        if bytes.is_empty() || batch.is_empty() || !batch.iter().all(alone) {
+            return Err(bytes);
+        }
+        if let Some(request_id) = once {
+            let spelled = serde_json::to_string(request_id).expect("a string serializes");
+            let needle = format!(r#""request_id":{spelled}"#);
+            let mentions = |pattern: &[u8]| memchr::memmem::find(&bytes, pattern).is_some();
+            if mentions(needle.as_bytes()) || mentions(br"\u") || mentions(br"\/") {
+                return Err(bytes);
+            }
+        }
+        match scan::pass_over(&bytes) {
+            Some(over) => {
+                self.passed = Some(Passed { bytes, over, ours: None });
+                Ok(())
+            }
+            None => Err(bytes),
+        }
+    }
+
+    /// Where an append writes: this handle's head, past what it passed over.
+    fn write_head(&self) -> Head {
+        match &self.passed {
+            None => self.head(),
+            Some(passed) => Head {
+                records: self.history.len() + passed.over.lines,
+                offset: self.read_offset + passed.bytes.len() as u64,
+            },
+        }
     }
 
     /// Where this handle's reading stands.
@@ -686,7 +814,7 @@ impl<S: Store> EffectLog<S> {
             return batch.iter().map(|_| Err(refused())).collect();
         }
         let outcome = self.with_append_lock(|log| {
-            log.refuse_and_merge()?;
+            log.refuse_and_merge(batch, None)?;
             log.write_batch(batch, None)
         });
         let (results, written) = match outcome {
@@ -742,13 +870,18 @@ impl<S: Store> EffectLog<S> {
     }
 
     /// Steps 2-3 for a file (under the exclusive lock): refuse a poisoned
-    /// log and merge. A server store does both itself on each append.
-    fn refuse_and_merge(&mut self) -> Result<(), LogError> {
+    /// log and merge, or for claims pass over what others appended
+    /// ([`EffectLog::pass_over`]; `once`: `claim_once`'s request id). A
+    /// server store does both itself on each append.
+    fn refuse_and_merge(&mut self, batch: &[(&str, &Record)], once: Option<&str>) -> Result<(), LogError> {
         self.refuse_if_read_only()?;
         if !self.storage.compares_head() {
             self.refuse_if_poisoned()?;
             self.refuse_if_sealed()?;
-            self.merge(true)?;
+            let bytes = self.read_new()?;
+            if let Err(bytes) = self.pass_over(bytes, batch, once) {
+                self.absorb(bytes, true)?;
+            }
             // LOG-6: a writer open since before a cut must not append past
             // it and leave a mark that hides it.
             self.confirm_marks(false)?;
@@ -860,14 +993,24 @@ impl<S: Store> EffectLog<S> {
             {
                 return Ok(Wrote::Found(found));
             }
-            let head = self.head();
-            let prepared = self.prepare(batch);
+            let head = self.write_head();
+            let mut prepared = self.prepare(batch, head);
             if prepared.accepted.is_empty() {
                 self.history.commit();
                 return Ok(Wrote::Batch(prepared.results, false));
             }
             match self.storage.append_at(head, &prepared.bytes, &prepared.meta) {
-                Ok(Written::Appended) => return Ok(self.appended(head, prepared)),
+                Ok(Written::Appended) => match &mut self.passed {
+                    None => return Ok(self.appended(head, prepared)),
+                    Some(passed) => {
+                        // Admitted again after what was passed over
+                        // (catch_up): at the positions it was written at.
+                        self.history.rollback();
+                        let results = std::mem::take(&mut prepared.results);
+                        passed.ours = Some((head, prepared));
+                        return Ok(Wrote::Batch(results, true));
+                    }
+                },
                 Ok(Written::Missed(missed)) => {
                     self.history.rollback();
                     self.absorb(missed, false)?;
@@ -902,10 +1045,13 @@ impl<S: Store> EffectLog<S> {
     }
 
     /// Steps 4-6: admits each record of the batch to the history (begun,
-    /// neither committed nor rolled back) and frames those admitted.
-    fn prepare(&mut self, batch: &[(&str, &Record)]) -> Prepared {
+    /// neither committed nor rolled back) and frames those admitted, to be
+    /// written at `head`: past what was passed over, if anything was, whose
+    /// records the history does not hold yet.
+    fn prepare(&mut self, batch: &[(&str, &Record)], head: Head) -> Prepared {
+        let skipped = head.records - self.history.len();
         self.history.begin();
-        let mut chain = self.last_check;
+        let mut chain = self.passed.as_ref().map_or(self.last_check, |passed| passed.over.last_check);
         let mut prepared = Prepared {
             bytes: Vec::new(),
             meta: Vec::new(),
@@ -918,7 +1064,7 @@ impl<S: Store> EffectLog<S> {
                 prepared.results.push(Err(LogError::Rejected { path: self.path.clone(), source }));
                 continue;
             }
-            let position = self.history.len() - 1;
+            let position = self.history.len() - 1 + skipped;
             let (line, check) = frame::encode(position, run_id, record, &chain, self.key.as_ref());
             prepared.last_line = prepared.bytes.len() as u64;
             prepared.bytes.extend_from_slice(&line);
@@ -945,7 +1091,7 @@ impl<S: Store> EffectLog<S> {
                 run_id: (*run_id).to_owned(),
                 record: (*record).clone(),
                 check,
-                line: self.read_offset + prepared.last_line..self.read_offset + prepared.bytes.len() as u64,
+                line: head.offset + prepared.last_line..head.offset + prepared.bytes.len() as u64,
             });
             prepared.results.push(Ok(position));
         }
@@ -1198,9 +1344,10 @@ impl<S: Store> EffectLog<S> {
         }
         let request_id = claim.operation.request_id.clone();
         let record = Record::Claim(claim);
+        let batch = [(run_id, &record)];
         let outcome = self.with_append_lock(|log| {
-            log.refuse_and_merge()?;
-            log.write_batch(&[(run_id, &record)], Some((run_id, &request_id)))
+            log.refuse_and_merge(&batch, Some(&request_id))?;
+            log.write_batch(&batch, Some((run_id, &request_id)))
         })?;
         let (position, fresh) = match outcome {
             Wrote::Found(found) => (found, false),

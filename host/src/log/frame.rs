@@ -279,6 +279,18 @@ pub fn decode_alone(line: &[u8], key: Option<&OperatorKey>) -> Result<(Framed, [
     Ok((framed, chained))
 }
 
+/// The check a line (without its `\n`) ends with, read from its last
+/// bytes without decoding or verifying anything else: `None` unless it ends
+/// `,"check":"<64 lower-case hex>"}` as `encode` writes it. What an append
+/// that passes over others' lines chains from (`scan::pass_over`); decoding
+/// them afterwards verifies it.
+pub fn check_in(line: &[u8]) -> Option<[u8; 32]> {
+    let suffix = line.len().checked_sub(CHECK_SUFFIX_LEN).map(|at| &line[at..])?;
+    let hex = suffix.strip_prefix(br#","check":""#)?.strip_suffix(b"\"}")?;
+    let mut check = [0u8; 32];
+    lower_hex_32(std::str::from_utf8(hex).ok()?, &mut check).then_some(check)
+}
+
 /// A MAC or checksum over `bytes`, hex: what a checkpoint carries (LOG-10),
 /// under the operator key when there is one, as the records are.
 pub fn seal(key: Option<&OperatorKey>, bytes: &[u8]) -> String {
@@ -286,7 +298,7 @@ pub fn seal(key: Option<&OperatorKey>, bytes: &[u8]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::log::record::{ObservationRecord, Record};
     use crate::model::{Coverage, Mechanism, ResourceRef};
@@ -323,6 +335,19 @@ mod tests {
             decode(&second[..second.len() - 1], 2, &check0, None),
             Err(FrameError::Position { .. })
         ));
+    }
+
+    #[test]
+    fn the_check_a_line_ends_with_is_read_without_decoding_it() {
+        let (line, check) = encode(4, "run", &sample_record(), &GENESIS, None);
+        let line = &line[..line.len() - 1];
+        assert_eq!(check_in(line), Some(check));
+        let text = String::from_utf8(line.to_vec()).unwrap();
+        let hex = hex::encode(check);
+        assert_eq!(check_in(text.replace(&hex, &hex.to_uppercase()).as_bytes()), None, "only lower case");
+        assert_eq!(check_in(&line[..line.len() - 1]), None, "no closing brace");
+        assert_eq!(check_in(&line[..40]), None, "a line cut short");
+        assert_eq!(check_in(b"}"), None);
     }
 
     #[test]

@@ -26,7 +26,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::model::{Execution, FilesystemRoot};
 
-use super::record::{Position, Record};
+use super::record::{ClaimRecord, Position, Record};
 
 /// Where a claim's settlement stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -259,6 +259,18 @@ impl History {
             Slot::Claim(state, _) => Some(*state),
             Slot::Other => None,
         }
+    }
+
+    /// Whether admitting `claim` for `run_id` reads nothing but the claim
+    /// itself and this history's root for the run, so that records not yet
+    /// admitted cannot change the answer: true when the claim names no root,
+    /// or the run already has one (a run's root is set once, by its first
+    /// claim that names one). What lets an append of claims pass over
+    /// others' records under the lock and admit them after (LOG-2,
+    /// `effect_log`). Kept beside [`History::admit`]: a rule added there
+    /// that reads other records must be reflected here.
+    pub fn admits_claim_alone(&self, run_id: &str, claim: &ClaimRecord) -> bool {
+        claim.root.is_none() || self.roots.contains_key(run_id)
     }
 
     /// Whether the claim at `position` has its processes recorded (PROC-2).
@@ -528,7 +540,7 @@ impl History {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::log::record::{ClaimRecord, OperationRef, OutcomeRecord};
+    use crate::log::record::{OperationRef, OutcomeRecord};
     use crate::model::{CleanupState, Impact, Outcome, ProducerFacts};
 
     fn claim() -> Record {

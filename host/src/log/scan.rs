@@ -108,6 +108,40 @@ pub fn scan(
     })
 }
 
+/// Complete lines an append of claims may pass over under the lock without
+/// decoding them (LOG-2, `effect_log`): how many there are, and the check
+/// the last one ends with, which the append chains from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Passover {
+    /// The number of lines, each one record if the log is sound.
+    pub lines: u64,
+    /// The check the last line ends with (not yet verified).
+    pub last_check: [u8; 32],
+    /// Where the last line starts within the bytes.
+    pub last_start: u64,
+}
+
+/// Whether `bytes` can be passed over: every line complete and holding no
+/// zero byte, so none of it is a torn tail a merge would cut (the module
+/// doc: a crash leaves lines cut short, or zeros), and the last line ending
+/// with a check in the one spelling `encode` writes. Anything else is for a
+/// full [`scan`] under the lock. Decoding the lines after the append
+/// verifies everything this trusted: a damaged line is then corruption,
+/// reported as such, and the append that followed it is not answered as
+/// made.
+pub fn pass_over(bytes: &[u8]) -> Option<Passover> {
+    let body = bytes.strip_suffix(b"\n")?;
+    if memchr::memchr(0, bytes).is_some() {
+        return None;
+    }
+    let last_start = memchr::memrchr(b'\n', body).map_or(0, |newline| newline + 1);
+    Some(Passover {
+        lines: memchr::memchr_iter(b'\n', bytes).count() as u64,
+        last_check: frame::check_in(&body[last_start..])?,
+        last_start: last_start as u64,
+    })
+}
+
 /// The kind of the first complete line in `rest` that is a valid record on
 /// its own (schema, authentication, checksum) and durable on return.
 fn durable_record_after(rest: &[u8], key: Option<&OperatorKey>) -> Option<&'static str> {
@@ -122,4 +156,37 @@ fn durable_record_after(rest: &[u8], key: Option<&OperatorKey>) -> Option<&'stat
 /// The genesis `prev`.
 pub fn genesis() -> [u8; 32] {
     frame::GENESIS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::frame::tests::sample_record;
+
+    fn two_lines() -> (Vec<u8>, [u8; 32], usize) {
+        let (first, check) = frame::encode(0, "run", &sample_record(), &genesis(), None);
+        let (second, last) = frame::encode(1, "run", &sample_record(), &check, None);
+        ([first.clone(), second].concat(), last, first.len())
+    }
+
+    #[test]
+    fn complete_lines_are_passed_over_with_their_count_and_last_check() {
+        let (bytes, last, second_at) = two_lines();
+        let over = pass_over(&bytes).expect("two whole lines");
+        assert_eq!(over, Passover { lines: 2, last_check: last, last_start: second_at as u64 });
+    }
+
+    #[test]
+    fn what_a_merge_must_judge_is_not_passed_over() {
+        let (bytes, _, _) = two_lines();
+        assert_eq!(pass_over(&bytes[..bytes.len() - 1]), None, "a line without its newline (torn)");
+        assert_eq!(pass_over(&[bytes.as_slice(), b"\0\0\0\n"].concat()), None, "zeros a crash left");
+        let mut zeroed = bytes.clone();
+        zeroed[10] = 0;
+        assert_eq!(pass_over(&zeroed), None, "a zero byte inside a line");
+        let text = String::from_utf8(bytes).unwrap();
+        let cut_check = text.replacen("\"}\n", "}\n", 2);
+        assert_eq!(pass_over(cut_check.as_bytes()), None, "a last line that does not end with a check");
+        assert_eq!(pass_over(b""), None);
+    }
 }
