@@ -13,7 +13,10 @@
 //!    with exactly the bytes it was read from (a failed append cut back and
 //!    written over differs, if only in its chain), else it is undone; decode
 //!    and admit the rest; a torn tail left by a crash (`scan`) is cut off
-//!    (its bytes kept in `<log>.broken`) and the cut is fsynced;
+//!    (its bytes kept in `<log>.broken`) and the cut is fsynced. An append
+//!    of claims that those records cannot affect **passes over** them
+//!    instead ([`EffectLog::pass_over`]): it counts their lines and chains
+//!    from the last, and decodes and admits them after step 7;
 //! 4. **allocate** the next position from the merged tail;
 //! 5. **validate** the record against the merged history (an outcome for an
 //!    effect another writer settled is refused here);
