@@ -455,20 +455,57 @@ fn a_claim_after_others_records_takes_the_next_position_and_chains_after_them() 
     assert_eq!(open(&file).records(), waiting.records());
 }
 
-/// A line passed over is verified when it is decoded after the append: one
-/// altered to still parse (so nothing under the lock could tell) fails that
-/// decoding, and the claim appended after it is answered as an error, never
-/// as made, so its tool does not run.
+/// Damage among others' records is found under the lock even when the
+/// append would pass over them: each line's frame (checksum, position,
+/// chain) is verified there, so the claim is refused and nothing is written
+/// after the damage, by this writer or any other (LOG-6: fail closed).
 #[test]
-fn a_damaged_record_passed_over_fails_the_claim_that_followed_it() {
+fn damage_among_records_passed_over_is_refused_before_anything_is_written() {
+    let file = MemoryFile::new();
+    let (mut a, mut b) = (open(&file), open(&file));
+    let mut other = open(&file);
+    other.claim("r1", claim("a0")).unwrap();
+    other.claim("r1", claim("a1")).unwrap();
+    let damaged = String::from_utf8(file.contents()).unwrap().replacen("\"a0\"", "\"b0\"", 1);
+    file.set_contents(damaged.into_bytes());
+    let before = file.contents();
+    for (writer, action) in [(0, "x1"), (1, "x2"), (0, "x3")] {
+        let answer = [&mut a, &mut b][writer].claim("r1", claim(action));
+        assert!(matches!(answer, Err(LogError::Corrupt { line: 1, .. })), "{answer:?}");
+    }
+    assert_eq!(file.contents(), before, "nothing written after the damage");
+}
+
+/// The first line of `file` respelled (`from` to `to`) with its checksum
+/// made to match: what anyone can write into an unkeyed log, framed right.
+fn respell_first_line(file: &MemoryFile, from: &str, to: &str) {
+    use sha2::{Digest, Sha256};
+    let text = String::from_utf8(file.contents()).unwrap();
+    let (line, rest) = text.split_once('\n').unwrap();
+    assert!(line.contains(from), "{from} is in the line");
+    let body = line.rsplit_once(r#","check":""#).unwrap().0.replacen(from, to, 1);
+    let check = hex::encode(Sha256::digest(format!("{body}}}").as_bytes()));
+    file.set_contents(format!("{body},\"check\":\"{check}\"}}\n{rest}").into_bytes());
+}
+
+/// A line framed right (checksum, position, chain) that is no valid record
+/// passes the checks under the lock; decoding it after the append fails,
+/// and the claim written after it is answered as an error, never as made,
+/// so its tool does not run. The handle then merges in full, so it does not
+/// write claim after claim past the bad line.
+#[test]
+fn a_record_framed_right_but_invalid_fails_the_claim_after_it_and_is_not_passed_again() {
     let file = MemoryFile::new();
     let mut waiting = open(&file);
     open(&file).claim("r1", claim("a0")).unwrap();
-    let damaged = String::from_utf8(file.contents()).unwrap().replace("\"a0\"", "\"b0\"");
-    file.set_contents(damaged.into_bytes());
+    respell_first_line(&file, "\"external\":false", "\"external\":false,\"verified\":true");
+    assert!(EffectLog::open(file.clone(), "mem.log", None).is_err(), "no valid record: the log fails closed");
     let answer = waiting.claim("r1", claim("a1"));
     assert!(matches!(answer, Err(LogError::Corrupt { line: 1, .. })), "{answer:?}");
-    assert!(EffectLog::open(file.clone(), "mem.log", None).is_err(), "the log fails closed at line 1");
+    let after = file.contents();
+    let again = waiting.claim("r1", claim("a2"));
+    assert!(matches!(again, Err(LogError::Corrupt { line: 1, .. })), "{again:?}");
+    assert_eq!(file.contents(), after, "not passed over again");
 }
 
 /// A claim that names its run's root is judged after every record that may
@@ -503,11 +540,11 @@ fn a_claim_naming_a_root_is_judged_after_the_records_that_may_root_its_run() {
 /// EMB-3 with claims passing over others' records: a claim of the request
 /// among them, in any spelling, is found and not claimed twice. The
 /// request id is spelled as the encoder writes it (escapes included), and
-/// a line that spells it with a `\u` escape (valid JSON, a valid checksum:
-/// anyone can write one into an unkeyed log) is found too.
+/// lines that spell it otherwise (a `\u` escape, whitespace around the
+/// key's colon: valid JSON with a valid checksum, which anyone can write
+/// into an unkeyed log) are found too.
 #[test]
 fn claim_once_is_never_passed_over_a_claim_of_its_request() {
-    use sha2::{Digest, Sha256};
     let with_request = |action: &str, request: &str| {
         let mut record = claim(action);
         record.operation.request_id = request.into();
@@ -522,16 +559,17 @@ fn claim_once_is_never_passed_over_a_claim_of_its_request() {
         assert_eq!(waiting.claim_once("r1", with_request("a2", request)).unwrap(), (1, false), "{request:?}");
         assert_eq!(file.contents(), before, "not claimed twice");
     }
-    // The same claim with its request id spelled `\u006dine`, checksum made
-    // to match: it decodes to request "mine".
-    let file = MemoryFile::new();
-    let mut waiting = open(&file);
-    open(&file).claim("r1", with_request("a0", "mine")).unwrap();
-    let line = String::from_utf8(file.contents()).unwrap();
-    let body = line.trim_end().rsplit_once(r#","check":""#).unwrap().0.replace(r#""mine""#, r#""\u006dine""#);
-    let check = hex::encode(Sha256::digest(format!("{body}}}").as_bytes()));
-    file.set_contents(format!("{body},\"check\":\"{check}\"}}\n").into_bytes());
-    assert_eq!(actions(&open(&file)), ["a0"], "the respelled line is a valid record");
-    assert_eq!(waiting.claim_once("r1", with_request("a1", "mine")).unwrap(), (0, false));
-    assert_eq!(actions(&open(&file)), ["a0"], "not claimed twice");
+    // The same claim with its request id respelled, checksum made to
+    // match: with a `\u` escape, and with whitespace after the key's colon.
+    // Each decodes to request "mine".
+    for (from, to) in [(r#""mine""#, r#""\u006dine""#), (r#""request_id":"mine""#, r#""request_id": "mine""#)]
+    {
+        let file = MemoryFile::new();
+        let mut waiting = open(&file);
+        open(&file).claim("r1", with_request("a0", "mine")).unwrap();
+        respell_first_line(&file, from, to);
+        assert_eq!(actions(&open(&file)), ["a0"], "the respelled line is a valid record: {to}");
+        assert_eq!(waiting.claim_once("r1", with_request("a1", "mine")).unwrap(), (0, false), "{to}");
+        assert_eq!(actions(&open(&file)), ["a0"], "not claimed twice: {to}");
+    }
 }

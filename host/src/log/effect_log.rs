@@ -243,6 +243,8 @@ pub struct EffectLog<S: Store> {
     /// What an append of claims passed over under the lock, until it is
     /// admitted after it.
     passed: Option<Passed>,
+    /// A catch-up failed: this handle merges in full from then on.
+    caught_up_failed: bool,
     /// Records the keyed marks this handle wrote or confirmed vouch for
     /// (`witness`): a keyed writer leaves a new one after each fsync that
     /// covered more.
@@ -290,6 +292,7 @@ impl<S: Store> EffectLog<S> {
             requests: RequestIndex::default(),
             ahead: None,
             passed: None,
+            caught_up_failed: false,
             witnessed: 0,
         };
         log.with_lock(LockKind::Shared, |log| {
@@ -533,7 +536,11 @@ impl<S: Store> EffectLog<S> {
         self.drop_read_ahead();
         let passed = self.passed.take();
         match (result, passed) {
-            (Ok(wrote), Some(passed)) => self.catch_up(passed).map(|()| wrote),
+            (Ok(wrote), Some(passed)) => {
+                let caught_up = self.catch_up(passed);
+                self.caught_up_failed |= caught_up.is_err();
+                caught_up.map(|()| wrote)
+            }
             // What was passed over is left unread, to be merged again.
             (result, _) => result,
         }
@@ -694,10 +701,16 @@ impl<S: Store> EffectLog<S> {
     ///   on its own ([`History::admits_claim_alone`]): validation (step 5)
     ///   answers the same before and after those lines;
     /// - for `claim_once`, no line can hold a claim of its request id: the
-    ///   id, spelled as the encoder writes it, is not in them, and neither
-    ///   is an escape (`\u`, `\/`) that could spell it otherwise;
-    /// - the lines are complete, hold no zero byte (no torn tail to cut)
-    ///   and the last ends with a check ([`scan::pass_over`]).
+    ///   id, as the string token the encoder writes, is nowhere in them,
+    ///   and neither is an escape (`\u`, `\/`) that could spell it
+    ///   otherwise;
+    /// - the lines are complete, hold no zero byte (no torn tail to cut),
+    ///   and each one's frame verifies in its place: position, checksum
+    ///   or HMAC, chain ([`scan::pass_over`]), so damage is refused here;
+    /// - no earlier catch-up of this handle failed: a line that frames
+    ///   right but is no record (only a writer could make one) is not
+    ///   passed over again and again, with a claim written after it each
+    ///   time.
     ///
     /// Answers the bytes back when it does not pass them over.
     fn pass_over(
@@ -710,18 +723,19 @@ impl<S: Store> EffectLog<S> {
             Record::Claim(claim) => self.history.admits_claim_alone(run_id, claim),
             _ => false,
         };
-        if bytes.is_empty() || batch.is_empty() || !batch.iter().all(alone) {
+        if self.caught_up_failed || bytes.is_empty() || batch.is_empty() || !batch.iter().all(alone) {
             return Err(bytes);
         }
         if let Some(request_id) = once {
+            // The id as a whole string token, wherever it stands: JSON may
+            // put whitespace around a key's colon, but not inside a string.
             let spelled = serde_json::to_string(request_id).expect("a string serializes");
-            let needle = format!(r#""request_id":{spelled}"#);
             let mentions = |pattern: &[u8]| memchr::memmem::find(&bytes, pattern).is_some();
-            if mentions(needle.as_bytes()) || mentions(br"\u") || mentions(br"\/") {
+            if mentions(spelled.as_bytes()) || mentions(br"\u") || mentions(br"\/") {
                 return Err(bytes);
             }
         }
-        match scan::pass_over(&bytes) {
+        match scan::pass_over(&bytes, self.history.len(), self.last_check, self.key.as_ref()) {
             Some(over) => {
                 self.passed = Some(Passed { bytes, over, ours: None });
                 Ok(())

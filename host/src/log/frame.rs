@@ -291,6 +291,33 @@ pub fn check_in(line: &[u8]) -> Option<[u8; 32]> {
     lower_hex_32(std::str::from_utf8(hex).ok()?, &mut check).then_some(check)
 }
 
+/// The frame's own checks of a line (without its `\n`), without decoding
+/// its record: it starts `{"position":N,`, ends with a check in `encode`'s
+/// spelling that matches its bytes (checksum, or HMAC under `key`), and its
+/// first `"prev":"` names 64 lower-case hex. Answers the position, `prev`
+/// and check; `None` for anything else, including a valid record spelled
+/// otherwise, which only a full [`decode`] may judge. What lets an append
+/// pass over others' lines under the lock (`scan::pass_over`) yet refuse
+/// damaged ones there; the record itself is decoded after.
+pub fn verify_frame(line: &[u8], key: Option<&OperatorKey>) -> Option<(Position, [u8; 32], [u8; 32])> {
+    let check = check_in(line)?;
+    let digits = line.strip_prefix(br#"{"position":"#)?;
+    let end = digits.iter().position(|b| !b.is_ascii_digit())?;
+    if end == 0 || digits[end] != b',' || (digits[0] == b'0' && end > 1) {
+        return None;
+    }
+    let position = std::str::from_utf8(&digits[..end]).ok()?.parse().ok()?;
+    if check_of_parts(key, &[&line[..line.len() - CHECK_SUFFIX_LEN], b"}"]) != check {
+        return None;
+    }
+    const PREV: &[u8] = br#","prev":""#;
+    let at = memchr::memmem::find(line, PREV)? + PREV.len();
+    let mut prev = [0u8; 32];
+    let hex = line.get(at..at + 64)?;
+    (lower_hex_32(std::str::from_utf8(hex).ok()?, &mut prev) && line.get(at + 64) == Some(&b'"'))
+        .then_some((position, prev, check))
+}
+
 /// A MAC or checksum over `bytes`, hex: what a checkpoint carries (LOG-10),
 /// under the operator key when there is one, as the records are.
 pub fn seal(key: Option<&OperatorKey>, bytes: &[u8]) -> String {
@@ -348,6 +375,27 @@ pub(crate) mod tests {
         assert_eq!(check_in(&line[..line.len() - 1]), None, "no closing brace");
         assert_eq!(check_in(&line[..40]), None, "a line cut short");
         assert_eq!(check_in(b"}"), None);
+    }
+
+    #[test]
+    fn a_frame_is_verified_without_decoding_its_record() {
+        let key = OperatorKey::new(vec![7; 32]).unwrap();
+        for key in [None, Some(&key)] {
+            let (line, check) = encode(12, "run", &sample_record(), &[5; 32], key);
+            let line = &line[..line.len() - 1];
+            assert_eq!(verify_frame(line, key), Some((12, [5; 32], check)));
+            let text = String::from_utf8(line.to_vec()).unwrap();
+            let flipped = text.replacen("job_state", "job_statf", 1);
+            assert_eq!(verify_frame(flipped.as_bytes(), key), None, "a byte changed");
+            assert_eq!(
+                verify_frame(text.replacen(":12,", ": 12,", 1).as_bytes(), key),
+                None,
+                "spelled otherwise"
+            );
+        }
+        let (line, _) = encode(0, "run", &sample_record(), &GENESIS, None);
+        let key = OperatorKey::new(vec![7; 32]).unwrap();
+        assert_eq!(verify_frame(&line[..line.len() - 1], Some(&key)), None, "checked under another key");
     }
 
     #[test]

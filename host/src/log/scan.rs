@@ -121,25 +121,31 @@ pub struct Passover {
     pub last_start: u64,
 }
 
-/// Whether `bytes` can be passed over: every line complete and holding no
-/// zero byte, so none of it is a torn tail a merge would cut (the module
-/// doc: a crash leaves lines cut short, or zeros), and the last line ending
-/// with a check in the one spelling `encode` writes. Anything else is for a
-/// full [`scan`] under the lock. Decoding the lines after the append
-/// verifies everything this trusted: a damaged line is then corruption,
-/// reported as such, and the append that followed it is not answered as
-/// made.
-pub fn pass_over(bytes: &[u8]) -> Option<Passover> {
-    let body = bytes.strip_suffix(b"\n")?;
-    if memchr::memchr(0, bytes).is_some() {
+/// Whether `bytes`, read at a handle's head where the next record is
+/// `position` and chains from `prev`, can be passed over: every line
+/// complete and holding no zero byte, so none of it is a torn tail a merge
+/// would cut (the module doc: a crash leaves lines cut short, or zeros),
+/// and each one's frame verified ([`frame::verify_frame`]: its position,
+/// checksum or HMAC under `key`, and its place in the chain). So damage is
+/// found under the lock, where the merge refuses it and nothing is written
+/// after it. Anything else is for a full [`scan`] under the lock. The
+/// records themselves are decoded after the append: one a writer framed
+/// correctly but that is no valid record fails then, and the append that
+/// followed it is not answered as made.
+pub fn pass_over(bytes: &[u8], position: u64, prev: [u8; 32], key: Option<&OperatorKey>) -> Option<Passover> {
+    if !bytes.ends_with(b"\n") || memchr::memchr(0, bytes).is_some() {
         return None;
     }
-    let last_start = memchr::memrchr(b'\n', body).map_or(0, |newline| newline + 1);
-    Some(Passover {
-        lines: memchr::memchr_iter(b'\n', bytes).count() as u64,
-        last_check: frame::check_in(&body[last_start..])?,
-        last_start: last_start as u64,
-    })
+    let (mut lines, mut last_check, mut last_start, mut start) = (0u64, prev, 0usize, 0usize);
+    while let Some(newline) = memchr::memchr(b'\n', &bytes[start..]) {
+        let (at, chained, check) = frame::verify_frame(&bytes[start..start + newline], key)?;
+        if at != position + lines || chained != last_check {
+            return None;
+        }
+        (lines, last_check, last_start) = (lines + 1, check, start);
+        start += newline + 1;
+    }
+    Some(Passover { lines, last_check, last_start: last_start as u64 })
 }
 
 /// The kind of the first complete line in `rest` that is a valid record on
@@ -172,21 +178,28 @@ mod tests {
     #[test]
     fn complete_lines_are_passed_over_with_their_count_and_last_check() {
         let (bytes, last, second_at) = two_lines();
-        let over = pass_over(&bytes).expect("two whole lines");
+        let over = pass_over(&bytes, 0, genesis(), None).expect("two whole lines");
         assert_eq!(over, Passover { lines: 2, last_check: last, last_start: second_at as u64 });
     }
 
     #[test]
     fn what_a_merge_must_judge_is_not_passed_over() {
-        let (bytes, _, _) = two_lines();
-        assert_eq!(pass_over(&bytes[..bytes.len() - 1]), None, "a line without its newline (torn)");
-        assert_eq!(pass_over(&[bytes.as_slice(), b"\0\0\0\n"].concat()), None, "zeros a crash left");
+        let (bytes, _, second_at) = two_lines();
+        let over = |bytes: &[u8]| pass_over(bytes, 0, genesis(), None);
+        assert_eq!(over(&bytes[..bytes.len() - 1]), None, "a line without its newline (torn)");
+        assert_eq!(over(&[bytes.as_slice(), b"\0\0\0\n"].concat()), None, "zeros a crash left");
         let mut zeroed = bytes.clone();
         zeroed[10] = 0;
-        assert_eq!(pass_over(&zeroed), None, "a zero byte inside a line");
+        assert_eq!(over(&zeroed), None, "a zero byte inside a line");
+        let mut flipped = bytes.clone();
+        flipped[second_at / 2] ^= 1;
+        assert_eq!(over(&flipped), None, "a byte changed in the first line");
+        assert_eq!(pass_over(&bytes, 1, genesis(), None), None, "not at the position the handle expects");
+        assert_eq!(pass_over(&bytes, 0, [1; 32], None), None, "not chained from the handle's last record");
+        assert_eq!(over(&bytes[second_at..]), None, "the second line alone: not at position 0");
         let text = String::from_utf8(bytes).unwrap();
         let cut_check = text.replacen("\"}\n", "}\n", 2);
-        assert_eq!(pass_over(cut_check.as_bytes()), None, "a last line that does not end with a check");
-        assert_eq!(pass_over(b""), None);
+        assert_eq!(over(cut_check.as_bytes()), None, "a line that does not end with a check");
+        assert_eq!(over(b""), None);
     }
 }
