@@ -1254,7 +1254,9 @@ impl<S: Store> EffectLog<S> {
             "pid": std::process::id(),
             "unknown_from_position": self.synced.0,
             "unknown_from_offset": self.synced.1,
-            "through_offset": self.read_offset,
+            // What this handle read, and passed over if it did: where a
+            // write of its that failed would have started.
+            "through_offset": self.write_head().offset,
         });
         let bytes = format!("{marker}\n");
         if let Err(error) = self.storage.write_sidecar(Sidecar::Poisoned, bytes.as_bytes()) {

@@ -115,10 +115,8 @@ pub fn scan(
 pub struct Passover {
     /// The number of lines, each one record if the log is sound.
     pub lines: u64,
-    /// The check the last line ends with (not yet verified).
+    /// The check the last line ends with.
     pub last_check: [u8; 32],
-    /// Where the last line starts within the bytes.
-    pub last_start: u64,
 }
 
 /// Whether `bytes`, read at a handle's head where the next record is
@@ -136,16 +134,16 @@ pub fn pass_over(bytes: &[u8], position: u64, prev: [u8; 32], key: Option<&Opera
     if !bytes.ends_with(b"\n") || memchr::memchr(0, bytes).is_some() {
         return None;
     }
-    let (mut lines, mut last_check, mut last_start, mut start) = (0u64, prev, 0usize, 0usize);
+    let (mut lines, mut last_check, mut start) = (0u64, prev, 0usize);
     while let Some(newline) = memchr::memchr(b'\n', &bytes[start..]) {
         let (at, chained, check) = frame::verify_frame(&bytes[start..start + newline], key)?;
         if at != position + lines || chained != last_check {
             return None;
         }
-        (lines, last_check, last_start) = (lines + 1, check, start);
+        (lines, last_check) = (lines + 1, check);
         start += newline + 1;
     }
-    Some(Passover { lines, last_check, last_start: last_start as u64 })
+    Some(Passover { lines, last_check })
 }
 
 /// The kind of the first complete line in `rest` that is a valid record on
@@ -177,9 +175,9 @@ mod tests {
 
     #[test]
     fn complete_lines_are_passed_over_with_their_count_and_last_check() {
-        let (bytes, last, second_at) = two_lines();
+        let (bytes, last, _) = two_lines();
         let over = pass_over(&bytes, 0, genesis(), None).expect("two whole lines");
-        assert_eq!(over, Passover { lines: 2, last_check: last, last_start: second_at as u64 });
+        assert_eq!(over, Passover { lines: 2, last_check: last });
     }
 
     #[test]
