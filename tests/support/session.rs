@@ -70,13 +70,18 @@ impl Session {
         let mut child = self.spawn(script, &[]);
         let marker = self.root.join(marker);
         let started = Instant::now();
-        while !marker.exists() {
+        // The step's shell creates the file before it writes the id: wait
+        // for the id, not the name (an empty read failed CI once).
+        let pgid: i32 = loop {
+            let written = std::fs::read_to_string(&marker).ok().and_then(|text| text.trim().parse().ok());
+            if let Some(pgid) = written {
+                break pgid;
+            }
             assert!(started.elapsed() < Duration::from_secs(30), "the long step never started");
             std::thread::sleep(Duration::from_millis(20));
-        }
+        };
         child.kill().unwrap();
         let out = child.wait_with_output().unwrap();
-        let pgid: i32 = std::fs::read_to_string(&marker).unwrap().trim().parse().unwrap();
         let _ = Command::new("kill").args(["-KILL", "--", &format!("-{pgid}")]).status();
         let run_id = self.logs()[0].file_stem().unwrap().to_str().unwrap().to_owned();
         (run_id, out)
