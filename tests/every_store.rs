@@ -137,6 +137,7 @@ on_every_store!(
     group_commit_acknowledges_every_thread_with_unique_positions,
     the_log_follows_the_model_of_the_history_rules,
     eight_writers_share_one_lineage_every_position_once_each_settled_once,
+    eight_writers_claiming_the_same_requests_claim_each_once,
     writers_killed_mid_append_lose_no_acknowledged_claim_and_are_recovered_once,
 );
 
@@ -352,6 +353,52 @@ fn eight_writers_share_one_lineage_every_position_once_each_settled_once(lineage
     }
     assert_eq!(settlements.iter().filter(|n| **n == 1).count(), 8 * appends, "each claim settled once");
     assert!(settlements.iter().all(|n| *n <= 1));
+}
+
+/// EMB-3 across processes: eight writers `claim_once` the same requests, in
+/// pairs that race on the same request at the same moment while the others
+/// work elsewhere in the list (so an append often finds others' claims of
+/// other requests unread: what a writer may pass over) and later reach
+/// requests others made long before. Half the request ids hold characters
+/// the log spells escaped. Each request is claimed once, and every writer is
+/// answered that claim.
+fn eight_writers_claiming_the_same_requests_claim_each_once(lineage: Lineage) {
+    let requests = env_count("EFFECTS_CONTENTION_APPENDS", 500) as u64 / 2;
+    let children: Vec<Child> = (0..8u64)
+        .map(|w| {
+            let start = format!("--once={}", (w % 4) * requests / 4);
+            lineage.writer(requests as usize, &format!("w{w}"), &[&start]).stdout(Stdio::piped()).spawn()
+        })
+        .collect::<Result<_, _>>()
+        .unwrap();
+    // request -> (position, writer) for every answer.
+    let mut answers: HashMap<u64, Vec<(u64, String, bool)>> = HashMap::new();
+    for (w, child) in children.into_iter().enumerate() {
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        let lines = String::from_utf8(output.stdout).unwrap();
+        assert_eq!(lines.lines().count() as u64, requests, "w{w} answered every request");
+        for line in lines.lines() {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let ["once", request, position, made] = fields[..] else { panic!("unexpected line {line:?}") };
+            let answer = (position.parse().unwrap(), format!("w{w}"), made.parse().unwrap());
+            answers.entry(request.parse().unwrap()).or_default().push(answer);
+        }
+    }
+    let records = lineage.history();
+    assert_eq!(records.len() as u64, requests, "one claim per request, no more");
+    let mut request_ids = std::collections::HashSet::new();
+    for framed in &records {
+        let Record::Claim(claim) = &framed.record else { panic!("the writers only claim") };
+        assert!(request_ids.insert(claim.operation.request_id.clone()), "a request claimed twice");
+        let (writer, request) = claim.action_id.split_once('-').unwrap();
+        let answered = &answers[&request.parse::<u64>().unwrap()];
+        assert_eq!(answered.len(), 8, "every writer asked for request {request}");
+        for (position, by, made) in answered {
+            assert_eq!(*position, framed.position, "{by} was answered another claim of request {request}");
+            assert_eq!(*made, by == writer, "{by} said made={made} of {writer}'s claim");
+        }
+    }
 }
 
 fn writers_killed_mid_append_lose_no_acknowledged_claim_and_are_recovered_once(lineage: Lineage) {

@@ -1,7 +1,7 @@
 //! `effects-test-writer`: a small writer process for the effect log's crash,
 //! race and fault tests (tests/log_disk.rs). Not part of the product.
 //!
-//! `effects-test-writer DIR RUN_ID COUNT WRITER [--outcomes] [--until-error] [--lease-ms=N] [--hold] [--keyed]`
+//! `effects-test-writer DIR RUN_ID COUNT WRITER [--outcomes] [--until-error] [--lease-ms=N] [--hold] [--keyed] [--once=START]`
 //!
 //! Opens lineage RUN_ID in DIR, or on the fleet store when DIR is a
 //! `postgres://` or `postgresql://` URL (no eager recovery: several writers
@@ -16,6 +16,10 @@
 //! settles its first claim and prints `settled <position>` or
 //! `error <kind>` (a writer paused past its lease, then resumed). With
 //! `--keyed`, a file log is keyed with [`KEY`] (as the tests' readers are).
+//! With `--once=START`, claim `i` is made with `claim_once` (EMB-3) for the
+//! request [`shared_request`]`((START + i) % COUNT)`, which every writer given
+//! the same COUNT shares, and prints `once <request index> <position> <made>`
+//! (`made` is `true` when this writer's claim is the one that stands).
 
 #![allow(clippy::disallowed_methods)] // a test tool takes its paths from argv
 
@@ -71,6 +75,14 @@ fn success(claim: u64) -> OutcomeRecord {
     }
 }
 
+/// The request id `--once` writers share for index `i`: every other one
+/// holds a quote, a backslash, a slash and a non-ASCII letter, which the log
+/// spells escaped or raw, so a writer that looks for its request in others'
+/// lines without decoding them must find every spelling.
+pub fn shared_request(i: u64) -> String {
+    if i % 2 == 0 { format!("shared-{i}") } else { format!("sh\"a\\r/\u{e9}d-{i}") }
+}
+
 fn kind(error: &LogError) -> &'static str {
     match error {
         LogError::Persistence { .. } => "persistence",
@@ -96,6 +108,8 @@ fn main() {
     let outcomes = flags.iter().any(|f| f == "--outcomes");
     let until_error = flags.iter().any(|f| f == "--until-error");
     let hold = flags.iter().any(|f| f == "--hold");
+    let once: Option<u64> =
+        flags.iter().find_map(|f| f.strip_prefix("--once=")).map(|s| s.parse().expect("START"));
     // `--keyed`: the log is keyed with KEY (LOG-6's head marks are written).
     let key = flags.iter().any(|f| f == "--keyed").then(|| OperatorKey::new(KEY.to_vec()).expect("a key"));
     let lease =
@@ -132,6 +146,14 @@ fn main() {
     let mut out = std::io::stdout().lock();
     let mut first = None;
     for i in 0..count {
+        if let Some(start) = once {
+            let request = (start + i) % count;
+            let mut mine = claim(format!("{writer}-{request}"));
+            mine.operation.request_id = shared_request(request);
+            let (position, made) = log.claim_once(run_id, mine).expect("claim_once");
+            writeln!(out, "once {request} {position} {made}").unwrap();
+            continue;
+        }
         let position = match log.claim(run_id, claim(format!("{writer}-{i}"))) {
             Ok(position) => position,
             Err(error) if until_error => {
