@@ -80,7 +80,7 @@ fn success(claim: u64) -> OutcomeRecord {
 /// spells escaped or raw, so a writer that looks for its request in others'
 /// lines without decoding them must find every spelling.
 pub fn shared_request(i: u64) -> String {
-    if i % 2 == 0 { format!("shared-{i}") } else { format!("sh\"a\\r/\u{e9}d-{i}") }
+    if i.is_multiple_of(2) { format!("shared-{i}") } else { format!("sh\"a\\r/\u{e9}d-{i}") }
 }
 
 fn kind(error: &LogError) -> &'static str {

@@ -562,8 +562,9 @@ impl<S: Store> EffectLog<S> {
             reason,
         };
         if torn > 0 || self.history.len() != head.records {
-            // pass_over admitted only complete lines without zeros, each a
-            // record if the log is sound; scan stops only at a defect.
+            // pass_over took only complete lines without zeros whose frames
+            // verified in place, each a record unless a writer made it
+            // otherwise; scan stops only at a defect.
             let reason = "the lines this append passed over did not all read as records".to_owned();
             return Err(refused(self, reason));
         }

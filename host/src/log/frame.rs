@@ -251,17 +251,10 @@ pub fn decode_alone(line: &[u8], key: Option<&OperatorKey>) -> Result<(Framed, [
     }
     // Parsing succeeded, so the line ends with `,"check":"<hex>"}` exactly when
     // it was written by `encode`; anything else cannot match the checksum.
-    let mut check = [0u8; 32];
-    let well_formed = line.len() > CHECK_SUFFIX_LEN
-        && line.ends_with(b"\"}")
-        && lower_hex_32(&envelope.check, &mut check)
-        && line[line.len() - CHECK_SUFFIX_LEN..].starts_with(br#","check":""#);
-    if !well_formed {
+    let check = sealed_check(line, key)?;
+    let mut named = [0u8; 32];
+    if !lower_hex_32(&envelope.check, &mut named) || named != check {
         return Err(FrameError::Checksum);
-    }
-    // The body is the line without its check, closed: hashed in two parts.
-    if check_of_parts(key, &[&line[..line.len() - CHECK_SUFFIX_LEN], b"}"]) != check {
-        return Err(if key.is_some() { FrameError::Mac } else { FrameError::Checksum });
     }
     // `prev` is inside the checksummed body, so a spelling `encode` never
     // writes fails here only if the checksum was forged to match it.
@@ -279,12 +272,23 @@ pub fn decode_alone(line: &[u8], key: Option<&OperatorKey>) -> Result<(Framed, [
     Ok((framed, chained))
 }
 
+/// The check a line (without its `\n`) ends with, verified against the
+/// line's bytes: the checksum, or the HMAC under `key`, of the line without
+/// its check, closed (`encode`'s body), hashed in two parts. What both
+/// [`decode_alone`] and [`verify_frame`] judge a line's bytes by.
+fn sealed_check(line: &[u8], key: Option<&OperatorKey>) -> Result<[u8; 32], FrameError> {
+    let check = check_in(line).ok_or(FrameError::Checksum)?;
+    if check_of_parts(key, &[&line[..line.len() - CHECK_SUFFIX_LEN], b"}"]) != check {
+        return Err(if key.is_some() { FrameError::Mac } else { FrameError::Checksum });
+    }
+    Ok(check)
+}
+
 /// The check a line (without its `\n`) ends with, read from its last
 /// bytes without decoding or verifying anything else: `None` unless it ends
-/// `,"check":"<64 lower-case hex>"}` as `encode` writes it. What an append
-/// that passes over others' lines chains from (`scan::pass_over`); decoding
-/// them afterwards verifies it.
-pub fn check_in(line: &[u8]) -> Option<[u8; 32]> {
+/// `,"check":"<64 lower-case hex>"}` as `encode` writes it: what
+/// [`sealed_check`] verifies.
+fn check_in(line: &[u8]) -> Option<[u8; 32]> {
     let suffix = line.len().checked_sub(CHECK_SUFFIX_LEN).map(|at| &line[at..])?;
     let hex = suffix.strip_prefix(br#","check":""#)?.strip_suffix(b"\"}")?;
     let mut check = [0u8; 32];
@@ -300,16 +304,13 @@ pub fn check_in(line: &[u8]) -> Option<[u8; 32]> {
 /// pass over others' lines under the lock (`scan::pass_over`) yet refuse
 /// damaged ones there; the record itself is decoded after.
 pub fn verify_frame(line: &[u8], key: Option<&OperatorKey>) -> Option<(Position, [u8; 32], [u8; 32])> {
-    let check = check_in(line)?;
     let digits = line.strip_prefix(br#"{"position":"#)?;
     let end = digits.iter().position(|b| !b.is_ascii_digit())?;
     if end == 0 || digits[end] != b',' || (digits[0] == b'0' && end > 1) {
         return None;
     }
     let position = std::str::from_utf8(&digits[..end]).ok()?.parse().ok()?;
-    if check_of_parts(key, &[&line[..line.len() - CHECK_SUFFIX_LEN], b"}"]) != check {
-        return None;
-    }
+    let check = sealed_check(line, key).ok()?;
     const PREV: &[u8] = br#","prev":""#;
     let at = memchr::memmem::find(line, PREV)? + PREV.len();
     let mut prev = [0u8; 32];
