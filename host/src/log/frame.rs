@@ -225,10 +225,13 @@ pub fn decode(
 /// What a checkpoint's reader (LOG-10) and the torn-tail judge (LOG-3) use
 /// for a line whose predecessor they do not read.
 pub fn decode_alone(line: &[u8], key: Option<&OperatorKey>) -> Result<(Framed, [u8; 32]), FrameError> {
+    // UTF-8 is checked once for the whole line: `from_str` then takes each
+    // string as it stands, where `from_slice` checks every one again.
+    let text = std::str::from_utf8(line).map_err(|e| FrameError::Garbled(format!("not UTF-8 text: {e}")))?;
     // The log's records hold resource refs this host wrote (ID-1): the frame
     // decoder is one of the crate's loaders.
     let envelope: EnvelopeIn =
-        crate::model::resource::trusted(|| serde_json::from_slice(line)).map_err(|e| match e.is_data() {
+        crate::model::resource::trusted(|| serde_json::from_str(text)).map_err(|e| match e.is_data() {
             true => FrameError::Schema(e.to_string()),
             false => FrameError::Garbled(e.to_string()),
         })?;
