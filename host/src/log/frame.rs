@@ -197,9 +197,24 @@ fn lower_hex<'a>(bytes: &[u8; 32], out: &'a mut [u8; 64]) -> &'a str {
 /// Decodes 64 lower-case hex characters, the only spelling `encode` writes.
 /// `hex` also accepts upper case, which would give one record two spellings
 /// that both verify: a line that is not byte for byte what the writer wrote
-/// must not pass as intact.
-fn lower_hex_32(text: &str, out: &mut [u8; 32]) -> bool {
-    text.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) && hex::decode_to_slice(text, out).is_ok()
+/// must not pass as intact. One pass, each digit read once: a load reads
+/// three of these per line.
+fn lower_hex_32(text: &[u8], out: &mut [u8; 32]) -> bool {
+    const fn digit(b: u8) -> Option<u8> {
+        match b {
+            b'0'..=b'9' => Some(b - b'0'),
+            b'a'..=b'f' => Some(b - b'a' + 10),
+            _ => None,
+        }
+    }
+    if text.len() != 64 {
+        return false;
+    }
+    for (pair, byte) in text.chunks_exact(2).zip(out.iter_mut()) {
+        let (Some(high), Some(low)) = (digit(pair[0]), digit(pair[1])) else { return false };
+        *byte = high << 4 | low;
+    }
+    true
 }
 
 /// Decodes one line (without its `\n`) that must sit at `expected` after a
@@ -255,14 +270,15 @@ pub fn decode_alone(line: &[u8], key: Option<&OperatorKey>) -> Result<(Framed, [
     // Parsing succeeded, so the line ends with `,"check":"<hex>"}` exactly when
     // it was written by `encode`; anything else cannot match the checksum.
     let check = sealed_check(line, key)?;
-    let mut named = [0u8; 32];
-    if !lower_hex_32(&envelope.check, &mut named) || named != check {
+    // The field the parser read is those same 64 characters, unless the
+    // line names `check` twice, which the parser refuses anyway.
+    if check_hex(line) != Some(envelope.check.as_bytes()) {
         return Err(FrameError::Checksum);
     }
     // `prev` is inside the checksummed body, so a spelling `encode` never
     // writes fails here only if the checksum was forged to match it.
     let mut chained = [0u8; 32];
-    if !lower_hex_32(&envelope.prev, &mut chained) {
+    if !lower_hex_32(envelope.prev.as_bytes(), &mut chained) {
         return Err(FrameError::Chain);
     }
     let framed = Framed {
@@ -287,15 +303,20 @@ fn sealed_check(line: &[u8], key: Option<&OperatorKey>) -> Result<[u8; 32], Fram
     Ok(check)
 }
 
+/// The 64 characters between `,"check":"` and `"}` at a line's end (the
+/// line without its `\n`), if it ends so: where `encode` spells the check.
+fn check_hex(line: &[u8]) -> Option<&[u8]> {
+    let suffix = line.len().checked_sub(CHECK_SUFFIX_LEN).map(|at| &line[at..])?;
+    suffix.strip_prefix(br#","check":""#)?.strip_suffix(b"\"}")
+}
+
 /// The check a line (without its `\n`) ends with, read from its last
 /// bytes without decoding or verifying anything else: `None` unless it ends
 /// `,"check":"<64 lower-case hex>"}` as `encode` writes it: what
 /// [`sealed_check`] verifies.
 fn check_in(line: &[u8]) -> Option<[u8; 32]> {
-    let suffix = line.len().checked_sub(CHECK_SUFFIX_LEN).map(|at| &line[at..])?;
-    let hex = suffix.strip_prefix(br#","check":""#)?.strip_suffix(b"\"}")?;
     let mut check = [0u8; 32];
-    lower_hex_32(std::str::from_utf8(hex).ok()?, &mut check).then_some(check)
+    lower_hex_32(check_hex(line)?, &mut check).then_some(check)
 }
 
 /// The frame's own checks of a line (without its `\n`), without decoding
@@ -318,8 +339,7 @@ pub fn verify_frame(line: &[u8], key: Option<&OperatorKey>) -> Option<(Position,
     let at = memchr::memmem::find(line, PREV)? + PREV.len();
     let mut prev = [0u8; 32];
     let hex = line.get(at..at + 64)?;
-    (lower_hex_32(std::str::from_utf8(hex).ok()?, &mut prev) && line.get(at + 64) == Some(&b'"'))
-        .then_some((position, prev, check))
+    (lower_hex_32(hex, &mut prev) && line.get(at + 64) == Some(&b'"')).then_some((position, prev, check))
 }
 
 /// A MAC or checksum over `bytes`, hex: what a checkpoint carries (LOG-10),
@@ -416,6 +436,29 @@ pub(crate) mod tests {
             decode(&plain[..plain.len() - 1], 0, &GENESIS, Some(&key)),
             Err(FrameError::Auth(_))
         ));
+    }
+
+    #[test]
+    fn lower_hex_is_hex_in_lower_case_and_nothing_else() {
+        let bytes: [u8; 32] = std::array::from_fn(|i| (i * 37 + 5) as u8);
+        let text = hex::encode(bytes);
+        let mut out = [0u8; 32];
+        assert!(lower_hex_32(text.as_bytes(), &mut out));
+        assert_eq!(out, bytes);
+        let wrong = [
+            text.to_uppercase(),
+            text[1..].to_owned(),
+            format!("{text}0"),
+            text.replacen('0', "/", 1),
+            text.replacen('9', ":", 1),
+            text.replacen('a', "`", 1),
+            text.replacen('f', "g", 1),
+            text.replacen('5', "\u{e9}", 1)[..64].to_owned(),
+        ];
+        for bad in wrong {
+            assert_ne!(bad, text);
+            assert!(!lower_hex_32(bad.as_bytes(), &mut out), "{bad:?}");
+        }
     }
 
     #[test]
