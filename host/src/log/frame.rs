@@ -195,10 +195,12 @@ fn lower_hex<'a>(bytes: &[u8; 32], out: &'a mut [u8; 64]) -> &'a str {
 }
 
 /// Decodes 64 lower-case hex characters, the only spelling `encode` writes.
-/// `hex` also accepts upper case, which would give one record two spellings
-/// that both verify: a line that is not byte for byte what the writer wrote
-/// must not pass as intact. One pass, each digit read once: a load reads
-/// three of these per line.
+/// `hex` also accepts upper case, which would let the check or `prev` of a
+/// line be respelled and still verify. (Other respellings of a line, an
+/// escaped `prev` or a space after a colon, change its checksum, so only a
+/// forger who recomputes it and every later one, which a keyed log's HMAC
+/// prevents, gets them past `decode`; see docs/limitations.md.) One pass,
+/// each digit read once: a load reads three of these per line.
 fn lower_hex_32(text: &[u8], out: &mut [u8; 32]) -> bool {
     const fn digit(b: u8) -> Option<u8> {
         match b {
@@ -240,16 +242,26 @@ pub fn decode(
 /// What a checkpoint's reader (LOG-10) and the torn-tail judge (LOG-3) use
 /// for a line whose predecessor they do not read.
 pub fn decode_alone(line: &[u8], key: Option<&OperatorKey>) -> Result<(Framed, [u8; 32]), FrameError> {
+    let judged = |e: serde_json::Error| match e.is_data() {
+        true => FrameError::Schema(e.to_string()),
+        false => FrameError::Garbled(e.to_string()),
+    };
     // UTF-8 is checked once for the whole line: `from_str` then takes each
-    // string as it stands, where `from_slice` checks every one again.
-    let text = std::str::from_utf8(line).map_err(|e| FrameError::Garbled(format!("not UTF-8 text: {e}")))?;
-    // The log's records hold resource refs this host wrote (ID-1): the frame
-    // decoder is one of the crate's loaders.
-    let envelope: EnvelopeIn =
-        crate::model::resource::trusted(|| serde_json::from_str(text)).map_err(|e| match e.is_data() {
-            true => FrameError::Schema(e.to_string()),
-            false => FrameError::Garbled(e.to_string()),
-        })?;
+    // string as it stands, where `from_slice` checks every one again. A line
+    // that is not UTF-8 is judged by `from_slice`, which names its first
+    // defect in reading order: a schema error before a stray byte is
+    // corruption, never a torn tail (`scan`). The log's records hold
+    // resource refs this host wrote (ID-1): the frame decoder is one of the
+    // crate's loaders.
+    let envelope: EnvelopeIn = match std::str::from_utf8(line) {
+        Ok(text) => crate::model::resource::trusted(|| serde_json::from_str(text)).map_err(judged)?,
+        Err(not_text) => {
+            let first = crate::model::resource::trusted(|| serde_json::from_slice::<EnvelopeIn>(line)).err();
+            return Err(
+                first.map_or_else(|| FrameError::Garbled(format!("not UTF-8 text: {not_text}")), judged)
+            );
+        }
+    };
     match (envelope.auth, key) {
         (None, Some(_)) => {
             return Err(FrameError::Auth(
@@ -270,8 +282,10 @@ pub fn decode_alone(line: &[u8], key: Option<&OperatorKey>) -> Result<(Framed, [
     // Parsing succeeded, so the line ends with `,"check":"<hex>"}` exactly when
     // it was written by `encode`; anything else cannot match the checksum.
     let check = sealed_check(line, key)?;
-    // The field the parser read is those same 64 characters, unless the
-    // line names `check` twice, which the parser refuses anyway.
+    // The field the parser read is those same 64 characters: the line
+    // parsed and ends `,"check":"<hex>"}`, so its last member is that one,
+    // and the parser refuses a second `check`. Kept as a defence; no line
+    // that gets here fails it.
     if check_hex(line) != Some(envelope.check.as_bytes()) {
         return Err(FrameError::Checksum);
     }
@@ -453,7 +467,7 @@ pub(crate) mod tests {
             text.replacen('9', ":", 1),
             text.replacen('a', "`", 1),
             text.replacen('f', "g", 1),
-            text.replacen('5', "\u{e9}", 1)[..64].to_owned(),
+            format!("{}\u{e9}", &text[..62]),
         ];
         for bad in wrong {
             assert_ne!(bad, text);

@@ -200,4 +200,24 @@ mod tests {
         assert_eq!(over(cut_check.as_bytes()), None, "a line that does not end with a check");
         assert_eq!(over(b""), None);
     }
+
+    /// A line is judged by its first defect in reading order: a schema
+    /// error before a stray byte and zeros is corruption, which a crash
+    /// never leaves; bytes that are no JSON from the start are a torn tail.
+    #[test]
+    fn a_schema_error_before_a_stray_byte_is_corruption_not_a_torn_tail() {
+        let (first, _) = frame::encode(0, "run", &sample_record(), &genesis(), None);
+        let judge = |last: &[u8]| {
+            let bytes = [first.as_slice(), last].concat();
+            scan(&bytes, 0, genesis(), None, &mut History::new())
+                .map(|scanned| (scanned.records.len(), scanned.torn))
+        };
+        for damaged in [&b"{\"position\":1,\"bogus\":\"\xff\0\0\"}\n"[..], b"{\"position\":\"x\",\xff\0\0\n"]
+        {
+            let defect = judge(damaged).expect_err("corruption");
+            assert!(defect.reason.contains("not a valid record"), "{}", defect.reason);
+        }
+        let torn = b"{\"posi\xff\0\0\0\n";
+        assert_eq!(judge(torn), Ok((1, torn.len() as u64)), "no JSON from the stray byte on: a torn tail");
+    }
 }
