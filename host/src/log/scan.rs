@@ -203,7 +203,8 @@ mod tests {
 
     /// A line is judged by its first defect in reading order: a schema
     /// error before a stray byte and zeros is corruption, which a crash
-    /// never leaves; bytes that are no JSON from the start are a torn tail.
+    /// never leaves; a line whose JSON syntax breaks first, with zeros in
+    /// it and nothing durable after it, is a torn tail.
     #[test]
     fn a_schema_error_before_a_stray_byte_is_corruption_not_a_torn_tail() {
         let (first, _) = frame::encode(0, "run", &sample_record(), &genesis(), None);
@@ -218,6 +219,6 @@ mod tests {
             assert!(defect.reason.contains("not a valid record"), "{}", defect.reason);
         }
         let torn = b"{\"posi\xff\0\0\0\n";
-        assert_eq!(judge(torn), Ok((1, torn.len() as u64)), "no JSON from the stray byte on: a torn tail");
+        assert_eq!(judge(torn), Ok((1, torn.len() as u64)), "the syntax breaks first: a torn tail");
     }
 }
