@@ -371,7 +371,7 @@ fn eight_writers_claiming_the_same_requests_claim_each_once(lineage: Lineage) {
         })
         .collect::<Result<_, _>>()
         .unwrap();
-    // request -> (position, writer) for every answer.
+    // request -> (position, writer, made) for every writer's answer.
     let mut answers: HashMap<u64, Vec<(u64, String, bool)>> = HashMap::new();
     for (w, child) in children.into_iter().enumerate() {
         let output = child.wait_with_output().unwrap();
