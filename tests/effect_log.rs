@@ -27,13 +27,14 @@ fn claims_are_durable_and_the_directory_is_synced_once() {
     assert_eq!(reopened.records().len(), 2);
 }
 
-/// The action ids of a handle's records, in order.
+/// The action ids of a handle's claims, in order.
 fn actions(log: &EffectLog<MemoryFile>) -> Vec<String> {
     log.records()
         .iter()
-        .map(|framed| match &framed.record {
-            Record::Claim(claim) => claim.action_id.clone(),
-            other => panic!("only claims here, found {other:?}"),
+        .filter_map(|framed| match &framed.record {
+            Record::Claim(claim) => Some(claim.action_id.clone()),
+            Record::Outcome(_) => None,
+            other => panic!("only claims and outcomes here, found {other:?}"),
         })
         .collect()
 }
@@ -47,43 +48,76 @@ fn with_claim(bytes: &[u8], action: &str) -> Vec<u8> {
     copy.contents()
 }
 
+/// A handle that has claimed `w` at position 0, as the writer waiting for
+/// the lock in the tests of reading ahead below: what it appends there is
+/// `w`'s outcome ([`settle_w`]), which is judged against every record
+/// before it and so reads ahead while locked out (an append of claims alone
+/// passes over what others appended instead, and waits without reading).
+fn waiting_writer(file: &MemoryFile) -> EffectLog<MemoryFile> {
+    let mut waiting = open(file);
+    assert_eq!(waiting.claim("r1", claim("w")).unwrap(), 0);
+    waiting
+}
+
+/// The waiting writer's append: `w`'s outcome.
+fn settle_w(waiting: &mut EffectLog<MemoryFile>) -> Result<u64, LogError> {
+    waiting.record_outcome("r1", outcome(0, Execution::ReportedSuccess))
+}
+
 /// LOG-2 with reading ahead: a writer locked out reads, verifies and admits
 /// what others append while it waits, over several rounds, and keeps it once
 /// the lock shows the log still holds those bytes.
 #[test]
 fn a_writer_locked_out_reads_ahead_and_keeps_what_the_lock_confirms() {
     let file = MemoryFile::new();
-    let mut waiting = open(&file);
+    let mut waiting = waiting_writer(&file);
     open(&file).claim("r1", claim("a0")).unwrap();
     let later = with_claim(&file.contents(), "a1");
     // Locked out twice: it reads a0 ahead, then a1, which the holder
-    // appended meanwhile; then the lock is free.
+    // appended meanwhile (only a second try of the lock, after reading
+    // ahead, sees it); then the lock is free.
     file.set_faults(Faults { lock_busy: vec![None, Some(later)], ..Faults::default() });
-    assert_eq!(waiting.claim("r1", claim("a2")).unwrap(), 2);
-    assert_eq!(actions(&waiting), ["a0", "a1", "a2"]);
-    assert_eq!(actions(&open(&file)), ["a0", "a1", "a2"], "the log loads strictly, chain intact");
+    assert_eq!(settle_w(&mut waiting).unwrap(), 3);
+    assert_eq!(actions(&waiting), ["w", "a0", "a1"]);
+    assert_eq!(actions(&open(&file)), ["w", "a0", "a1"], "the log loads strictly, chain intact");
+}
+
+/// A batch of claims alone waits for the lock without reading ahead: it
+/// passes over what others appended and decodes it after the lock.
+#[test]
+fn a_writer_of_claims_alone_waits_without_reading_ahead() {
+    let file = MemoryFile::new();
+    let mut waiting = open(&file);
+    open(&file).claim("r1", claim("a0")).unwrap();
+    let later = with_claim(&file.contents(), "a1");
+    // Had it read ahead after the first try, its second would have found a1.
+    file.set_faults(Faults { lock_busy: vec![None, Some(later)], ..Faults::default() });
+    assert_eq!(waiting.claim("r1", claim("a2")).unwrap(), 1);
+    assert_eq!(actions(&waiting), ["a0", "a2"]);
+    assert_eq!(actions(&open(&file)), ["a0", "a2"], "the log loads strictly, chain intact");
 }
 
 /// What was read ahead is the log's only if the log still holds those exact
 /// bytes: here the other writer's claim is cut back (its append failed) and
 /// a different claim of the same length written in its place. The waiting
 /// writer must drop what it read ahead and chain after what is there;
-/// keeping it would chain its claim to a record the log does not hold.
+/// keeping it would chain its outcome to a record the log does not hold.
 #[test]
 fn records_read_ahead_that_were_cut_back_and_written_over_are_dropped() {
     let file = MemoryFile::new();
-    let mut waiting = open(&file);
+    let mut waiting = waiting_writer(&file);
+    let mine = file.contents();
     open(&file).claim("r1", claim("ax")).unwrap();
     let read_ahead = file.contents();
-    let rewritten = with_claim(&[], "ay");
+    let rewritten = with_claim(&mine, "ay");
     assert_eq!(rewritten.len(), read_ahead.len(), "only the bytes tell them apart");
     assert_ne!(rewritten, read_ahead);
     // Locked out twice: it reads ax ahead; before the second try, ax is
     // replaced by ay (no new bytes, so it then waits for the lock).
     file.set_faults(Faults { lock_busy: vec![None, Some(rewritten)], ..Faults::default() });
-    assert_eq!(waiting.claim("r1", claim("a1")).unwrap(), 1);
-    assert_eq!(actions(&waiting), ["ay", "a1"]);
-    assert_eq!(actions(&open(&file)), ["ay", "a1"], "the log loads strictly, chain intact");
+    assert_eq!(settle_w(&mut waiting).unwrap(), 2);
+    assert_eq!(actions(&waiting), ["w", "ay"]);
+    assert_eq!(actions(&open(&file)), ["w", "ay"], "the log loads strictly, chain intact");
 }
 
 /// A line being written while a writer reads ahead is not read: only
@@ -92,16 +126,16 @@ fn records_read_ahead_that_were_cut_back_and_written_over_are_dropped() {
 #[test]
 fn reading_ahead_never_takes_a_line_still_being_written() {
     let file = MemoryFile::new();
-    let mut waiting = open(&file);
+    let mut waiting = waiting_writer(&file);
     open(&file).claim("r1", claim("a0")).unwrap();
     let complete = file.contents();
     let next = with_claim(&complete, "a1");
     let part = next[..complete.len() + (next.len() - complete.len()) / 2].to_vec();
     file.set_faults(Faults { lock_busy: vec![Some(part)], ..Faults::default() });
-    assert_eq!(waiting.claim("r1", claim("a2")).unwrap(), 1);
-    assert_eq!(actions(&waiting), ["a0", "a2"]);
+    assert_eq!(settle_w(&mut waiting).unwrap(), 2);
+    assert_eq!(actions(&waiting), ["w", "a0"]);
     assert_eq!(file.broken(), next[complete.len()..][..(next.len() - complete.len()) / 2]);
-    assert_eq!(actions(&open(&file)), ["a0", "a2"]);
+    assert_eq!(actions(&open(&file)), ["w", "a0"]);
 }
 
 /// Damage seen while reading ahead ends reading ahead and drops everything
@@ -112,19 +146,20 @@ fn reading_ahead_never_takes_a_line_still_being_written() {
 #[test]
 fn damage_seen_while_reading_ahead_is_judged_under_the_lock() {
     let file = MemoryFile::new();
-    let mut waiting = open(&file);
+    let mut waiting = waiting_writer(&file);
     open(&file).claim("r1", claim("a0")).unwrap();
     let good = file.contents();
     let mut damaged = good.clone();
     damaged.extend_from_slice(b"{\"not\":\"a record\"}\n");
     // Round one reads a0 ahead; round two finds a damaged line after it.
     file.set_faults(Faults { lock_busy: vec![None, Some(damaged.clone())], ..Faults::default() });
-    assert!(matches!(waiting.claim("r1", claim("a1")), Err(LogError::Corrupt { line: 2, .. })));
-    assert!(waiting.records().is_empty() && waiting.rules().is_empty(), "nothing read ahead is kept");
+    assert!(matches!(settle_w(&mut waiting), Err(LogError::Corrupt { line: 3, .. })));
+    assert_eq!(actions(&waiting), ["w"], "nothing read ahead is kept");
+    assert_eq!(waiting.rules().len(), 1);
     assert_eq!(file.contents(), damaged, "the file is not touched");
     file.set_contents(with_claim(&good, "a1"));
-    assert_eq!(waiting.claim("r1", claim("a2")).unwrap(), 2);
-    assert_eq!(actions(&open(&file)), ["a0", "a1", "a2"], "the log loads strictly, chain intact");
+    assert_eq!(settle_w(&mut waiting).unwrap(), 3);
+    assert_eq!(actions(&open(&file)), ["w", "a0", "a1"], "the log loads strictly, chain intact");
 }
 
 /// A log cut back under what was read ahead (the holder's append failed and
@@ -132,12 +167,14 @@ fn damage_seen_while_reading_ahead_is_judged_under_the_lock() {
 #[test]
 fn a_log_cut_back_while_reading_ahead_drops_what_was_read() {
     let file = MemoryFile::new();
-    let mut waiting = open(&file);
+    let mut waiting = waiting_writer(&file);
+    let mine = file.contents();
     open(&file).claim("r1", claim("a0")).unwrap();
-    file.set_faults(Faults { lock_busy: vec![None, Some(Vec::new())], ..Faults::default() });
-    assert_eq!(waiting.claim("r1", claim("a1")).unwrap(), 0);
-    assert_eq!(actions(&waiting), ["a1"]);
-    assert_eq!(actions(&open(&file)), ["a1"], "the log loads strictly");
+    file.set_faults(Faults { lock_busy: vec![None, Some(mine)], ..Faults::default() });
+    assert_eq!(settle_w(&mut waiting).unwrap(), 1);
+    assert_eq!(actions(&waiting), ["w"]);
+    assert_eq!(actions(&open(&file)), ["w"], "the log loads strictly");
+    assert_eq!(open(&file).records().len(), 2, "w and its outcome");
 }
 
 /// LOG-4 for a writer that read ahead: another writer's failed fsync
@@ -146,15 +183,16 @@ fn a_log_cut_back_while_reading_ahead_drops_what_was_read() {
 #[test]
 fn a_writer_that_read_ahead_is_refused_by_a_poisoned_log() {
     let file = MemoryFile::new();
-    let mut waiting = open(&file);
+    let mut waiting = waiting_writer(&file);
     let mut failing = open(&file);
     file.set_faults(Faults { failing_syncs: 1, ..Faults::default() });
     assert!(matches!(failing.claim("r1", claim("a0")), Err(LogError::DurabilityUnknown { .. })));
     assert!(file.read_sidecar(effect_ledger::log::Sidecar::Poisoned).unwrap().is_some());
     file.set_faults(Faults { lock_busy: vec![None], ..Faults::default() });
     let before = file.contents();
-    assert!(matches!(waiting.claim("r1", claim("a1")), Err(LogError::Poisoned { .. })));
-    assert!(waiting.records().is_empty() && waiting.rules().is_empty(), "nothing read ahead is kept");
+    assert!(matches!(settle_w(&mut waiting), Err(LogError::Poisoned { .. })));
+    assert_eq!(actions(&waiting), ["w"], "nothing read ahead is kept");
+    assert_eq!(waiting.rules().len(), 1);
     assert_eq!(file.contents(), before, "nothing appended");
 }
 
@@ -171,18 +209,21 @@ fn a_writer_that_read_ahead_is_refused_by_a_sealed_lineage() {
     sealing.seal(|bytes, _| Ok((bytes.len(), "sealed for the test".to_owned()))).unwrap();
     let before = file.contents();
     file.set_faults(Faults { lock_busy: vec![None], ..Faults::default() });
-    match waiting.claim("r1", claim("a1")) {
+    // An outcome, so it reads ahead (an append of claims alone would not).
+    match waiting.record_outcome("r1", outcome(claimed, Execution::ReportedSuccess)) {
         Err(LogError::Sealed { detail, .. }) => assert_eq!(detail, "sealed for the test"),
-        other => panic!("expected the sealed lineage to refuse the claim, got {other:?}"),
+        other => panic!("expected the sealed lineage to refuse the outcome, got {other:?}"),
     }
     assert!(waiting.records().is_empty() && waiting.rules().is_empty(), "nothing read ahead is kept");
     assert_eq!(file.contents(), before, "nothing appended after the seal");
 }
 
-/// EMB-3 among records read ahead: the request another writer claimed while
-/// this one waited is found there, and not claimed twice.
+/// EMB-3 for a request another writer claimed while this one waited for the
+/// lock: `claim_once` waits without reading ahead (its claim may pass over
+/// what others appended), finds the request's id in their lines under the
+/// lock, merges them there and answers that claim: not claimed twice.
 #[test]
-fn claim_once_finds_its_request_among_records_read_ahead() {
+fn claim_once_finds_its_request_among_records_appended_while_it_waited() {
     let file = MemoryFile::new();
     let mut waiting = open(&file);
     let with_request = |action: &str, request: &str| {

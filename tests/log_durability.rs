@@ -289,6 +289,36 @@ fn several_writers_write_one_checkpoint_per_boundary() {
     assert_eq!(open_keep(&file, None).base(), 2 * CHECKPOINT_EVERY, "a continuing handle starts at it");
 }
 
+/// Where claims stay open, a checkpoint, which names each of them, is
+/// written only once the records since the last number half the claims it
+/// would name: at 256, 512, 1,024, 2,048 and 4,096 records when none ever
+/// settles, not at every multiple of 256 (which rewrote all of them again
+/// and again: quadratic in the log's length).
+#[test]
+fn checkpoints_naming_many_open_claims_are_written_at_doubling_lengths() {
+    let file = MemoryFile::new();
+    let mut writer = open_keep(&file, None);
+    let (mut changed_at, mut last) = (Vec::new(), None);
+    for i in 0..16 * CHECKPOINT_EVERY + 50 {
+        let position = writer.claim("r1", claim(&format!("c{i}"))).unwrap();
+        let now = file.read_sidecar(Sidecar::Checkpoint).unwrap();
+        if now != last {
+            changed_at.push(position + 1);
+            last = now;
+        }
+    }
+    let every = CHECKPOINT_EVERY;
+    assert_eq!(changed_at, [every, 2 * every, 4 * every, 8 * every, 16 * every]);
+    drop(writer);
+    let continuing = open_keep(&file, None);
+    assert_eq!(continuing.base(), 16 * every, "a continuing handle starts at the newest");
+    assert_eq!(
+        continuing.rules().open_claims().count() as u64,
+        16 * every + 50,
+        "and still knows every open claim"
+    );
+}
+
 /// A log without a checkpoint near its end (from before checkpoints, or
 /// whose checkpoint writers all died first) gets one from the next writer,
 /// even one whose append crosses no boundary.

@@ -12,6 +12,12 @@
 //! lineage's open are outside the timing. One process alone through the
 //! ledger is printed for reference.
 //!
+//! Each child also says how much CPU time (user and system) its appends
+//! took, so the bench prints the CPU each side spends per append and what
+//! that allows: on a machine with few cores, eight writers that each decode
+//! every other writer's records run out of CPU before the disk runs out of
+//! flushes.
+//!
 //! Goal: 8 processes through the ledger at least 0.8x the 8 raw appenders.
 //!
 //! `cargo bench --bench log_contention` (`EFFECTS_BENCH_SCALE=0.1` for a
@@ -34,6 +40,17 @@ use rustix::fs::{FlockOperation, fdatasync, flock};
 const WRITERS: usize = 8;
 const ROUNDS: usize = 5;
 
+/// This process's CPU time (user and system) so far, in microseconds.
+fn cpu_us() -> f64 {
+    let spent = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    spent.tv_sec as f64 * 1e6 + spent.tv_nsec as f64 / 1e3
+}
+
+/// Tells the parent the CPU time the appends since `start` took, per append.
+fn report_cpu(start: f64, count: usize) {
+    println!("cpu {}", (cpu_us() - start) / count as f64);
+}
+
 /// Waits for the parent's go (its closing our stdin).
 fn wait_for_go() {
     println!("ready");
@@ -47,9 +64,11 @@ fn child_ours(dir: &Path, run: &str, writer: usize, count: usize) {
     let mut log = open_log(dir, run);
     let records: Vec<_> = (0..count).map(|i| claim(writer * count + i)).collect();
     wait_for_go();
+    let start = cpu_us();
     for record in records {
         log.claim(run, record).unwrap();
     }
+    report_cpu(start, count);
 }
 
 /// `--child raw FILE LEN COUNT`: COUNT lines of LEN bytes, each written under
@@ -59,17 +78,26 @@ fn child_raw(file: &Path, len: usize, count: usize) {
     let mut line = vec![b'x'; len];
     *line.last_mut().unwrap() = b'\n';
     wait_for_go();
+    let start = cpu_us();
     for _ in 0..count {
         flock(&file, FlockOperation::LockExclusive).unwrap();
         file.write_all(&line).unwrap();
         flock(&file, FlockOperation::Unlock).unwrap();
         fdatasync(&file).unwrap();
     }
+    report_cpu(start, count);
+}
+
+/// One round: appends per second over all the writers, and the CPU time
+/// they spent per append (the mean of theirs), in microseconds.
+struct Round {
+    rate: f64,
+    cpu_us: f64,
 }
 
 /// Starts `writers` children with `args(writer)`, waits until all are ready,
-/// releases them together and returns appends per second over all of them.
-fn round(writers: usize, per_writer: usize, args: impl Fn(usize) -> Vec<String>) -> f64 {
+/// releases them together and measures them.
+fn round(writers: usize, per_writer: usize, args: impl Fn(usize) -> Vec<String>) -> Round {
     let mut children: Vec<Child> = (0..writers)
         .map(|writer| {
             Command::new(std::env::current_exe().unwrap())
@@ -81,9 +109,10 @@ fn round(writers: usize, per_writer: usize, args: impl Fn(usize) -> Vec<String>)
                 .unwrap()
         })
         .collect();
-    for child in &mut children {
+    let mut outputs: Vec<_> = children.iter_mut().map(|c| BufReader::new(c.stdout.take().unwrap())).collect();
+    for output in &mut outputs {
         let mut ready = String::new();
-        BufReader::new(child.stdout.as_mut().unwrap()).read_line(&mut ready).unwrap();
+        output.read_line(&mut ready).unwrap();
         assert_eq!(ready.trim(), "ready", "a child failed to open its log");
     }
     let start = Instant::now();
@@ -93,7 +122,16 @@ fn round(writers: usize, per_writer: usize, args: impl Fn(usize) -> Vec<String>)
     for child in &mut children {
         assert!(child.wait().unwrap().success(), "a writer failed");
     }
-    (writers * per_writer) as f64 / start.elapsed().as_secs_f64()
+    let rate = (writers * per_writer) as f64 / start.elapsed().as_secs_f64();
+    let cpu: Vec<f64> = outputs
+        .into_iter()
+        .map(|mut output| {
+            let mut line = String::new();
+            output.read_line(&mut line).unwrap();
+            line.trim().strip_prefix("cpu ").expect("a writer reports its CPU time").parse().unwrap()
+        })
+        .collect();
+    Round { rate, cpu_us: cpu.iter().sum::<f64>() / cpu.len() as f64 }
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -146,7 +184,14 @@ fn main() {
         }
         alone.push(ours(r, 1));
     }
-    let (ledger, baseline, alone) = (median(ledger), median(baseline), median(alone));
+    let rates = |rounds: &[Round]| median(rounds.iter().map(|r| r.rate).collect());
+    let cpus = |rounds: &[Round]| median(rounds.iter().map(|r| r.cpu_us).collect());
+    let (ledger_cpu, baseline_cpu) = (cpus(&ledger), cpus(&baseline));
+    let (ledger, baseline, alone) = (rates(&ledger), rates(&baseline), rates(&alone));
+    let cores = std::thread::available_parallelism().map_or(1, usize::from) as f64;
+    // At most this many claims a second fit in the CPU the machine has,
+    // if every core did nothing but these writers' work.
+    let ceiling = cores * 1e6 / ledger_cpu;
     println!(
         "{WRITERS} writer processes, {per_writer} appends each, medians of {ROUNDS} interleaved rounds:"
     );
@@ -156,6 +201,11 @@ fn main() {
         ledger / baseline
     );
     println!("  one process through the log  {alone:>9.0} claims/s ({:.2}x for eight)", ledger / alone);
+    println!(
+        "  CPU per append: the log {ledger_cpu:.0} us, raw {baseline_cpu:.0} us; {cores} cores fit at most \
+         {ceiling:.0} claims/s ({:.2}x raw)",
+        ceiling / baseline
+    );
     Figure::new(
         "log_contention",
         "processes_8_vs_raw",
@@ -172,5 +222,21 @@ fn main() {
         value("8 processes", "claims/s", ledger, None),
     )
     .against(value("1 process", "claims/s", alone, None))
+    .print();
+    Figure::new(
+        "log_contention",
+        "cpu_8_vs_raw",
+        "CPU time (user and system) per append of the 8 processes vs the 8 raw appenders",
+        value("8 processes, the log", "us", ledger_cpu, None),
+    )
+    .against(value("8 raw appenders", "us", baseline_cpu, None))
+    .print();
+    Figure::new(
+        "log_contention",
+        "cpu_ceiling_vs_raw",
+        format!("claims/s the machine's {cores} cores fit at the log's CPU per claim vs the 8 raw appenders"),
+        value("CPU ceiling", "claims/s", ceiling, None),
+    )
+    .against(value("8 raw appenders", "appends/s", baseline, None))
     .print();
 }
