@@ -60,6 +60,23 @@ pub const CHECKPOINT_EVERY: u64 = 256;
 /// theirs) looks for a newer one on disk, and writes one if there is none.
 pub const CHECKPOINT_LAG: u64 = 4 * CHECKPOINT_EVERY;
 
+/// A writer puts a checkpoint that is due off while writing it would cost
+/// more than this many bytes per record appended since the newest one (by
+/// [`size_of`]); at most every [`CHECKPOINT_EVERY`] records it looks again.
+/// So what checkpoints write stays proportional to what is appended, however
+/// long the log or however many claims stay open, where rewriting one every
+/// 256 records wrote about n²/512 bytes over a log's life; and a continuing
+/// process reads about as many bytes of records after a checkpoint as of the
+/// checkpoint itself.
+pub const BYTES_PER_RECORD: u64 = 512;
+
+/// About how many bytes a checkpoint of `records` records naming `open`
+/// open claims takes: a byte of the rules' state per record, and about 120
+/// per open claim's reference (a processes record's too, not counted here).
+pub fn size_of(records: Position, open: u64) -> u64 {
+    records + 120 * open
+}
+
 /// The version this host writes and reads (1 copied the open records).
 const VERSION: u32 = 2;
 
@@ -322,5 +339,29 @@ mod tests {
         assert_eq!(covered(br#"{"version":2,"keyed":false,"records":"#), None);
         assert_eq!(covered(b"\0\0\0\0"), None);
         assert_eq!(covered(br#"{"version":1,"keyed":false,"records":1234,"offset""#), None, "not read");
+    }
+
+    /// [`size_of`] is what a writer weighs before writing a checkpoint: it
+    /// must be near what [`encode`] writes, for few open claims and many.
+    #[test]
+    fn size_of_is_near_what_a_checkpoint_takes() {
+        let (first, _) = frame::encode(0, "run", &frame::tests::sample_record(), &frame::GENESIS, None);
+        let mut framed = frame::decode(&first[..first.len() - 1], 0, &frame::GENESIS, None).unwrap();
+        framed.line = 1_000_000_000..1_000_001_100; // where a long log's lines are
+        for (records, open) in [(100_000, 0), (100_000, 10), (20_000, 20_000)] {
+            let mut history = History::new();
+            for _ in 0..records {
+                history.admit("a-run-id", &framed.record).unwrap();
+            }
+            let open_refs = vec![&framed; open as usize];
+            let cover =
+                Cover { records, offset: 1, last_line: 0, head: [0; 32], history: &history, open: open_refs };
+            let written = encode(&cover, None).len() as f64;
+            let estimate = size_of(records, open) as f64;
+            assert!(
+                (0.5..2.0).contains(&(written / estimate)),
+                "{records} records, {open} open: {written} bytes"
+            );
+        }
     }
 }

@@ -223,9 +223,8 @@ pub struct EffectLog<S: Store> {
     /// to write.
     crossed: bool,
     /// No checkpoint before the log holds this many records: the last one
-    /// due was put off, because the open claims it would name outnumbered
-    /// twice the records since the newest, until about the next boundary
-    /// ([`EffectLog::checkpoint_still_due`]).
+    /// due was put off, as too big for the records since the newest, until
+    /// about the next boundary ([`EffectLog::checkpoint_still_due`]).
     put_off_until: Position,
     /// File offset up to which this handle has read (always a line boundary).
     read_offset: u64,
@@ -1199,18 +1198,16 @@ impl<S: Store> EffectLog<S> {
     /// [`EffectLog::checkpoint_due`], where a lagging writer first looks at
     /// the checkpoint on disk: another writer's newer one is left be.
     ///
-    /// A checkpoint names every open claim, so where claims stay open (a
-    /// run of launches, writers that never settle) writing one every
-    /// [`CHECKPOINT_EVERY`] records costs more the longer the log: 100,000
-    /// claims from one process took 34 s, most of it rewriting checkpoints.
-    /// So once more claims are open than that, a checkpoint is put off
-    /// until the records past the newest one on disk number at least half
-    /// the open claims it would name: checkpoints then name at most about
-    /// two open claims per record appended, however long the log (where
-    /// every claim stays open, they are written at 256, 512, 1024, ...
-    /// records), and a continuing process, which reads every open claim's
-    /// line to verify a checkpoint, reads at most about half as many
-    /// records again after it.
+    /// A checkpoint holds a byte per record and names every open claim, so
+    /// writing one every [`CHECKPOINT_EVERY`] records costs more the longer
+    /// the log, and more still where claims stay open (a run of launches,
+    /// writers that never settle): 100,000 claims from one process took
+    /// 34 s, most of it rewriting checkpoints. So one that would cost more
+    /// than [`checkpoint::BYTES_PER_RECORD`] per record appended since the
+    /// newest one on disk is put off, and looked at again a boundary later:
+    /// what checkpoints write stays proportional to what is appended. A log
+    /// of settled claims keeps one every 256 records up to about 131,000
+    /// records; one whose claims all stay open, up to about 1,000.
     fn checkpoint_still_due(&mut self) -> bool {
         if !self.checkpoint_due() {
             return false;
@@ -1222,14 +1219,15 @@ impl<S: Store> EffectLog<S> {
             }
         }
         let open = self.history.open_claims().count() as u64;
-        if open <= CHECKPOINT_EVERY {
+        let spacing = checkpoint::size_of(self.history.len(), open) / checkpoint::BYTES_PER_RECORD;
+        if spacing <= CHECKPOINT_EVERY {
             return true;
         }
         if self.crossed {
             // Another boundary's writer may have written one since.
             self.look_for_newer_checkpoint();
         }
-        let spacing = if self.crossed { open / 2 } else { (open / 2).max(CHECKPOINT_LAG) };
+        let spacing = if self.crossed { spacing } else { spacing.max(CHECKPOINT_LAG) };
         if self.history.len() >= self.checkpointed + spacing {
             return true;
         }

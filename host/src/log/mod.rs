@@ -31,7 +31,7 @@ mod storage;
 mod store;
 mod witness;
 
-pub use checkpoint::{CHECKPOINT_EVERY, CHECKPOINT_LAG};
+pub use checkpoint::{BYTES_PER_RECORD, CHECKPOINT_EVERY, CHECKPOINT_LAG};
 pub use effect_log::{Checkpoints, EffectLog, Recovery};
 pub use error::{LogError, UNKNOWN_ON_FILE, UNKNOWN_ON_SERVER};
 pub use file::{
