@@ -27,6 +27,19 @@ fn claims_are_durable_and_the_directory_is_synced_once() {
     assert_eq!(reopened.records().len(), 2);
 }
 
+/// A claim of `action` naming the root with `inode` as its run's.
+fn rooted(action: &str, inode: u64) -> effect_ledger::log::ClaimRecord {
+    let mut record = claim(action);
+    record.root = Some(effect_ledger::model::FilesystemRoot {
+        scope: "workspace".into(),
+        owner: "test".into(),
+        path: "/w".into(),
+        device: 1,
+        inode,
+    });
+    record
+}
+
 /// The action ids of a handle's claims, in order.
 fn actions(log: &EffectLog<MemoryFile>) -> Vec<String> {
     log.records()
@@ -237,6 +250,32 @@ fn claim_once_finds_its_request_among_records_appended_while_it_waited() {
     file.set_faults(Faults { lock_busy: vec![None], ..Faults::default() });
     assert_eq!(waiting.claim_once("r1", with_request("a2", "mine")).unwrap(), (1, false));
     assert_eq!(file.contents(), before, "not claimed twice");
+    assert_eq!(actions(&waiting), ["a0", "a1"]);
+}
+
+/// EMB-3 among records read ahead: a claim naming its run's root, while
+/// this handle knows of no root for the run yet, cannot pass over others'
+/// records (one of them may root the run), so `claim_once` reads ahead
+/// while locked out; the request another writer claimed meanwhile is found
+/// among what it read, and not claimed twice.
+#[test]
+fn claim_once_finds_its_request_among_records_read_ahead() {
+    let file = MemoryFile::new();
+    let mut waiting = open(&file);
+    let request = |action: &str, request: &str| {
+        let mut record = rooted(action, 7);
+        record.operation.request_id = request.into();
+        record
+    };
+    open(&file).claim("r1", request("a0", "other")).unwrap();
+    let copy = MemoryFile::new();
+    copy.set_contents(file.contents());
+    open(&copy).claim("r1", request("a1", "mine")).unwrap();
+    let later = copy.contents();
+    // Only a second try of the lock, after reading a0 ahead, finds a1.
+    file.set_faults(Faults { lock_busy: vec![None, Some(later.clone())], ..Faults::default() });
+    assert_eq!(waiting.claim_once("r1", request("a2", "mine")).unwrap(), (1, false));
+    assert_eq!(file.contents(), later, "not claimed twice");
     assert_eq!(actions(&waiting), ["a0", "a1"]);
 }
 
@@ -554,17 +593,6 @@ fn a_record_framed_right_but_invalid_fails_the_claim_after_it_and_is_not_passed_
 /// elsewhere, and this one is refused (the history's rule), not written.
 #[test]
 fn a_claim_naming_a_root_is_judged_after_the_records_that_may_root_its_run() {
-    let rooted = |action: &str, inode: u64| {
-        let mut record = claim(action);
-        record.root = Some(effect_ledger::model::FilesystemRoot {
-            scope: "workspace".into(),
-            owner: "test".into(),
-            path: "/w".into(),
-            device: 1,
-            inode,
-        });
-        record
-    };
     let file = MemoryFile::new();
     let mut waiting = open(&file);
     open(&file).claim("r1", rooted("a0", 7)).unwrap();

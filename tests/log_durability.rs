@@ -329,6 +329,28 @@ fn checkpoints_stay_proportional_to_what_is_appended_where_claims_stay_open() {
     assert_eq!(continuing.rules().open_claims().count() as u64, claims, "and still knows every open claim");
 }
 
+/// A crash can tear a checkpoint and leave its head whole. A writer that
+/// finds it unusable reads the whole log, and must not count it as the
+/// newest when it weighs writing one (here every claim stays open, so one
+/// is due only every few hundred records past the newest): counted, it put
+/// the replacement off for hundreds of records, each new process reading
+/// the whole log meanwhile.
+#[test]
+fn a_torn_checkpoint_is_replaced_by_the_first_writer_that_finds_it_torn() {
+    let file = MemoryFile::new();
+    let mut writer = open_keep(&file, None);
+    for i in 0..3000 {
+        writer.claim("r1", claim(&format!("c{i}"))).unwrap();
+    }
+    drop(writer);
+    let whole = file.read_sidecar(Sidecar::Checkpoint).unwrap().expect("a checkpoint");
+    file.set_sidecar(Sidecar::Checkpoint, Some(whole[..whole.len() / 2].to_vec()));
+    let first = open_keep(&file, None);
+    assert_eq!(first.base(), 0, "torn: not used");
+    drop(first);
+    assert_eq!(open_keep(&file, None).base(), 3000, "replaced");
+}
+
 /// A log without a checkpoint near its end (from before checkpoints, or
 /// whose checkpoint writers all died first) gets one from the next writer,
 /// even one whose append crosses no boundary.

@@ -30,7 +30,9 @@
 //! A checkpoint is written only over records that are durable (right after an
 //! fsync of the log) and only by a writable handle: the one whose own append
 //! crossed a multiple of [`CHECKPOINT_EVERY`] records, or one that finds no
-//! checkpoint within [`CHECKPOINT_LAG`] records of what it read. It is not
+//! checkpoint within [`CHECKPOINT_LAG`] records of what it read; and one that
+//! would cost more than [`BYTES_PER_RECORD`] per record appended since the
+//! newest ([`size_of`]) is put off to a later boundary. It is not
 //! fsynced itself (a rename over the old one): a crash may leave the old
 //! one, none, or a torn or zeroed file,
 //! and each of those either names durable records or fails its seal. A
@@ -62,7 +64,7 @@ pub const CHECKPOINT_LAG: u64 = 4 * CHECKPOINT_EVERY;
 
 /// A writer puts a checkpoint that is due off while writing it would cost
 /// more than this many bytes per record appended since the newest one (by
-/// [`size_of`]); at most every [`CHECKPOINT_EVERY`] records it looks again.
+/// `checkpoint::size_of`), and looks again a boundary later.
 /// So what checkpoints write stays proportional to what is appended, however
 /// long the log or however many claims stay open, where rewriting one every
 /// 256 records wrote about n²/512 bytes over a log's life; and a continuing

@@ -224,8 +224,12 @@ pub struct EffectLog<S: Store> {
     crossed: bool,
     /// No checkpoint before the log holds this many records: the last one
     /// due was put off, as too big for the records since the newest, until
-    /// about the next boundary ([`EffectLog::checkpoint_still_due`]).
+    /// the next boundary ([`EffectLog::checkpoint_still_due`]).
     put_off_until: Position,
+    /// The records the checkpoint on disk said it covered when this handle
+    /// found it unusable at open (its seal, its lines or the log after it
+    /// did not agree): a head that says so is no newer checkpoint.
+    unusable_checkpoint: Option<Position>,
     /// File offset up to which this handle has read (always a line boundary).
     read_offset: u64,
     /// Where the last record read or written starts.
@@ -288,6 +292,7 @@ impl<S: Store> EffectLog<S> {
             checkpointed: 0,
             crossed: false,
             put_off_until: 0,
+            unusable_checkpoint: None,
             read_offset: 0,
             last_line: 0,
             last_check: scan::genesis(),
@@ -309,6 +314,8 @@ impl<S: Store> EffectLog<S> {
                 log.merge(false)?;
             } else if let Err(error) = log.merge(false) {
                 tracing::warn!(path = %log.path, "the log does not continue as its checkpoint says ({error}); reading the whole log");
+                log.unusable_checkpoint = Some(log.checkpointed);
+                log.checkpointed = 0;
                 log.restart();
                 log.merge(false)?;
             }
@@ -464,6 +471,8 @@ impl<S: Store> EffectLog<S> {
             }
             Err(why) => {
                 tracing::warn!(path = %self.path, "the checkpoint is not used ({why}); reading the whole log");
+                self.unusable_checkpoint =
+                    checkpoint::covered(&bytes[..bytes.len().min(checkpoint::HEADER_BYTES as usize)]);
                 false
             }
         }
@@ -1233,16 +1242,19 @@ impl<S: Store> EffectLog<S> {
         }
         // Looked at again at the next boundary, not at every fsync.
         self.crossed = false;
-        self.put_off_until = self.history.len() + CHECKPOINT_EVERY;
+        self.put_off_until = (self.history.len() / CHECKPOINT_EVERY + 1) * CHECKPOINT_EVERY;
         false
     }
 
     /// Counts the checkpoint on disk as known when it covers more than the
     /// newest this handle knows of (its head only, unverified: it decides
-    /// when to write one, never what is read).
+    /// when to write one, never what is read), unless it is the one this
+    /// handle found unusable (a crash can tear a checkpoint and leave its
+    /// head whole; counted, it would put off the one that replaces it).
     fn look_for_newer_checkpoint(&mut self) {
         if let Ok(Some(head)) = self.storage.read_sidecar_head(Sidecar::Checkpoint, checkpoint::HEADER_BYTES)
             && let Some(covered) = checkpoint::covered(&head)
+            && Some(covered) != self.unusable_checkpoint
         {
             self.checkpointed = self.checkpointed.max(covered.min(self.history.len()));
         }
