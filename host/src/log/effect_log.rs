@@ -536,7 +536,7 @@ impl<S: Store> EffectLog<S> {
     /// waits for the lock without reading ahead: its decoding is after the
     /// lock either way, and decoding while others hold it only competes for
     /// the CPU with the writer holding it (issue 18: eight writer processes
-    /// on two cores made 4-11% more claims a second without it). If it does
+    /// on two cores made 2.6-11% more claims a second without it). If it does
     /// not pass over after all, its merge decodes under the lock.
     fn with_append_lock(
         &mut self,
@@ -1211,7 +1211,7 @@ impl<S: Store> EffectLog<S> {
     /// writing one every [`CHECKPOINT_EVERY`] records costs more the longer
     /// the log, and more still where claims stay open (a run of launches,
     /// writers that never settle): 100,000 claims from one process took
-    /// 34 s, most of it rewriting checkpoints. So one that would cost more
+    /// 34 s, about half of it beyond their fsyncs. So one that would cost more
     /// than [`checkpoint::BYTES_PER_RECORD`] per record appended since the
     /// newest one on disk is put off, and looked at again a boundary later:
     /// what checkpoints write stays proportional to what is appended. A log
