@@ -1206,6 +1206,8 @@ impl<S: Store> EffectLog<S> {
 
     /// [`EffectLog::checkpoint_due`], where a lagging writer first looks at
     /// the checkpoint on disk: another writer's newer one is left be.
+    /// Answers the open claims the checkpoint names when one is due (found
+    /// once: weighing its size needs them too).
     ///
     /// A checkpoint holds a byte per record and names every open claim, so
     /// writing one every [`CHECKPOINT_EVERY`] records costs more the longer
@@ -1217,20 +1219,21 @@ impl<S: Store> EffectLog<S> {
     /// what checkpoints write stays proportional to what is appended. A log
     /// of settled claims keeps one every 256 records up to about 131,000
     /// records; one whose claims all stay open, up to about 1,000.
-    fn checkpoint_still_due(&mut self) -> bool {
+    fn checkpoint_still_due(&mut self) -> Option<Vec<Position>> {
         if !self.checkpoint_due() {
-            return false;
+            return None;
         }
         if !self.crossed {
             self.look_for_newer_checkpoint();
             if !self.checkpoint_due() {
-                return false;
+                return None;
             }
         }
-        let open = self.history.open_claims().count() as u64;
-        let spacing = checkpoint::size_of(self.history.len(), open) / checkpoint::BYTES_PER_RECORD;
+        let open: Vec<Position> = self.history.open_claims().collect();
+        let spacing =
+            checkpoint::size_of(self.history.len(), open.len() as u64) / checkpoint::BYTES_PER_RECORD;
         if spacing <= CHECKPOINT_EVERY {
-            return true;
+            return Some(open);
         }
         if self.crossed {
             // Another boundary's writer may have written one since.
@@ -1238,12 +1241,12 @@ impl<S: Store> EffectLog<S> {
         }
         let spacing = if self.crossed { spacing } else { spacing.max(CHECKPOINT_LAG) };
         if self.history.len() >= self.checkpointed + spacing {
-            return true;
+            return Some(open);
         }
         // Looked at again at the next boundary, not at every fsync.
         self.crossed = false;
         self.put_off_until = (self.history.len() / CHECKPOINT_EVERY + 1) * CHECKPOINT_EVERY;
-        false
+        None
     }
 
     /// Counts the checkpoint on disk as known when it covers more than the
@@ -1265,11 +1268,9 @@ impl<S: Store> EffectLog<S> {
     /// all of it is durable. A checkpoint only saves work: failing to write
     /// one is a warning.
     fn checkpoint_if_due(&mut self) {
-        if !self.checkpoint_still_due() {
-            return;
-        }
-        let mut open = Vec::new();
-        for claim in self.history.open_claims() {
+        let Some(claims) = self.checkpoint_still_due() else { return };
+        let mut open = Vec::with_capacity(claims.len());
+        for claim in claims {
             let Some(framed) = self.record(claim) else {
                 tracing::warn!(path = %self.path, claim, "no checkpoint: an open claim's record is not at hand");
                 return;
