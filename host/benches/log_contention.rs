@@ -13,10 +13,10 @@
 //! ledger is printed for reference.
 //!
 //! Each child also says how much CPU time (user and system) its appends
-//! took, so the bench prints the CPU each side spends per append and what
-//! that allows: on a machine with few cores, eight writers that each decode
-//! every other writer's records run out of CPU before the disk runs out of
-//! flushes.
+//! took, so the bench prints the CPU each side spends per append and how
+//! many claims a second the machine's cores would fit at that cost: on a
+//! machine with few cores, how much of the gap to the raw appenders is the
+//! CPU eight writers spend decoding each other's records.
 //!
 //! Goal: 8 processes through the ledger at least 0.8x the 8 raw appenders.
 //!

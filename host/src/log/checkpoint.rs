@@ -68,8 +68,8 @@ pub const CHECKPOINT_LAG: u64 = 4 * CHECKPOINT_EVERY;
 /// So what checkpoints write stays proportional to what is appended, however
 /// long the log or however many claims stay open, where rewriting one every
 /// 256 records wrote about n²/512 bytes over a log's life; and a continuing
-/// process reads about as many bytes of records after a checkpoint as of the
-/// checkpoint itself.
+/// process reads up to about a checkpoint's bytes divided by this many
+/// records after it (at about 1 KB a record, twice the checkpoint's bytes).
 pub const BYTES_PER_RECORD: u64 = 512;
 
 /// About how many bytes a checkpoint of `records` records naming `open`
