@@ -2,7 +2,7 @@
 //! backend (`MemoryFile`): the same `EffectLog` code the disk uses, with
 //! failures injected exactly where LOG-4 and LOG-6 care.
 
-use effect_ledger::log::{ClaimState, EffectLog, Faults, LogError, MemoryFile, Record, Storage};
+use effect_ledger::log::{ClaimRecord, ClaimState, EffectLog, Faults, LogError, MemoryFile, Record, Storage};
 use effect_ledger::model::Execution;
 use proptest::prelude::*;
 use support::claim;
@@ -28,7 +28,7 @@ fn claims_are_durable_and_the_directory_is_synced_once() {
 }
 
 /// A claim of `action` naming the root with `inode` as its run's.
-fn rooted(action: &str, inode: u64) -> effect_ledger::log::ClaimRecord {
+fn rooted(action: &str, inode: u64) -> ClaimRecord {
     let mut record = claim(action);
     record.root = Some(effect_ledger::model::FilesystemRoot {
         scope: "workspace".into(),
@@ -52,12 +52,23 @@ fn actions(log: &EffectLog<MemoryFile>) -> Vec<String> {
         .collect()
 }
 
+/// `record`, claiming the request `request`.
+fn for_request(mut record: ClaimRecord, request: &str) -> ClaimRecord {
+    record.operation.request_id = request.into();
+    record
+}
+
 /// The file's bytes after a handle on a copy of `bytes` claims `action`:
 /// what another writer appending would leave.
 fn with_claim(bytes: &[u8], action: &str) -> Vec<u8> {
+    with_record(bytes, claim(action))
+}
+
+/// [`with_claim`] for a claim made otherwise.
+fn with_record(bytes: &[u8], record: ClaimRecord) -> Vec<u8> {
     let copy = MemoryFile::new();
     copy.set_contents(bytes.to_vec());
-    open(&copy).claim("r1", claim(action)).unwrap();
+    open(&copy).claim("r1", record).unwrap();
     copy.contents()
 }
 
@@ -239,16 +250,11 @@ fn a_writer_that_read_ahead_is_refused_by_a_sealed_lineage() {
 fn claim_once_finds_its_request_among_records_appended_while_it_waited() {
     let file = MemoryFile::new();
     let mut waiting = open(&file);
-    let with_request = |action: &str, request: &str| {
-        let mut record = claim(action);
-        record.operation.request_id = request.into();
-        record
-    };
-    open(&file).claim("r1", with_request("a0", "other")).unwrap();
-    open(&file).claim("r1", with_request("a1", "mine")).unwrap();
+    open(&file).claim("r1", for_request(claim("a0"), "other")).unwrap();
+    open(&file).claim("r1", for_request(claim("a1"), "mine")).unwrap();
     let before = file.contents();
     file.set_faults(Faults { lock_busy: vec![None], ..Faults::default() });
-    assert_eq!(waiting.claim_once("r1", with_request("a2", "mine")).unwrap(), (1, false));
+    assert_eq!(waiting.claim_once("r1", for_request(claim("a2"), "mine")).unwrap(), (1, false));
     assert_eq!(file.contents(), before, "not claimed twice");
     assert_eq!(actions(&waiting), ["a0", "a1"]);
 }
@@ -262,19 +268,11 @@ fn claim_once_finds_its_request_among_records_appended_while_it_waited() {
 fn claim_once_finds_its_request_among_records_read_ahead() {
     let file = MemoryFile::new();
     let mut waiting = open(&file);
-    let request = |action: &str, request: &str| {
-        let mut record = rooted(action, 7);
-        record.operation.request_id = request.into();
-        record
-    };
-    open(&file).claim("r1", request("a0", "other")).unwrap();
-    let copy = MemoryFile::new();
-    copy.set_contents(file.contents());
-    open(&copy).claim("r1", request("a1", "mine")).unwrap();
-    let later = copy.contents();
+    open(&file).claim("r1", for_request(rooted("a0", 7), "other")).unwrap();
+    let later = with_record(&file.contents(), for_request(rooted("a1", 7), "mine"));
     // Only a second try of the lock, after reading a0 ahead, finds a1.
     file.set_faults(Faults { lock_busy: vec![None, Some(later.clone())], ..Faults::default() });
-    assert_eq!(waiting.claim_once("r1", request("a2", "mine")).unwrap(), (1, false));
+    assert_eq!(waiting.claim_once("r1", for_request(rooted("a2", 7), "mine")).unwrap(), (1, false));
     assert_eq!(file.contents(), later, "not claimed twice");
     assert_eq!(actions(&waiting), ["a0", "a1"]);
 }
@@ -614,18 +612,17 @@ fn a_claim_naming_a_root_is_judged_after_the_records_that_may_root_its_run() {
 /// into an unkeyed log) are found too.
 #[test]
 fn claim_once_is_never_passed_over_a_claim_of_its_request() {
-    let with_request = |action: &str, request: &str| {
-        let mut record = claim(action);
-        record.operation.request_id = request.into();
-        record
-    };
     for request in ["mine", "tab\there \"quoted\" é"] {
         let file = MemoryFile::new();
         let mut waiting = open(&file);
-        open(&file).claim("r1", with_request("a0", "other")).unwrap();
-        open(&file).claim("r1", with_request("a1", request)).unwrap();
+        open(&file).claim("r1", for_request(claim("a0"), "other")).unwrap();
+        open(&file).claim("r1", for_request(claim("a1"), request)).unwrap();
         let before = file.contents();
-        assert_eq!(waiting.claim_once("r1", with_request("a2", request)).unwrap(), (1, false), "{request:?}");
+        assert_eq!(
+            waiting.claim_once("r1", for_request(claim("a2"), request)).unwrap(),
+            (1, false),
+            "{request:?}"
+        );
         assert_eq!(file.contents(), before, "not claimed twice");
     }
     // The same claim with its request id respelled, checksum made to
@@ -635,10 +632,10 @@ fn claim_once_is_never_passed_over_a_claim_of_its_request() {
     {
         let file = MemoryFile::new();
         let mut waiting = open(&file);
-        open(&file).claim("r1", with_request("a0", "mine")).unwrap();
+        open(&file).claim("r1", for_request(claim("a0"), "mine")).unwrap();
         respell_first_line(&file, from, to);
         assert_eq!(actions(&open(&file)), ["a0"], "the respelled line is a valid record: {to}");
-        assert_eq!(waiting.claim_once("r1", with_request("a1", "mine")).unwrap(), (0, false), "{to}");
+        assert_eq!(waiting.claim_once("r1", for_request(claim("a1"), "mine")).unwrap(), (0, false), "{to}");
         assert_eq!(actions(&open(&file)), ["a0"], "not claimed twice: {to}");
     }
 }
