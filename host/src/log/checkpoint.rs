@@ -347,7 +347,8 @@ mod tests {
     /// must be near what [`encode`] writes, for few open claims and many.
     #[test]
     fn size_of_is_near_what_a_checkpoint_takes() {
-        let (first, _) = frame::encode(0, "run", &frame::tests::sample_record(), &frame::GENESIS, None);
+        let (first, _) =
+            frame::tests::encode(0, "run", &frame::tests::sample_record(), &frame::GENESIS, None);
         let mut framed = frame::decode(&first[..first.len() - 1], 0, &frame::GENESIS, None).unwrap();
         framed.line = 1_000_000_000..1_000_001_100; // where a long log's lines are
         for (records, open) in [(100_000, 0), (100_000, 10), (20_000, 20_000)] {

@@ -24,7 +24,9 @@
 //! 5. **validate** the record against the merged history (an outcome for an
 //!    effect another writer settled is refused here);
 //! 6. **write** the framed lines at the end; on failure cut back to the old
-//!    length and return [`LogError::Persistence`];
+//!    length and return [`LogError::Persistence`]. Each record was
+//!    serialized before step 1 ([`frame::Body`]): framing under the lock
+//!    only places it after its position and `prev`, and checksums the line;
 //! 7. **unlock**;
 //! 8. **fsync** (`fdatasync`, and on this handle's first sync its directory),
 //!    outside the lock, when the batch holds a record that is durable on
@@ -125,6 +127,12 @@ fn copy_failure_of(path: &str, poisoned: Option<&'static str>) -> LogError {
 /// An fsync's error, said as one.
 fn fsync_failed(source: std::io::Error) -> std::io::Error {
     std::io::Error::new(source.kind(), format!("fsync failed ({source})"))
+}
+
+/// Each record of `batch` serialized, before the lock is taken: under it,
+/// framing only places them ([`frame::Body`]).
+fn bodies(batch: &[(&str, &Record)]) -> Vec<frame::Body> {
+    batch.iter().map(|(_, record)| frame::Body::of(record)).collect()
 }
 
 /// The error for the rest of a batch whose lock or merge failed.
@@ -546,14 +554,17 @@ impl<S: Store> EffectLog<S> {
         if self.storage.compares_head() {
             return self.with_lock(LockKind::Exclusive, f);
         }
-        let reads_ahead = !self.may_pass_over(batch);
         let mut rounds = 0;
-        let locked = loop {
-            match self.storage.try_lock_exclusive() {
-                Ok(true) => break Ok(()),
-                Ok(false) if reads_ahead && rounds < READ_AHEAD_ROUNDS && self.read_ahead() => rounds += 1,
-                Ok(false) => break self.storage.lock(LockKind::Exclusive),
-                Err(error) => break Err(error),
+        let locked = if self.may_pass_over(batch) {
+            self.storage.lock(LockKind::Exclusive)
+        } else {
+            loop {
+                match self.storage.try_lock_exclusive() {
+                    Ok(true) => break Ok(()),
+                    Ok(false) if rounds < READ_AHEAD_ROUNDS && self.read_ahead() => rounds += 1,
+                    Ok(false) => break self.storage.lock(LockKind::Exclusive),
+                    Err(error) => break Err(error),
+                }
             }
         };
         let result = match locked {
@@ -866,9 +877,10 @@ impl<S: Store> EffectLog<S> {
             let refused = || self.poisoned_by(detail.clone());
             return batch.iter().map(|_| Err(refused())).collect();
         }
+        let bodies = bodies(batch);
         let outcome = self.with_append_lock(batch, |log| {
             log.refuse_and_merge(batch, None)?;
-            log.write_batch(batch, None)
+            log.write_batch(batch, &bodies, None)
         });
         let (results, written) = match outcome {
             Ok(Wrote::Batch(results, written)) => (results, written),
@@ -1037,6 +1049,7 @@ impl<S: Store> EffectLog<S> {
     fn write_batch(
         &mut self,
         batch: &[(&str, &Record)],
+        bodies: &[frame::Body],
         once: Option<(&str, &str)>,
     ) -> Result<Wrote, LogError> {
         loop {
@@ -1047,7 +1060,7 @@ impl<S: Store> EffectLog<S> {
                 return Ok(Wrote::Found(found));
             }
             let head = self.write_head();
-            let mut prepared = self.prepare(batch, head);
+            let mut prepared = self.prepare(batch, bodies, head);
             if prepared.accepted.is_empty() {
                 self.history.commit();
                 return Ok(Wrote::Batch(prepared.results, false));
@@ -1101,7 +1114,7 @@ impl<S: Store> EffectLog<S> {
     /// neither committed nor rolled back) and frames those admitted, to be
     /// written at `head`: past what was passed over, if anything was, whose
     /// records the history does not hold yet.
-    fn prepare(&mut self, batch: &[(&str, &Record)], head: Head) -> Prepared {
+    fn prepare(&mut self, batch: &[(&str, &Record)], bodies: &[frame::Body], head: Head) -> Prepared {
         let skipped = head.records - self.history.len();
         self.history.begin();
         let mut chain = self.passed.as_ref().map_or(self.last_check, |passed| passed.over.last_check);
@@ -1112,13 +1125,13 @@ impl<S: Store> EffectLog<S> {
             accepted: Vec::new(),
             results: Vec::with_capacity(batch.len()),
         };
-        for (run_id, record) in batch {
+        for ((run_id, record), body) in batch.iter().zip(bodies) {
             if let Err(source) = self.history.admit(run_id, record) {
                 prepared.results.push(Err(LogError::Rejected { path: self.path.clone(), source }));
                 continue;
             }
             let position = self.history.len() - 1 + skipped;
-            let (line, check) = frame::encode(position, run_id, record, &chain, self.key.as_ref());
+            let (line, check) = frame::encode(position, run_id, body, &chain, self.key.as_ref());
             prepared.last_line = prepared.bytes.len() as u64;
             prepared.bytes.extend_from_slice(&line);
             let settles = match record {
@@ -1442,9 +1455,10 @@ impl<S: Store> EffectLog<S> {
         let request_id = claim.operation.request_id.clone();
         let record = Record::Claim(claim);
         let batch = [(run_id, &record)];
+        let bodies = bodies(&batch);
         let outcome = self.with_append_lock(&batch, |log| {
             log.refuse_and_merge(&batch, Some(&request_id))?;
-            log.write_batch(&batch, Some((run_id, &request_id)))
+            log.write_batch(&batch, &bodies, Some((run_id, &request_id)))
         })?;
         let (position, fresh) = match outcome {
             Wrote::Found(found) => (found, false),

@@ -21,6 +21,7 @@ use std::borrow::Cow;
 
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
 use super::record::{Position, Record};
@@ -66,7 +67,23 @@ struct EnvelopeOut<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     auth: Option<Auth>,
     prev: &'a str,
-    record: &'a Record,
+    record: &'a RawValue,
+}
+
+/// A record serialized on its own, to be framed later at whatever position
+/// and after whatever check an append finds under the lock: the
+/// serialization, most of framing's work, is done before the lock is taken
+/// (issue 18: every other writer waits while the lock is held). Framed
+/// verbatim, it spells the line exactly as serializing the record inside
+/// the envelope would.
+#[derive(Debug)]
+pub struct Body(Box<RawValue>);
+
+impl Body {
+    /// `record`, serialized.
+    pub fn of(record: &Record) -> Self {
+        Self(serde_json::value::to_raw_value(record).expect("records always serialize"))
+    }
 }
 
 /// The envelope as read, with its check. The two hashes are borrowed from
@@ -160,12 +177,13 @@ fn check_of_parts(key: Option<&OperatorKey>, parts: &[&[u8]]) -> [u8; 32] {
     }
 }
 
-/// Encodes `record` at `position` after a record whose check was `prev`.
-/// Returns the line (with its `\n`) and the new record's check.
+/// Encodes the record serialized as `body` at `position` after a record
+/// whose check was `prev`. Returns the line (with its `\n`) and the new
+/// record's check.
 pub fn encode(
     position: Position,
     run_id: &str,
-    record: &Record,
+    body: &Body,
     prev: &[u8; 32],
     key: Option<&OperatorKey>,
 ) -> (Vec<u8>, [u8; 32]) {
@@ -175,7 +193,7 @@ pub fn encode(
         run_id,
         auth: key.map(|_| Auth::HmacSha256),
         prev: lower_hex(prev, &mut prev_hex),
-        record,
+        record: &body.0,
     };
     let mut line = serde_json::to_vec(&envelope).expect("records always serialize");
     let check = check_of(key, &line);
@@ -365,6 +383,17 @@ pub fn seal(key: Option<&OperatorKey>, bytes: &[u8]) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    /// [`super::encode`] of a record serialized in passing.
+    pub(crate) fn encode(
+        position: Position,
+        run_id: &str,
+        record: &Record,
+        prev: &[u8; 32],
+        key: Option<&OperatorKey>,
+    ) -> (Vec<u8>, [u8; 32]) {
+        super::encode(position, run_id, &Body::of(record), prev, key)
+    }
     use crate::log::record::{ObservationRecord, Record};
     use crate::model::{Coverage, Mechanism, ResourceRef};
 
@@ -400,6 +429,39 @@ pub(crate) mod tests {
             decode(&second[..second.len() - 1], 2, &check0, None),
             Err(FrameError::Position { .. })
         ));
+    }
+
+    #[test]
+    fn a_body_serialized_beforehand_frames_the_line_serializing_in_place_would() {
+        #[derive(Serialize)]
+        struct InPlace<'a> {
+            position: Position,
+            run_id: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            auth: Option<Auth>,
+            prev: &'a str,
+            record: &'a Record,
+        }
+        let Record::Observation(mut observation) = sample_record() else { unreachable!() };
+        observation.source_action = "a \"quoted\" \\ back/slash é \u{1} \u{2028} end".into();
+        let record = Record::Observation(observation);
+        let key = OperatorKey::new(vec![7; 32]).unwrap();
+        for (key, run_id) in [(None, "run"), (Some(&key), "r\"ü\n")] {
+            let (line, check) = super::encode(9, run_id, &Body::of(&record), &[3; 32], key);
+            let in_place = serde_json::to_vec(&InPlace {
+                position: 9,
+                run_id,
+                auth: key.map(|_| Auth::HmacSha256),
+                prev: &hex::encode([3; 32]),
+                record: &record,
+            })
+            .unwrap();
+            let suffix = format!(",\"check\":\"{}\"}}\n", hex::encode(check));
+            assert_eq!(line, [&in_place[..in_place.len() - 1], suffix.as_bytes()].concat());
+            assert_eq!(check, check_of(key, &in_place));
+            let framed = decode(&line[..line.len() - 1], 9, &[3; 32], key).unwrap();
+            assert_eq!(framed.record, record);
+        }
     }
 
     #[test]

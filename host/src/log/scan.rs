@@ -168,8 +168,8 @@ mod tests {
     use crate::log::frame::tests::sample_record;
 
     fn two_lines() -> (Vec<u8>, [u8; 32], usize) {
-        let (first, check) = frame::encode(0, "run", &sample_record(), &genesis(), None);
-        let (second, last) = frame::encode(1, "run", &sample_record(), &check, None);
+        let (first, check) = frame::tests::encode(0, "run", &sample_record(), &genesis(), None);
+        let (second, last) = frame::tests::encode(1, "run", &sample_record(), &check, None);
         ([first.clone(), second].concat(), last, first.len())
     }
 
@@ -207,7 +207,7 @@ mod tests {
     /// it and nothing durable after it, is a torn tail.
     #[test]
     fn a_schema_error_before_a_stray_byte_is_corruption_not_a_torn_tail() {
-        let (first, _) = frame::encode(0, "run", &sample_record(), &genesis(), None);
+        let (first, _) = frame::tests::encode(0, "run", &sample_record(), &genesis(), None);
         let judge = |last: &[u8]| {
             let bytes = [first.as_slice(), last].concat();
             scan(&bytes, 0, genesis(), None, &mut History::new())
