@@ -6,7 +6,9 @@
 //! an `--allow-write` path work; a background job and a `verify` check are
 //! confined too; an `--allow-write` reaching the data dir is refused; with
 //! `EFFECTS_CONFINE=off` commands run and the decision discloses it; and the
-//! supervisor, told to confine and unable to, runs nothing.
+//! supervisor, told to confine and unable to, runs nothing. A background
+//! job's private `$TMPDIR` outlives the call that started it and is removed
+//! by the read that finds the job over.
 //!
 //! The review's holes, each done for real: a command running as root makes
 //! a block device and mounts (no capabilities are left to it, and device
@@ -236,6 +238,60 @@ fn a_background_job_and_a_check_are_confined_too() {
         assert_ne!(read(&s.root, rc), "0", "{rc}: the store was written");
         assert!(read(&s.root, err).contains("Permission denied"), "{err}: {}", read(&s.root, err));
     }
+    verify(&s.logs()[0]);
+}
+
+/// A `bg_job` status read of `id` in run `run_id`, as a later process.
+fn job_status(s: &Session, run_id: &str, id: &str) -> Value {
+    let status = json!({ "tool": "bg_job", "input": { "job": id, "action": "status" } }).to_string();
+    run(s, &[status], &["--run", run_id], &[]).remove(0)
+}
+
+#[test]
+fn a_background_jobs_private_tmpdir_is_removed_once_a_read_finds_it_over() {
+    if !confined_here("the job's TMPDIR") {
+        return;
+    }
+    let s = session();
+    let job = "echo $TMPDIR > tmp.txt; mkdir \"$TMPDIR/sub\" && echo scratch > \"$TMPDIR/sub/s\"; \
+               for _ in $(seq 1000); do [ -e go ] && break; sleep 0.02; done";
+    let launch = json!({ "tool": "bash", "input": { "command": job, "background": true } }).to_string();
+    let first = run(&s, &[launch, complete(&[])], &[], &[]);
+    let id = first[0]["result"]["job_id"].as_str().unwrap_or_else(|| panic!("{:#}", first[0])).to_owned();
+    let run_id = decision(&first)["summary"]["run_id"].as_str().unwrap().to_owned();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !s.root.join("tmp.txt").exists() || !read(&s.root, "tmp.txt").starts_with('/') {
+        assert!(std::time::Instant::now() < deadline, "the job never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let tmp = std::path::PathBuf::from(read(&s.root, "tmp.txt"));
+    assert!(tmp.to_string_lossy().contains("effects-cmd-"), "a private TMPDIR: {}", tmp.display());
+    let record: Value =
+        serde_json::from_slice(&std::fs::read(s.data.join(format!("effects/jobs/{id}.json"))).unwrap())
+            .unwrap();
+    assert_eq!(record["tmp"]["path"], tmp.to_str().unwrap(), "the job's record names it: {record:#}");
+
+    let running = job_status(&s, &run_id, &id);
+    assert!(running["result"]["text"].as_str().unwrap().starts_with("running"), "{running:#}");
+    while !tmp.join("sub/s").exists() {
+        assert!(std::time::Instant::now() < deadline, "the job never wrote its scratch file");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(tmp.join("sub/s").exists(), "a running job keeps its TMPDIR");
+
+    std::fs::write(s.root.join("go"), "").unwrap();
+    let over = loop {
+        let read = job_status(&s, &run_id, &id);
+        if read["result"]["text"].as_str().is_some_and(|t| t.starts_with("exited")) {
+            break read;
+        }
+        assert!(std::time::Instant::now() < deadline, "the job never ended: {read:#}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(over["launch_settled"].is_u64(), "{over:#}");
+    assert!(!tmp.exists(), "the read that found it over removed {}", tmp.display());
+    let again = job_status(&s, &run_id, &id);
+    assert!(again["result"]["text"].as_str().unwrap().starts_with("exited"), "{again:#}");
     verify(&s.logs()[0]);
 }
 

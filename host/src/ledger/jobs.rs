@@ -228,7 +228,10 @@ impl Ledger {
         // (which needs its RUNNING outcome too, `Ledger::record`).
         if let Err(error) = self.record_processes(run, claim, &leader) {
             drop(gate); // the command never runs
-            crate::producers::supervisor::teardown(&leader.identity, std::time::Duration::ZERO);
+            let left = crate::producers::supervisor::teardown(&leader.identity, std::time::Duration::ZERO);
+            if left.is_some_and(|left| left.is_empty()) {
+                job.release();
+            }
             return Produced::not_run(format!(
                 "job {} was not started: its processes could not be recorded (PROC-2): {error}",
                 job.job_id
@@ -250,7 +253,12 @@ impl Ledger {
             _ => jobs.status(job),
         });
         match acted {
-            Ok(status) => Produced { facts: status.facts(&job.job_id), result: Ok(status) },
+            Ok(status) => {
+                if status.all_gone() {
+                    job.release();
+                }
+                Produced { facts: status.facts(&job.job_id), result: Ok(status) }
+            }
             Err(error) => Produced::not_run(format!("job {} cannot be read: {error}", job.job_id)),
         }
     }

@@ -422,9 +422,53 @@ impl Jail {
     }
 
     /// Leaves the temporary directory behind (a background job outlives the
-    /// call that started it; nothing removes its directory later).
-    pub fn keep(mut self) {
+    /// call that started it), answering what names it in the job's record:
+    /// whoever finds the job over removes it ([`PrivateTmp::remove`]).
+    pub fn keep(mut self) -> PrivateTmp {
         self.keep = true;
+        PrivateTmp { path: self.tmp.clone(), device: self.inode.dev, inode: self.inode.ino }
+    }
+}
+
+/// The private temporary directory of a background job's jail, as its job
+/// record names it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrivateTmp {
+    /// Where it is.
+    pub path: PathBuf,
+    /// Its device when it was made.
+    pub device: u64,
+    /// Its inode when it was made.
+    pub inode: u64,
+}
+
+impl PrivateTmp {
+    /// Removes the directory and everything in it, once the job whose
+    /// directory it is has ended with nothing of it left alive: only if it
+    /// is still the directory made for the job (reached without a symlink,
+    /// the same device and inode), so a path swapped since names nothing
+    /// this removes. Nothing there is no error (removed already, by an
+    /// earlier read of the job or by the operator).
+    pub fn remove(&self) -> std::io::Result<()> {
+        use rustix::fs::{CWD, Mode, OFlags, openat};
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let opened = match openat(CWD, &self.path, flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::NOENT) => return Ok(()),
+            Err(error) => return Err(error.into()),
+        };
+        if Inode::of(&opened)? != (Inode { dev: self.device, ino: self.inode }) {
+            return Err(std::io::Error::other(format!(
+                "{} is no longer the directory made for the job; left alone",
+                self.path.display()
+            )));
+        }
+        // Never follows a symlink within it either.
+        match std::fs::remove_dir_all(&self.path) {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            removed => removed,
+        }
     }
 }
 
@@ -468,5 +512,49 @@ mod tests {
         if let Some(tty) = args.iter().position(|a| a == "/dev/pts") {
             assert_eq!(args[tty - 1], "--tty");
         }
+    }
+
+    /// A kept directory as a job record names it: made the way a jail makes
+    /// one, beneath `base`.
+    #[allow(clippy::disallowed_methods)] // as the jail makes it, by path
+    fn kept(base: &Path, name: &str) -> PrivateTmp {
+        let path = base.join(name);
+        std::fs::DirBuilder::new().mode(0o700).create(&path).unwrap();
+        let inode = Inode::at(&path).unwrap();
+        PrivateTmp { path, device: inode.dev, inode: inode.ino }
+    }
+
+    #[test]
+    #[allow(clippy::disallowed_methods)] // a job's TMPDIR is a path outside any Dir, as here
+    fn a_kept_directory_is_removed_only_while_it_is_the_one_made() {
+        let base = tempfile::tempdir().unwrap();
+        let tmp = kept(base.path(), "job");
+        std::fs::create_dir(tmp.path.join("sub")).unwrap();
+        std::fs::write(tmp.path.join("sub/scratch"), "x").unwrap();
+        tmp.remove().unwrap();
+        assert!(!tmp.path.exists(), "removed with what was in it");
+        tmp.remove().expect("removed already is no error");
+
+        // Swapped for a symlink to a directory that must survive.
+        let precious = base.path().join("precious");
+        std::fs::create_dir(&precious).unwrap();
+        std::fs::write(precious.join("keep"), "k").unwrap();
+        let swapped = kept(base.path(), "swapped");
+        std::fs::remove_dir(&swapped.path).unwrap();
+        std::os::unix::fs::symlink(&precious, &swapped.path).unwrap();
+        assert!(swapped.remove().is_err(), "a symlink is not the directory made");
+        assert!(
+            precious.join("keep").exists() && swapped.path.is_symlink(),
+            "neither it nor its target is touched"
+        );
+
+        // Replaced by another directory of the same name.
+        let replaced = kept(base.path(), "replaced");
+        std::fs::rename(&replaced.path, base.path().join("moved")).unwrap();
+        std::fs::create_dir(&replaced.path).unwrap();
+        std::fs::write(replaced.path.join("other"), "o").unwrap();
+        let error = replaced.remove().expect_err("another inode");
+        assert!(error.to_string().contains("no longer the directory made for the job"), "{error}");
+        assert!(replaced.path.join("other").exists());
     }
 }

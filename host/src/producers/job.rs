@@ -52,7 +52,7 @@ use crate::log::{LogError, Position, durable};
 use crate::model::{JobLifecycle, ProducerFacts};
 
 use super::Produced;
-use super::confine::Jail;
+use super::confine::{Jail, PrivateTmp};
 use super::process::ProcessRequest;
 use super::supervisor::{self, Gate, Leader};
 use crate::procfs::{ProcessIdentity, alive, live_members};
@@ -84,6 +84,26 @@ pub struct JobRecord {
     pub pid: u32,
     /// Its start token (`/proc/PID/stat` field 22): a reused PID is not it.
     pub start_token: u64,
+    /// Its jail's private temporary directory, when it was confined: removed
+    /// once the job is found over with nothing of it alive
+    /// ([`Jobs::release`]). Absent from records written before it was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tmp: Option<Box<PrivateTmp>>,
+}
+
+impl JobRecord {
+    /// Removes the job's private temporary directory, if it has one
+    /// ([`PrivateTmp::remove`]): only once nothing of the job is alive
+    /// ([`JobStatus::all_gone`], or a teardown that attested it). A failure
+    /// is logged, not answered: the directory is the job's scratch, not
+    /// evidence the ledger reads.
+    pub fn release(&self) {
+        if let Some(tmp) = &self.tmp
+            && let Err(error) = tmp.remove()
+        {
+            tracing::warn!(job = %self.job_id, "the job's temporary directory was not removed: {error}");
+        }
+    }
 }
 
 /// A job's lifecycle as read from its record (OUT-2's job facts).
@@ -98,6 +118,14 @@ pub struct JobStatus {
 }
 
 impl JobStatus {
+    /// Whether the job is over with its whole tree known gone: it exited
+    /// (its supervisor, their subreaper, outlived everything it started) or
+    /// was killed by a teardown that attested nothing left, and its group
+    /// is empty. A LOST job attests nothing, so what it left is left alone.
+    pub fn all_gone(&self) -> bool {
+        matches!(self.state, JobLifecycle::Exited | JobLifecycle::Killed) && self.group_gone
+    }
+
     /// The typed facts a job read or kill reports: the job's lifecycle, its
     /// exit status, and (once it is over) whether its whole group is gone.
     /// A LOST job's supervisor ended without a word, so it attests nothing
@@ -214,9 +242,10 @@ impl Jobs {
             jail.as_ref(),
         )
         .and_then(|supervised| supervised.gate().map(|gate| (supervised, gate)));
-        if let (Ok(_), Some(jail)) = (&spawned, jail) {
-            jail.keep();
-        }
+        let tmp = match (&spawned, jail) {
+            (Ok(_), Some(jail)) => Some(Box::new(jail.keep())),
+            _ => None, // a jail dropped removes its directory
+        };
         let (supervised, gate) = match spawned {
             Ok(spawned) => spawned,
             Err(error) => return Produced::not_run(format!("cannot start {}: {error}", request.tool)),
@@ -235,6 +264,7 @@ impl Jobs {
             command: request.script.clone(),
             pid,
             start_token: leader.identity.start_token,
+            tmp,
         };
         // Reap the supervisor while this process lives; after that, init does.
         std::thread::spawn(move || {
@@ -246,6 +276,9 @@ impl Jobs {
             drop(gate); // the command never runs
             let gone =
                 supervisor::teardown(&leader.identity, Duration::ZERO).is_some_and(|left| left.is_empty());
+            if gone {
+                record.release();
+            }
             let facts = ProducerFacts {
                 executed: true,
                 exit_code: Some(1),
