@@ -352,6 +352,11 @@ impl Confinement {
     }
 }
 
+/// How every command's private temporary directory is named (then the
+/// host's PID, a count and a nonce): the only directories
+/// [`PrivateTmp::remove`] removes.
+const TMP_PREFIX: &str = "effects-cmd-";
+
 /// A fresh directory beneath the system's temporary directory, mode 0700,
 /// and its inode (of the directory made: opened without following a
 /// symlink, so one swapped in since is refused, not trusted).
@@ -363,7 +368,7 @@ fn private_temp_dir() -> std::io::Result<(PathBuf, Inode)> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
         let name = format!(
-            "effects-cmd-{}-{}-{nanos:08x}",
+            "{TMP_PREFIX}{}-{}-{nanos:08x}",
             std::process::id(),
             MADE.fetch_add(1, Ordering::Relaxed)
         );
@@ -446,12 +451,24 @@ pub struct PrivateTmp {
 impl PrivateTmp {
     /// Removes the directory and everything in it, once the job whose
     /// directory it is has ended with nothing of it left alive: only if it
-    /// is still the directory made for the job (reached without a symlink,
-    /// the same device and inode), so a path swapped since names nothing
-    /// this removes. Nothing there is no error (removed already, by an
-    /// earlier read of the job or by the operator).
+    /// is named as the host names them and is still the directory made for
+    /// the job (reached without a symlink, the same device and inode), so
+    /// neither a path swapped since nor a record naming another directory
+    /// makes this remove anything else. Nothing there is no error (removed
+    /// already, by an earlier read of the job or by the operator).
     pub fn remove(&self) -> std::io::Result<()> {
         use rustix::fs::{CWD, Mode, OFlags, openat};
+        let named = self
+            .path
+            .file_name()
+            .and_then(|name| name.to_str())
+            .is_some_and(|name| name.starts_with(TMP_PREFIX));
+        if !named || !self.path.is_absolute() {
+            return Err(std::io::Error::other(format!(
+                "{} is not a command's private temporary directory; left alone",
+                self.path.display()
+            )));
+        }
         let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let opened = match openat(CWD, &self.path, flags, Mode::empty()) {
             Ok(fd) => fd,
@@ -528,7 +545,7 @@ mod tests {
     #[allow(clippy::disallowed_methods)] // a job's TMPDIR is a path outside any Dir, as here
     fn a_kept_directory_is_removed_only_while_it_is_the_one_made() {
         let base = tempfile::tempdir().unwrap();
-        let tmp = kept(base.path(), "job");
+        let tmp = kept(base.path(), "effects-cmd-1-0-job");
         std::fs::create_dir(tmp.path.join("sub")).unwrap();
         std::fs::write(tmp.path.join("sub/scratch"), "x").unwrap();
         tmp.remove().unwrap();
@@ -539,7 +556,7 @@ mod tests {
         let precious = base.path().join("precious");
         std::fs::create_dir(&precious).unwrap();
         std::fs::write(precious.join("keep"), "k").unwrap();
-        let swapped = kept(base.path(), "swapped");
+        let swapped = kept(base.path(), "effects-cmd-1-1-swapped");
         std::fs::remove_dir(&swapped.path).unwrap();
         std::os::unix::fs::symlink(&precious, &swapped.path).unwrap();
         assert!(swapped.remove().is_err(), "a symlink is not the directory made");
@@ -549,12 +566,19 @@ mod tests {
         );
 
         // Replaced by another directory of the same name.
-        let replaced = kept(base.path(), "replaced");
+        let replaced = kept(base.path(), "effects-cmd-1-2-replaced");
         std::fs::rename(&replaced.path, base.path().join("moved")).unwrap();
         std::fs::create_dir(&replaced.path).unwrap();
         std::fs::write(replaced.path.join("other"), "o").unwrap();
         let error = replaced.remove().expect_err("another inode");
         assert!(error.to_string().contains("no longer the directory made for the job"), "{error}");
         assert!(replaced.path.join("other").exists());
+
+        // A record naming some other directory, by its own inode.
+        let other = kept(base.path(), "home");
+        assert!(
+            other.remove().unwrap_err().to_string().contains("not a command's private temporary directory")
+        );
+        assert!(other.path.exists());
     }
 }
