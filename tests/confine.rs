@@ -296,6 +296,39 @@ fn a_background_jobs_private_tmpdir_is_removed_once_a_read_finds_it_over() {
 }
 
 #[test]
+fn a_job_whose_supervisor_is_killed_by_its_own_escaped_process_is_lost_and_keeps_its_tmpdir() {
+    if !confined_here("the escaped process") {
+        return;
+    }
+    let s = session();
+    // The command leaves a process outside its group and exits 0; that
+    // process kills the supervisor (same Landlock domain: it may), so
+    // nothing is left to see it gone, then it goes on using the TMPDIR.
+    let job = "echo $TMPDIR > tmp.txt; sup=$PPID; \
+               setsid sh -c \"sleep 0.5; kill -9 $sup; sleep 1; echo still > \\\"\\$TMPDIR/alive\\\"; \
+               touch escaped.done\" </dev/null >/dev/null 2>&1 &";
+    let launch = json!({ "tool": "bash", "input": { "command": job, "background": true } }).to_string();
+    let first = run(&s, &[launch, complete(&[])], &[], &[]);
+    let id = first[0]["result"]["job_id"].as_str().unwrap_or_else(|| panic!("{:#}", first[0])).to_owned();
+    let run_id = decision(&first)["summary"]["run_id"].as_str().unwrap().to_owned();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !s.root.join("escaped.done").exists() {
+        assert!(std::time::Instant::now() < deadline, "the escaped process never finished");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let tmp = std::path::PathBuf::from(read(&s.root, "tmp.txt"));
+    let exit = std::fs::read_to_string(s.data.join(format!("effects/jobs/{id}.exit"))).unwrap();
+    assert_eq!(exit, "0\n", "the command's status, and no end: the supervisor died first");
+    let read_job = job_status(&s, &run_id, &id);
+    assert!(
+        read_job["result"]["text"].as_str().unwrap().starts_with("lost"),
+        "not exited: nothing saw its tree gone: {read_job:#}"
+    );
+    assert!(tmp.join("alive").exists(), "a TMPDIR that may still be in use is left alone");
+    std::fs::remove_dir_all(&tmp).unwrap();
+}
+
+#[test]
 fn unconfined_commands_run_and_every_decision_discloses_it() {
     let s = session();
     let steps = run(

@@ -429,9 +429,12 @@ impl Jail {
     /// Leaves the temporary directory behind (a background job outlives the
     /// call that started it), answering what names it in the job's record:
     /// whoever finds the job over removes it ([`PrivateTmp::remove`]).
-    pub fn keep(mut self) -> PrivateTmp {
+    /// `None` when its path is not UTF-8 (a `TMPDIR` so named), which a
+    /// record cannot hold: then it stays behind.
+    pub fn keep(mut self) -> Option<PrivateTmp> {
         self.keep = true;
-        PrivateTmp { path: self.tmp.clone(), device: self.inode.dev, inode: self.inode.ino }
+        let path = self.tmp.to_str()?.to_owned();
+        Some(PrivateTmp { path, device: self.inode.dev, inode: self.inode.ino })
     }
 }
 
@@ -441,7 +444,7 @@ impl Jail {
 #[serde(deny_unknown_fields)]
 pub struct PrivateTmp {
     /// Where it is.
-    pub path: PathBuf,
+    pub path: String,
     /// Its device when it was made.
     pub device: u64,
     /// Its inode when it was made.
@@ -451,41 +454,51 @@ pub struct PrivateTmp {
 impl PrivateTmp {
     /// Removes the directory and everything in it, once the job whose
     /// directory it is has ended with nothing of it left alive: only if it
-    /// is named as the host names them and is still the directory made for
-    /// the job (reached without a symlink, the same device and inode), so
-    /// neither a path swapped since nor a record naming another directory
-    /// makes this remove anything else. Nothing there is no error (removed
-    /// already, by an earlier read of the job or by the operator).
+    /// is named as the host names them (an absolute path ending in
+    /// `effects-cmd-…`) and, opened beneath its parent without following a
+    /// symlink, is still the directory made for the job (the same device
+    /// and inode); then it is removed through that parent's descriptor,
+    /// never following a symlink within it. So neither a path swapped since
+    /// nor a record naming another directory makes this remove anything
+    /// else. Nothing there is no error (removed already, by an earlier read
+    /// of the job or by the operator).
+    #[allow(clippy::disallowed_methods)] // the system's temporary directory is a real path, not beneath a root
     pub fn remove(&self) -> std::io::Result<()> {
-        use rustix::fs::{CWD, Mode, OFlags, openat};
-        let named = self
-            .path
-            .file_name()
-            .and_then(|name| name.to_str())
-            .is_some_and(|name| name.starts_with(TMP_PREFIX));
-        if !named || !self.path.is_absolute() {
-            return Err(std::io::Error::other(format!(
-                "{} is not a command's private temporary directory; left alone",
-                self.path.display()
-            )));
-        }
-        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let opened = match openat(CWD, &self.path, flags, Mode::empty()) {
-            Ok(fd) => fd,
-            Err(rustix::io::Errno::NOENT) => return Ok(()),
-            Err(error) => return Err(error.into()),
+        let path = Path::new(&self.path);
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return Err(self.not_ours());
         };
-        if Inode::of(&opened)? != (Inode { dev: self.device, ino: self.inode }) {
+        if !path.is_absolute() || !name.to_str().is_some_and(|name| name.starts_with(TMP_PREFIX)) {
+            return Err(self.not_ours());
+        }
+        let gone = |error: std::io::Error| match error.kind() {
+            std::io::ErrorKind::NotFound => Ok(()),
+            _ => Err(error),
+        };
+        let parent = match Dir::open_ambient_dir(parent, cap_std::ambient_authority()) {
+            Ok(parent) => parent,
+            Err(error) => return gone(error),
+        };
+        use rustix::fs::{Mode, OFlags, openat};
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let made = match openat(&parent, name, flags, Mode::empty()) {
+            Ok(made) => made,
+            Err(error) => return gone(error.into()),
+        };
+        if Inode::of(&made)? != (Inode { dev: self.device, ino: self.inode }) {
             return Err(std::io::Error::other(format!(
                 "{} is no longer the directory made for the job; left alone",
-                self.path.display()
+                self.path
             )));
         }
-        // Never follows a symlink within it either.
-        match std::fs::remove_dir_all(&self.path) {
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            removed => removed,
-        }
+        parent.remove_dir_all(name).or_else(gone)
+    }
+
+    fn not_ours(&self) -> std::io::Error {
+        std::io::Error::other(format!(
+            "{} is not a command's private temporary directory; left alone",
+            self.path
+        ))
     }
 }
 
@@ -538,47 +551,53 @@ mod tests {
         let path = base.join(name);
         std::fs::DirBuilder::new().mode(0o700).create(&path).unwrap();
         let inode = Inode::at(&path).unwrap();
-        PrivateTmp { path, device: inode.dev, inode: inode.ino }
+        PrivateTmp { path: path.to_str().unwrap().to_owned(), device: inode.dev, inode: inode.ino }
     }
 
     #[test]
     #[allow(clippy::disallowed_methods)] // a job's TMPDIR is a path outside any Dir, as here
     fn a_kept_directory_is_removed_only_while_it_is_the_one_made() {
         let base = tempfile::tempdir().unwrap();
-        let tmp = kept(base.path(), "effects-cmd-1-0-job");
-        std::fs::create_dir(tmp.path.join("sub")).unwrap();
-        std::fs::write(tmp.path.join("sub/scratch"), "x").unwrap();
-        tmp.remove().unwrap();
-        assert!(!tmp.path.exists(), "removed with what was in it");
-        tmp.remove().expect("removed already is no error");
-
-        // Swapped for a symlink to a directory that must survive.
         let precious = base.path().join("precious");
         std::fs::create_dir(&precious).unwrap();
         std::fs::write(precious.join("keep"), "k").unwrap();
+        let intact = || assert!(precious.join("keep").exists(), "nothing outside the directory is touched");
+
+        let tmp = kept(base.path(), "effects-cmd-1-0-job");
+        let made = Path::new(&tmp.path);
+        std::fs::create_dir(made.join("sub")).unwrap();
+        std::fs::write(made.join("sub/scratch"), "x").unwrap();
+        std::os::unix::fs::symlink(&precious, made.join("sub/link")).unwrap();
+        tmp.remove().unwrap();
+        assert!(!made.exists(), "removed with what was in it");
+        intact();
+        tmp.remove().expect("removed already is no error");
+
+        // Swapped for a symlink to a directory that must survive.
         let swapped = kept(base.path(), "effects-cmd-1-1-swapped");
         std::fs::remove_dir(&swapped.path).unwrap();
         std::os::unix::fs::symlink(&precious, &swapped.path).unwrap();
         assert!(swapped.remove().is_err(), "a symlink is not the directory made");
-        assert!(
-            precious.join("keep").exists() && swapped.path.is_symlink(),
-            "neither it nor its target is touched"
-        );
+        assert!(Path::new(&swapped.path).is_symlink());
+        intact();
 
         // Replaced by another directory of the same name.
         let replaced = kept(base.path(), "effects-cmd-1-2-replaced");
-        std::fs::rename(&replaced.path, base.path().join("moved")).unwrap();
-        std::fs::create_dir(&replaced.path).unwrap();
-        std::fs::write(replaced.path.join("other"), "o").unwrap();
+        let at = Path::new(&replaced.path);
+        std::fs::rename(at, base.path().join("moved")).unwrap();
+        std::fs::create_dir(at).unwrap();
+        std::fs::write(at.join("other"), "o").unwrap();
         let error = replaced.remove().expect_err("another inode");
         assert!(error.to_string().contains("no longer the directory made for the job"), "{error}");
-        assert!(replaced.path.join("other").exists());
+        assert!(at.join("other").exists());
 
-        // A record naming some other directory, by its own inode.
+        // A record naming some other directory, by its own inode; or a
+        // relative path.
         let other = kept(base.path(), "home");
-        assert!(
-            other.remove().unwrap_err().to_string().contains("not a command's private temporary directory")
-        );
-        assert!(other.path.exists());
+        let error = other.remove().unwrap_err().to_string();
+        assert!(error.contains("not a command's private temporary directory"), "{error}");
+        assert!(Path::new(&other.path).exists());
+        let relative = PrivateTmp { path: "effects-cmd-1-3".into(), ..other };
+        assert!(relative.remove().is_err());
     }
 }

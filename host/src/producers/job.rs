@@ -10,7 +10,8 @@
 //! - `job-<generation>.json`: who it is (pid, start token, launch claim),
 //!   written durably once the process exists;
 //! - `job-<generation>.exit`: the supervisor's standard output, to which it
-//!   prints the command's exit status when the command ends (the command's own
+//!   prints the command's exit status when the command ends, and `end` once
+//!   nothing the command started is alive (the command's own
 //!   output goes to `job-<generation>.out`; confined (ID-6), the command
 //!   cannot open either for writing, even through `/proc/PID/fd`; unconfined,
 //!   a same-user command could, and its decision discloses that);
@@ -30,11 +31,14 @@
 //! supervisor is alive (same PID and start token, not a zombie; it stays
 //! while anything the command started lives, since it is their subreaper) or
 //! any process of its group is, the job is RUNNING, whatever its files say (a
-//! command can write into them). Once all of it is gone: an exit line means
-//! EXITED; a kill marker (written only after a teardown that attested the
-//! whole tree gone) means KILLED; neither means LOST (it died without a
-//! word, e.g. killed from outside or by a crash), which attests no cleanup:
-//! a process that left the group and outlived the supervisor is not seen.
+//! command can write into them). Once all of it is gone: an exit line
+//! followed by `end` means EXITED (the supervisor, their subreaper, saw
+//! everything the command started gone); a kill marker (written only after
+//! a teardown that attested the whole tree gone) means KILLED; anything
+//! else means LOST (it died without a word, e.g. killed from outside, by a
+//! crash, or by a process of its own that left the group first), which
+//! attests no cleanup: a process that left the group and outlived the
+//! supervisor is not seen.
 //! Nothing here needs the process that launched the job to be alive.
 //!
 //! The exit and output files are not fsynced: after a machine crash a job
@@ -148,6 +152,12 @@ impl JobStatus {
     }
 }
 
+/// The status in a job's exit file, if it is whole: `<status>\nend\n`.
+fn exit_status(bytes: &[u8]) -> Option<i32> {
+    let (status, rest) = std::str::from_utf8(bytes).ok()?.split_once('\n')?;
+    (rest == "end\n").then(|| status.parse().ok())?
+}
+
 /// The job id of a launch generation.
 pub fn job_id(generation: u64) -> String {
     format!("job-{generation}")
@@ -243,7 +253,7 @@ impl Jobs {
         )
         .and_then(|supervised| supervised.gate().map(|gate| (supervised, gate)));
         let tmp = match (&spawned, jail) {
-            (Ok(_), Some(jail)) => Some(Box::new(jail.keep())),
+            (Ok(_), Some(jail)) => jail.keep().map(Box::new),
             _ => None, // a jail dropped removes its directory
         };
         let (supervised, gate) = match spawned {
@@ -304,10 +314,13 @@ impl Jobs {
         })
     }
 
+    /// The command's exit status, once the supervisor said `end` after it:
+    /// nothing the command started is alive. A status alone (the command
+    /// ended, its tree had not, and the supervisor did not live to see it
+    /// gone) or a line still being written is none.
     fn exit_code(&self, job: &JobRecord) -> Result<Option<i32>, LogError> {
         let bytes = durable::read(&self.dir, &self.display, &format!("{}.exit", job.job_id))?;
-        // Only a whole line counts: the supervisor may be mid-write.
-        Ok(bytes.and_then(|b| std::str::from_utf8(&b).ok()?.strip_suffix('\n')?.parse().ok()))
+        Ok(bytes.and_then(|bytes| exit_status(&bytes)))
     }
 
     fn killed(&self, job: &JobRecord) -> bool {
@@ -385,5 +398,21 @@ impl Jobs {
             return String::new();
         }
         String::from_utf8_lossy(&tail).into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_exited_only_once_its_supervisor_said_end_after_the_status() {
+        assert_eq!(exit_status(b"0\nend\n"), Some(0));
+        assert_eq!(exit_status(b"3\nend\n"), Some(3));
+        assert_eq!(exit_status(b"0\n"), None, "the command ended, its tree was not seen gone");
+        assert_eq!(exit_status(b"0\nen"), None, "still being written");
+        assert_eq!(exit_status(b"0\nend\nend\n"), None);
+        assert_eq!(exit_status(b"x\nend\n"), None);
+        assert_eq!(exit_status(b""), None);
     }
 }

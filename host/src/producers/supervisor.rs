@@ -61,12 +61,17 @@ while :; do kids=; read -r kids </proc/$$/task/$$/children; [ -n "$kids" ] || ex
 
 /// The supervisor's script for a background job (`bash`, for `PIPESTATUS`):
 /// the output capped into its standard error, the status on its standard
-/// output; then it stays while anything the command started lives.
+/// output; then it stays while anything the command started lives, and
+/// says `end` on its standard output once nothing does: only then has the
+/// job exited (`job.rs`). A supervisor killed before that (by a process of
+/// the job that left its group, or from outside) leaves no `end`, and the
+/// job reads LOST, which attests nothing of what it left alive.
 const JOB: &str = r#"IFS= read -r gate && [ "$gate" = go ] || exit 125
 "$@" </dev/null 2>&1 | { head -c "$EFFECTS_JOB_OUTPUT_CAP"; cat >/dev/null; } >&2
 printf '%s\n' "${PIPESTATUS[0]}"
 IFS= read -r _
-while :; do kids=; read -r kids </proc/$$/task/$$/children; [ -n "$kids" ] || exit 0; sleep 0.1; done"#;
+while :; do kids=; read -r kids </proc/$$/task/$$/children; [ -n "$kids" ] || break; sleep 0.1; done
+printf 'end\n'"#;
 
 /// How the command's output and status travel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
