@@ -296,6 +296,34 @@ fn a_background_jobs_private_tmpdir_is_removed_once_a_read_finds_it_over() {
 }
 
 #[test]
+fn a_job_starts_under_a_tmpdir_whose_name_is_not_utf8_and_its_record_names_none() {
+    if !confined_here("the non-UTF-8 TMPDIR") {
+        return;
+    }
+    use std::os::unix::ffi::OsStrExt;
+    let s = session();
+    let base = tempfile::tempdir().unwrap();
+    let odd = base.path().join(std::ffi::OsStr::from_bytes(b"tmp-\xff"));
+    std::fs::create_dir(&odd).unwrap();
+    let launch =
+        json!({ "tool": "bash", "input": { "command": "touch ran.txt", "background": true } }).to_string();
+    let mut command = s.command(&[]);
+    command.env("TMPDIR", &odd);
+    let steps = run_command(command, &[launch]);
+    let id =
+        steps[0]["result"]["job_id"].as_str().unwrap_or_else(|| panic!("started: {:#}", steps[0])).to_owned();
+    let record: Value =
+        serde_json::from_slice(&std::fs::read(s.data.join(format!("effects/jobs/{id}.json"))).unwrap())
+            .unwrap();
+    assert!(record.get("tmp").is_none(), "a record cannot name it: {record:#}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !s.root.join("ran.txt").exists() {
+        assert!(std::time::Instant::now() < deadline, "the job never ran");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
 fn a_job_whose_supervisor_is_killed_by_its_own_escaped_process_is_lost_and_keeps_its_tmpdir() {
     if !confined_here("the escaped process") {
         return;
