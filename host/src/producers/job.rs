@@ -90,7 +90,7 @@ pub struct JobRecord {
     pub start_token: u64,
     /// Its jail's private temporary directory, when it was confined: removed
     /// once the job is found over with nothing of it alive
-    /// ([`Jobs::release`]). Absent from records written before it was kept.
+    /// ([`JobRecord::release`]). Absent from records written before it was kept.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tmp: Option<Box<PrivateTmp>>,
 }
