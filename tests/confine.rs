@@ -241,6 +241,28 @@ fn a_background_job_and_a_check_are_confined_too() {
     verify(&s.logs()[0]);
 }
 
+/// Starts `command` as a background job in a new run, which it completes;
+/// the job's id and the run's.
+fn launch_job(s: &Session, command: &str) -> (String, String) {
+    let launch = json!({ "tool": "bash", "input": { "command": command, "background": true } }).to_string();
+    let first = run(s, &[launch, complete(&[])], &[], &[]);
+    let id = first[0]["result"]["job_id"].as_str().unwrap_or_else(|| panic!("{:#}", first[0])).to_owned();
+    (id, decision(&first)["summary"]["run_id"].as_str().unwrap().to_owned())
+}
+
+/// The record of job `id`.
+fn job_record(s: &Session, id: &str) -> Value {
+    serde_json::from_slice(&std::fs::read(s.data.join(format!("effects/jobs/{id}.json"))).unwrap()).unwrap()
+}
+
+/// Waits for `condition` until `deadline`, failing as `what` never came.
+fn wait_until(deadline: std::time::Instant, what: &str, mut condition: impl FnMut() -> bool) {
+    while !condition() {
+        assert!(std::time::Instant::now() < deadline, "{what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// A `bg_job` status read of `id` in run `run_id`, as a later process.
 fn job_status(s: &Session, run_id: &str, id: &str) -> Value {
     let status = json!({ "tool": "bg_job", "input": { "job": id, "action": "status" } }).to_string();
@@ -255,28 +277,19 @@ fn a_background_jobs_private_tmpdir_is_removed_once_a_read_finds_it_over() {
     let s = session();
     let job = "echo $TMPDIR > tmp.txt; mkdir \"$TMPDIR/sub\" && echo scratch > \"$TMPDIR/sub/s\"; \
                for _ in $(seq 1000); do [ -e go ] && break; sleep 0.02; done";
-    let launch = json!({ "tool": "bash", "input": { "command": job, "background": true } }).to_string();
-    let first = run(&s, &[launch, complete(&[])], &[], &[]);
-    let id = first[0]["result"]["job_id"].as_str().unwrap_or_else(|| panic!("{:#}", first[0])).to_owned();
-    let run_id = decision(&first)["summary"]["run_id"].as_str().unwrap().to_owned();
+    let (id, run_id) = launch_job(&s, job);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !s.root.join("tmp.txt").exists() || !read(&s.root, "tmp.txt").starts_with('/') {
-        assert!(std::time::Instant::now() < deadline, "the job never started");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_until(deadline, "the job never started", || {
+        s.root.join("tmp.txt").exists() && read(&s.root, "tmp.txt").starts_with('/')
+    });
     let tmp = std::path::PathBuf::from(read(&s.root, "tmp.txt"));
     assert!(tmp.to_string_lossy().contains("effects-cmd-"), "a private TMPDIR: {}", tmp.display());
-    let record: Value =
-        serde_json::from_slice(&std::fs::read(s.data.join(format!("effects/jobs/{id}.json"))).unwrap())
-            .unwrap();
+    let record = job_record(&s, &id);
     assert_eq!(record["tmp"]["path"], tmp.to_str().unwrap(), "the job's record names it: {record:#}");
 
     let running = job_status(&s, &run_id, &id);
     assert!(running["result"]["text"].as_str().unwrap().starts_with("running"), "{running:#}");
-    while !tmp.join("sub/s").exists() {
-        assert!(std::time::Instant::now() < deadline, "the job never wrote its scratch file");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_until(deadline, "the job never wrote its scratch file", || tmp.join("sub/s").exists());
     assert!(tmp.join("sub/s").exists(), "a running job keeps its TMPDIR");
 
     std::fs::write(s.root.join("go"), "").unwrap();
@@ -312,15 +325,10 @@ fn a_job_starts_under_a_tmpdir_whose_name_is_not_utf8_and_its_record_names_none(
     let steps = run_command(command, &[launch]);
     let id =
         steps[0]["result"]["job_id"].as_str().unwrap_or_else(|| panic!("started: {:#}", steps[0])).to_owned();
-    let record: Value =
-        serde_json::from_slice(&std::fs::read(s.data.join(format!("effects/jobs/{id}.json"))).unwrap())
-            .unwrap();
+    let record = job_record(&s, &id);
     assert!(record.get("tmp").is_none(), "a record cannot name it: {record:#}");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !s.root.join("ran.txt").exists() {
-        assert!(std::time::Instant::now() < deadline, "the job never ran");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_until(deadline, "the job never ran", || s.root.join("ran.txt").exists());
 }
 
 #[test]
@@ -335,15 +343,9 @@ fn a_job_whose_supervisor_is_killed_by_its_own_escaped_process_is_lost_and_keeps
     let job = "echo $TMPDIR > tmp.txt; sup=$PPID; \
                setsid sh -c \"sleep 0.5; kill -9 $sup; sleep 1; echo still > \\\"\\$TMPDIR/alive\\\"; \
                touch escaped.done\" </dev/null >/dev/null 2>&1 &";
-    let launch = json!({ "tool": "bash", "input": { "command": job, "background": true } }).to_string();
-    let first = run(&s, &[launch, complete(&[])], &[], &[]);
-    let id = first[0]["result"]["job_id"].as_str().unwrap_or_else(|| panic!("{:#}", first[0])).to_owned();
-    let run_id = decision(&first)["summary"]["run_id"].as_str().unwrap().to_owned();
+    let (id, run_id) = launch_job(&s, job);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !s.root.join("escaped.done").exists() {
-        assert!(std::time::Instant::now() < deadline, "the escaped process never finished");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    wait_until(deadline, "the escaped process never finished", || s.root.join("escaped.done").exists());
     let tmp = std::path::PathBuf::from(read(&s.root, "tmp.txt"));
     let exit = std::fs::read_to_string(s.data.join(format!("effects/jobs/{id}.exit"))).unwrap();
     assert_eq!(exit, "0\n", "the command's status, and no end: the supervisor died first");

@@ -228,10 +228,7 @@ impl Ledger {
         // (which needs its RUNNING outcome too, `Ledger::record`).
         if let Err(error) = self.record_processes(run, claim, &leader) {
             drop(gate); // the command never runs
-            let left = crate::producers::supervisor::teardown(&leader.identity, std::time::Duration::ZERO);
-            if left.is_some_and(|left| left.is_empty()) {
-                job.release();
-            }
+            job.abandon(&leader);
             return Produced::not_run(format!(
                 "job {} was not started: its processes could not be recorded (PROC-2): {error}",
                 job.job_id

@@ -554,10 +554,10 @@ impl<S: Store> EffectLog<S> {
         if self.storage.compares_head() {
             return self.with_lock(LockKind::Exclusive, f);
         }
-        let mut rounds = 0;
         let locked = if self.may_pass_over(batch) {
             self.storage.lock(LockKind::Exclusive)
         } else {
+            let mut rounds = 0;
             loop {
                 match self.storage.try_lock_exclusive() {
                     Ok(true) => break Ok(()),

@@ -383,6 +383,8 @@ pub fn seal(key: Option<&OperatorKey>, bytes: &[u8]) -> String {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::log::record::{ObservationRecord, Record};
+    use crate::model::{Coverage, Mechanism, ResourceRef};
 
     /// [`super::encode`] of a record serialized in passing.
     pub(crate) fn encode(
@@ -394,8 +396,6 @@ pub(crate) mod tests {
     ) -> (Vec<u8>, [u8; 32]) {
         super::encode(position, run_id, &Body::of(record), prev, key)
     }
-    use crate::log::record::{ObservationRecord, Record};
-    use crate::model::{Coverage, Mechanism, ResourceRef};
 
     pub(crate) fn sample_record() -> Record {
         Record::Observation(ObservationRecord {

@@ -357,6 +357,15 @@ impl Confinement {
 /// [`PrivateTmp::remove`] removes.
 const TMP_PREFIX: &str = "effects-cmd-";
 
+/// The directory `path` names beneath `at`, itself: opened without
+/// following a symlink there (one is refused, not trusted), only to be
+/// identified by its inode.
+fn directory_itself(at: impl AsFd, path: impl rustix::path::Arg) -> std::io::Result<std::os::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags, openat};
+    let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    Ok(openat(at, path, flags, Mode::empty())?)
+}
+
 /// A fresh directory beneath the system's temporary directory, mode 0700,
 /// and its inode (of the directory made: opened without following a
 /// symlink, so one swapped in since is refused, not trusted).
@@ -375,9 +384,7 @@ fn private_temp_dir() -> std::io::Result<(PathBuf, Inode)> {
         let path = base.join(name);
         match std::fs::DirBuilder::new().mode(0o700).create(&path) {
             Ok(()) => {
-                use rustix::fs::{CWD, Mode, OFlags, openat};
-                let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-                let inode = openat(CWD, &path, flags, Mode::empty()).map_err(std::io::Error::from)?;
+                let inode = directory_itself(rustix::fs::CWD, &path)?;
                 return Ok((path, Inode::of(&inode)?));
             }
             Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => continue,
@@ -479,11 +486,9 @@ impl PrivateTmp {
             Ok(parent) => parent,
             Err(error) => return gone(error),
         };
-        use rustix::fs::{Mode, OFlags, openat};
-        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let made = match openat(&parent, name, flags, Mode::empty()) {
+        let made = match directory_itself(&parent, name) {
             Ok(made) => made,
-            Err(error) => return gone(error.into()),
+            Err(error) => return gone(error),
         };
         if Inode::of(&made)? != (Inode { dev: self.device, ino: self.inode }) {
             return Err(std::io::Error::other(format!(

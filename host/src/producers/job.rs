@@ -108,6 +108,17 @@ impl JobRecord {
             tracing::warn!(job = %self.job_id, "the job's temporary directory was not removed: {error}");
         }
     }
+
+    /// Tears down a job whose gate was dropped unopened (its command never
+    /// ran) and, once that teardown attests nothing is left, releases it.
+    /// True when nothing is left.
+    pub fn abandon(&self, leader: &Leader) -> bool {
+        let gone = supervisor::teardown(&leader.identity, Duration::ZERO).is_some_and(|left| left.is_empty());
+        if gone {
+            self.release();
+        }
+        gone
+    }
 }
 
 /// A job's lifecycle as read from its record (OUT-2's job facts).
@@ -284,11 +295,7 @@ impl Jobs {
         bytes.push(b'\n');
         if let Err(error) = durable::replace(&self.dir, &self.display, &format!("{id}.json"), &bytes) {
             drop(gate); // the command never runs
-            let gone =
-                supervisor::teardown(&leader.identity, Duration::ZERO).is_some_and(|left| left.is_empty());
-            if gone {
-                record.release();
-            }
+            let gone = record.abandon(&leader);
             let facts = ProducerFacts {
                 executed: true,
                 exit_code: Some(1),
