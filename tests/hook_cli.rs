@@ -28,6 +28,11 @@ fn hook_with(place: &support::session::Session, dialect: &str, payload: &Value, 
 /// stdin: its exit status, its stdout as JSON (`Null` when it printed
 /// nothing) and its stderr.
 fn run_hook(data: &Path, dialect: &str, payload: &Value, args: &[&str]) -> (i32, Value, String) {
+    run_hook_bytes(data, dialect, payload.to_string().as_bytes(), args)
+}
+
+/// [`run_hook`] with any bytes on stdin, JSON or not.
+fn run_hook_bytes(data: &Path, dialect: &str, payload: &[u8], args: &[&str]) -> (i32, Value, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_effects"))
         .arg("--data-dir")
         .arg(data)
@@ -38,7 +43,8 @@ fn run_hook(data: &Path, dialect: &str, payload: &Value, args: &[&str]) -> (i32,
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(payload.to_string().as_bytes()).unwrap();
+    // A hook may stop reading an input past its bound: the rest is refused.
+    let _ = child.stdin.take().unwrap().write_all(payload);
     let output = child.wait_with_output().unwrap();
     let stdout = String::from_utf8(output.stdout).unwrap();
     let printed = if stdout.trim().is_empty() { Value::Null } else { serde_json::from_str(&stdout).unwrap() };
@@ -445,4 +451,78 @@ fn a_patch_is_required_at_stop_and_a_denied_write_is_not() {
         Value::Null,
         "nothing was done, nothing to hold"
     );
+}
+
+/// An event that cannot be parsed (a lone surrogate in a tool's input, as
+/// JavaScript writes a broken emoji; nesting past the parser's depth; more
+/// than the 16 MiB bound) cannot be claimed: if its bytes name a tool about
+/// to run, the tool is denied, not let run unclaimed behind a warning.
+/// Anything else only warns, and no log is begun.
+#[test]
+fn an_unreadable_event_that_names_a_tool_about_to_run_is_denied() {
+    let place = support::session::session();
+    let pre = tool_event(&place, "PreToolUse", "u", "Write", write_input(&place, "a.txt", "LONE"), "t1");
+    let lone = pre.to_string().replace("LONE", "bad \\ud83d bytes");
+    assert!(serde_json::from_str::<Value>(&lone).is_err(), "the payload is not JSON: {lone}");
+    let deep = format!(
+        r#"{{"hook_event_name": "BeforeTool", "session_id": "u", "cwd": {}, "tool_name": "mcp_x_y", "tool_input": {{"a": {}1{}}}}}"#,
+        json!(place.root.canonicalize().unwrap()),
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    let mut large = pre.clone();
+    large["tool_input"]["content"] = json!("x".repeat(17 << 20));
+    let large = large.to_string();
+    for (dialect, bytes) in [("claude", lone.as_str()), ("gemini", deep.as_str()), ("codex", large.as_str())]
+    {
+        let (code, printed, stderr) = run_hook_bytes(&place.data, dialect, bytes.as_bytes(), &[]);
+        assert_eq!(code, 0, "{dialect}: {stderr}");
+        let denied = match dialect {
+            "gemini" => printed["decision"].as_str(),
+            _ => printed["hookSpecificOutput"]["permissionDecision"].as_str(),
+        };
+        assert_eq!(denied, Some("deny"), "{dialect}: {printed}");
+    }
+    // A stop that cannot be read is not held (EMB-5): it warns.
+    let stop = stop(&place, "u", false).to_string().replace("Done.", "Done \\udc00");
+    let (code, printed, _) = run_hook_bytes(&place.data, "claude", stop.as_bytes(), &[]);
+    assert_eq!((code, printed), (1, Value::Null));
+    // Text in a tool's input that spells the event is inside a string,
+    // where its quotes are escaped: a PostToolUse carrying it only warns.
+    let post = tool_event(&place, "PostToolUse", "u", "Write", write_input(&place, "a.txt", "LONE"), "t1");
+    let post = post.to_string().replace("LONE", r#"\"hook_event_name\":\"PreToolUse\" \ud83d"#);
+    let (code, printed, _) = run_hook_bytes(&place.data, "claude", post.as_bytes(), &[]);
+    assert_eq!((code, printed), (1, Value::Null), "{post}");
+    assert!(!place.data.join("effects").join("claude-u.log").exists(), "nothing was claimed");
+}
+
+/// `link/../b.txt` names `b.txt` to text, but the agent's own `Write` opens
+/// it as given and lands beside wherever `link` points, outside the root:
+/// the tool is denied before it runs, so the ledger never verifies a file
+/// the call did not write (ID-3).
+#[test]
+#[allow(clippy::disallowed_methods)] // the test lays out the agent's files by path
+fn a_write_through_a_symlink_and_dot_dot_is_denied() {
+    let place = support::session::session();
+    let root = place.root.canonicalize().unwrap();
+    let outside = root.parent().unwrap().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
+    std::fs::write(root.join("b.txt"), "hello\n").unwrap();
+    let input = json!({"file_path": root.join("link/../b.txt"), "content": "hello\n"});
+    let pre = tool_event(&place, "PreToolUse", "l", "Write", input, "t1");
+    let printed = hook(&place, "claude", &pre);
+    assert_eq!(printed["hookSpecificOutput"]["permissionDecision"].as_str(), Some("deny"), "{printed}");
+    let reason = printed["hookSpecificOutput"]["permissionDecisionReason"].as_str().unwrap_or_default();
+    assert!(reason.contains("symlink"), "the reason names the symlink: {reason}");
+    // Through a real directory, `..` stays beneath the root and is claimed.
+    std::fs::create_dir(root.join("d")).unwrap();
+    let input = json!({"file_path": root.join("d/../c.txt"), "content": "c\n"});
+    let printed = hook(&place, "claude", &tool_event(&place, "PreToolUse", "l", "Write", input, "t2"));
+    assert_eq!(printed, Value::Null, "claimed, and the user's own approval applies");
+    let claims: Vec<_> = records(&place.data, "claude-l")
+        .into_iter()
+        .filter_map(|r| r["record"].get("claim").cloned())
+        .collect();
+    assert_eq!(claims.len(), 1, "only the write beneath the root was claimed: {claims:?}");
 }

@@ -16,14 +16,23 @@ pub const INPUT_BOUND: u64 = 16 << 20;
 /// `InvalidData` error that names the bound.
 pub fn read_all(reader: impl Read) -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
-    reader.take(INPUT_BOUND + 1).read_to_end(&mut bytes)?;
+    read_within_bound(reader, &mut bytes)?;
+    Ok(bytes)
+}
+
+/// [`read_all`] into `bytes`, which keep what was read when it fails: the
+/// first [`INPUT_BOUND`] bytes and one more of an input past the bound, for
+/// a caller that must still tell what that input was (a hook event too
+/// large to parse may name a tool about to run).
+pub fn read_within_bound(reader: impl Read, bytes: &mut Vec<u8>) -> std::io::Result<()> {
+    reader.take(INPUT_BOUND + 1).read_to_end(bytes)?;
     if bytes.len() as u64 > INPUT_BOUND {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
             format!("larger than {INPUT_BOUND} bytes (16 MiB), the bound on any input read whole"),
         ));
     }
-    Ok(bytes)
+    Ok(())
 }
 
 /// One read of [`read_line`].

@@ -26,7 +26,7 @@ mod open;
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use cap_std::fs::{Dir, MetadataExt};
+use cap_std::fs::{Dir, Metadata, MetadataExt};
 use sha2::{Digest, Sha256};
 
 mod placement;
@@ -452,9 +452,60 @@ impl SealedRoot {
         self.control = control;
     }
 
+    /// ID-3 for `..`: it climbs back out of the name before it only if that
+    /// name is a directory here, not a symlink. [`normalize`] drops a name
+    /// and its `..` as text, but whoever uses the path as given (an agent's
+    /// own tool, a runtime that performs the effect itself) resolves it
+    /// through the filesystem, where `link/../b.txt` is `b.txt` beside
+    /// wherever `link` points: the ledger would name one file and the tool
+    /// write another. So every name a `..` cancels, and every name before
+    /// it, must exist here as a directory that is not a symlink (a missing
+    /// one is refused as not a directory).
+    fn check_climbs(&self, path: &str) -> Result<(), IdentityError> {
+        let mut names: Vec<&str> = Vec::new();
+        for component in path.split('/') {
+            match component {
+                "" | "." => {}
+                ".." => {
+                    let mut prefix = String::new();
+                    for name in &names {
+                        if !prefix.is_empty() {
+                            prefix.push('/');
+                        }
+                        prefix.push_str(name);
+                        if self.directory_on_the_way(path, &prefix)?.is_none() {
+                            return Err(IdentityError::NotADirectory { path: path.into(), at: prefix });
+                        }
+                    }
+                    names.pop();
+                }
+                name => names.push(name),
+            }
+        }
+        Ok(())
+    }
+
+    /// The directory at `prefix` on the way to `path`: a symlink or
+    /// anything but a directory is refused (ID-3); `None` when nothing is
+    /// there.
+    fn directory_on_the_way(&self, path: &str, prefix: &str) -> Result<Option<Metadata>, IdentityError> {
+        match self.dir.symlink_metadata(prefix) {
+            Ok(metadata) if metadata.file_type().is_symlink() => {
+                Err(IdentityError::Symlink { path: path.into(), at: prefix.into() })
+            }
+            Ok(metadata) if !metadata.is_dir() => {
+                Err(IdentityError::NotADirectory { path: path.into(), at: prefix.into() })
+            }
+            Ok(metadata) => Ok(Some(metadata)),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(IdentityError::Io { path: path.into(), source }),
+        }
+    }
+
     /// Resolves `path` beneath the root for `role` (ID-3, ID-4).
     pub fn resolve(&self, path: &str, role: ResourceRole) -> Result<Resolved, IdentityError> {
         let parts = normalize(path)?;
+        self.check_climbs(path)?;
         let relative = parts.join("/");
         self.control.check_prefix(path, &relative)?;
         let io = |source: std::io::Error| IdentityError::Io { path: path.into(), source };
@@ -472,24 +523,17 @@ impl SealedRoot {
                 prefix.push('/');
             }
             prefix.push_str(part);
-            match self.dir.symlink_metadata(&prefix) {
-                Ok(metadata) if metadata.file_type().is_symlink() => {
-                    return Err(IdentityError::Symlink { path: path.into(), at: prefix });
-                }
-                Ok(metadata) if !metadata.is_dir() => {
-                    return Err(IdentityError::NotADirectory { path: path.into(), at: prefix });
-                }
-                Ok(metadata) => {
+            match self.directory_on_the_way(path, &prefix)? {
+                Some(metadata) => {
                     self.control.check_directory(path, &prefix, (metadata.dev(), metadata.ino()), &store)?;
                     chain.update(format!("{}:{};", metadata.dev(), metadata.ino()));
                 }
-                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                None => {
                     // Missing directories are part of the location, not of the
                     // chain: the chain names what exists.
                     missing_from = Some(index);
                     break;
                 }
-                Err(error) => return Err(io(error)),
             }
         }
         let ancestors = hex::encode(chain.finalize());
@@ -540,6 +584,35 @@ mod tests {
         assert!(matches!(normalize("/etc/x"), Err(IdentityError::Absolute { .. })));
         assert!(matches!(normalize(""), Err(IdentityError::Malformed { .. })));
         assert!(matches!(normalize("a\0b"), Err(IdentityError::Malformed { .. })));
+    }
+
+    /// `link/../b.txt` is `b.txt` to text, but beside wherever `link` points
+    /// to a tool that opens the path as given: a `..` climbs back only out
+    /// of a real directory here (ID-3).
+    #[test]
+    #[allow(clippy::disallowed_methods)] // the test lays out the root by path
+    fn a_dot_dot_climbs_back_only_out_of_a_real_directory() {
+        let base = tempfile::tempdir().unwrap();
+        let (root, outside) = (base.path().join("root"), base.path().join("outside"));
+        std::fs::create_dir_all(root.join("d/e")).unwrap();
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(root.join("f"), "").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
+        std::os::unix::fs::symlink(root.join("d"), root.join("d/e/inner")).unwrap();
+        let dir = Dir::open_ambient_dir(&root, cap_std::ambient_authority()).unwrap();
+        let sealed = SealedRoot::new(dir, "/root", "workspace", "agent", ControlPlane::default()).unwrap();
+        let resolve = |path: &str| sealed.resolve(path, ResourceRole::Target);
+        assert_eq!(resolve("d/../b.txt").unwrap().relative, "b.txt");
+        assert_eq!(resolve("d/e/../../d/./x").unwrap().relative, "d/x");
+        assert!(matches!(resolve("link/../b.txt"), Err(IdentityError::Symlink { at, .. }) if at == "link"));
+        assert!(
+            matches!(resolve("d/e/inner/../../b.txt"), Err(IdentityError::Symlink { at, .. }) if at == "d/e/inner")
+        );
+        assert!(matches!(resolve("f/../b.txt"), Err(IdentityError::NotADirectory { at, .. }) if at == "f"));
+        assert!(
+            matches!(resolve("missing/../b.txt"), Err(IdentityError::NotADirectory { at, .. }) if at == "missing")
+        );
+        assert!(matches!(resolve("d/../../b.txt"), Err(IdentityError::Escape { .. })));
     }
 
     /// Other processes write the store while it is listed: a compiled

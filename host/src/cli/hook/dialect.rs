@@ -151,6 +151,21 @@ pub fn names_a_tool_about_to_run(dialect: Dialect, payload: &Value) -> bool {
     }
 }
 
+/// Whether the bytes of an event that cannot be parsed (too large, nested
+/// too deep, a lone surrogate) still name a tool about to run: they hold
+/// the key `hook_event_name` with the dialect's before-tool event as its
+/// value. Inside a JSON string every quote is escaped, so text a tool's
+/// input carries cannot match; in bytes too broken to tell, a match denies
+/// a tool, which is the safe side of a guess.
+pub fn bytes_name_a_tool_about_to_run(dialect: Dialect, bytes: &[u8]) -> bool {
+    let event = match dialect {
+        Dialect::Gemini => "BeforeTool",
+        Dialect::Claude | Dialect::Codex => "PreToolUse",
+    };
+    let pattern = format!(r#""hook_event_name"[ \t\r\n]*:[ \t\r\n]*"{event}""#);
+    regex::bytes::Regex::new(&pattern).expect("a fixed pattern").is_match(bytes)
+}
+
 /// What one agent tool call is, for the ledger.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Mapped {

@@ -29,7 +29,7 @@ use clap::{Args, Subcommand};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use effect_ledger::bounded::read_all;
+use effect_ledger::bounded::read_within_bound;
 use effect_ledger::ledger::{ClaimStatus, Ledger, Reported, Run, RunError, StepRequest, StepStatus};
 use effect_ledger::log::{Executor, Record};
 use effect_ledger::model::{Assessment, Execution, Location, Postcondition, Verdict};
@@ -112,15 +112,26 @@ impl HookArgs {
             return args.run();
         }
         let dialect = self.dialect.expect("clap requires --dialect");
-        let bytes = read_all(std::io::stdin().lock())
-            .map_err(|e| unblocking(anyhow!("reading the hook input: {e}")))?;
-        let payload: Value = match serde_json::from_slice(&bytes) {
+        let mut bytes = Vec::new();
+        let payload = match read_within_bound(std::io::stdin().lock(), &mut bytes) {
+            Err(error) => Err(format!("the hook input could not be read whole: {error}")),
+            Ok(()) => serde_json::from_slice::<Value>(&bytes).map_err(|error| {
+                format!("the hook input is not JSON ({error}); an agent sends one object per event")
+            }),
+        };
+        let payload = match payload {
             Ok(payload) => payload,
-            Err(error) => {
-                return Err(unblocking(anyhow!(
-                    "the hook input is not JSON ({error}); an agent sends one object per event"
-                )));
+            // An event that cannot be read (too large, too deep, a lone
+            // surrogate in a tool's input) cannot be claimed; if it is a
+            // tool about to run, the tool is denied (EMB-1), never let run
+            // unclaimed behind a warning.
+            Err(why) if dialect::bytes_name_a_tool_about_to_run(dialect, &bytes) => {
+                let deny = Answer::Deny(format!(
+                    "effect ledger: {why}; nothing was claimed, so this tool must not run"
+                ));
+                return print(dialect, "PreToolUse", &deny);
             }
+            Err(why) => return Err(unblocking(anyhow!(why))),
         };
         let event = match dialect::parse(dialect, &payload) {
             Ok(event) => event,
