@@ -526,3 +526,26 @@ fn a_write_through_a_symlink_and_dot_dot_is_denied() {
         .collect();
     assert_eq!(claims.len(), 1, "only the write beneath the root was claimed: {claims:?}");
 }
+
+/// A path the agent gives relative is taken from where its own tool takes
+/// it: Codex CLI applies a patch from its working directory, so with the
+/// root named apart from it (`--root`), a patch cannot be claimed as the
+/// files it will write, and is denied; at the root it is claimed.
+#[test]
+fn a_codex_patch_applied_away_from_the_root_is_denied() {
+    let place = support::session::session();
+    let root = place.root.canonicalize().unwrap();
+    std::fs::create_dir(root.join("sub")).unwrap();
+    let patch = "*** Begin Patch\n*** Add File: p.txt\n+p\n*** End Patch\n";
+    let pre = |cwd: &Path, id: &str| {
+        json!({"hook_event_name": "PreToolUse", "session_id": "r", "cwd": cwd,
+               "tool_name": "apply_patch", "tool_use_id": id, "tool_input": {"input": patch}})
+    };
+    let root_arg = root.to_str().unwrap();
+    let denied = hook_with(&place, "codex", &pre(&root.join("sub"), "a1"), &["--root", root_arg]);
+    assert_eq!(denied["hookSpecificOutput"]["permissionDecision"].as_str(), Some("deny"), "{denied}");
+    assert_eq!(hook_with(&place, "codex", &pre(&root, "a2"), &["--root", root_arg]), Value::Null);
+    let claims =
+        records(&place.data, "codex-r").into_iter().filter(|r| r["record"].get("claim").is_some()).count();
+    assert_eq!(claims, 1, "only the patch applied at the root was claimed");
+}

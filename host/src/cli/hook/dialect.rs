@@ -175,6 +175,9 @@ pub enum Mapped {
     Read { path: String },
     /// Nothing the ledger tracks (a search, a fetch, a to-do list).
     Nothing,
+    /// A call the ledger cannot name as the agent's tool will run it: why.
+    /// Before it runs, it is denied (EMB-1).
+    Refused(String),
 }
 
 /// The agent's read-only tools, by dialect: no claim, nothing to settle.
@@ -212,12 +215,15 @@ fn read_only(dialect: Dialect, tool: &str) -> bool {
 
 /// `path` as the ledger names it: relative to `root` when beneath it (the
 /// agents send absolute paths); anything else is left as given, and binding
-/// refuses it (an escape, ID-2).
-pub fn relative(root: &Path, path: &str) -> String {
-    match Path::new(path).strip_prefix(root) {
+/// refuses it (an escape, ID-2). A relative path is taken from `base` (the
+/// agent's working directory, or its project), as the agent's own tool
+/// takes it, then named from the root.
+fn relative(root: &Path, base: &Path, path: &str) -> String {
+    let path = base.join(path);
+    match path.strip_prefix(root) {
         Ok(rest) if rest.as_os_str().is_empty() => ".".into(),
         Ok(rest) => rest.to_string_lossy().into_owned(),
-        Err(_) => path.to_owned(),
+        Err(_) => path.to_string_lossy().into_owned(),
     }
 }
 
@@ -229,9 +235,10 @@ fn field<'a>(input: &'a Value, keys: &[&str]) -> Option<&'a str> {
 /// own tool runs it, as a ledger call. Each is a pure transformation:
 /// contents are passed byte for byte (Claude Code's `Write` writes its
 /// `content` as given, fences and line endings included; so do Codex and
-/// Gemini), paths are made relative to `root`.
-pub fn map(dialect: Dialect, root: &Path, tool_name: &str, input: &Value) -> Mapped {
-    let path_of = |keys: &[&str]| field(input, keys).map(|path| relative(root, path));
+/// Gemini), paths are made relative to `root`: a relative one as the agent
+/// takes it, from `base` (the directory it resolves paths from).
+pub fn map(dialect: Dialect, root: &Path, base: &Path, tool_name: &str, input: &Value) -> Mapped {
+    let path_of = |keys: &[&str]| field(input, keys).map(|path| relative(root, base, path));
     let custom = || Mapped::Effect { tool: tool_name.to_owned(), input: object(input) };
     if let Some(rest) = tool_name.strip_prefix("mcp__") {
         let (server, tool) = rest.split_once("__").unwrap_or((rest, ""));
@@ -275,6 +282,15 @@ pub fn map(dialect: Dialect, root: &Path, tool_name: &str, input: &Value) -> Map
             }
         }
         (Dialect::Codex, "apply_patch") => match field(input, &["patch", "input", "command"]) {
+            // The patch names its files from Codex's working directory; the
+            // ledger binds them from the root, so the two must be one.
+            Some(_) if base != root => Mapped::Refused(format!(
+                "Codex applies this patch's paths from its working directory {}, not from the root {}, \
+                 so the files it claims would not be the files written; run the hook with --root at the \
+                 session's working directory",
+                base.display(),
+                root.display()
+            )),
             Some(patch) => Mapped::Effect { tool: "apply_patch".into(), input: json!({"patch": patch}) },
             None => custom(),
         },
@@ -356,7 +372,7 @@ mod tests {
     const ROOT: &str = "/work/project";
 
     fn mapped(dialect: Dialect, tool: &str, input: Value) -> Mapped {
-        map(dialect, Path::new(ROOT), tool, &input)
+        map(dialect, Path::new(ROOT), Path::new(ROOT), tool, &input)
     }
 
     #[test]
@@ -425,6 +441,23 @@ mod tests {
         // A path outside the root is left for binding to refuse.
         let outside = mapped(Dialect::Claude, "Write", json!({"file_path": "/etc/passwd", "content": ""}));
         assert!(matches!(outside, Mapped::Effect { input, .. } if input["path"] == "/etc/passwd"));
+    }
+
+    /// A relative path is taken from where the agent takes it, then named
+    /// from the root; a Codex patch, whose paths the ledger cannot move, is
+    /// refused unless Codex works at the root.
+    #[test]
+    fn a_relative_path_is_taken_from_the_agents_directory() {
+        let (root, sub) = (Path::new(ROOT), Path::new("/work/project/sub"));
+        let write = json!({"file_path": "a.txt", "content": ""});
+        let from_sub = map(Dialect::Gemini, root, sub, "write_file", &write);
+        assert!(matches!(from_sub, Mapped::Effect { input, .. } if input["path"] == "sub/a.txt"));
+        let up = json!({"file_path": "../b.txt", "content": ""});
+        let climbed = map(Dialect::Gemini, root, sub, "write_file", &up);
+        assert!(matches!(climbed, Mapped::Effect { input, .. } if input["path"] == "sub/../b.txt"));
+        let patch = json!({"input": "*** Begin Patch\n*** Add File: a.txt\n+a\n*** End Patch\n"});
+        assert!(matches!(map(Dialect::Codex, root, sub, "apply_patch", &patch), Mapped::Refused(_)));
+        assert!(matches!(map(Dialect::Codex, root, root, "apply_patch", &patch), Mapped::Effect { .. }));
     }
 
     #[test]

@@ -99,6 +99,17 @@ fn project_dir(dialect: Dialect) -> Option<PathBuf> {
     std::env::var_os(variable).map(PathBuf::from).filter(|path| path.is_absolute())
 }
 
+/// The directory the agent's own tools take a relative path from: Gemini
+/// CLI's project, else the event's `cwd` (Codex CLI's patches, any agent's
+/// relative path). `None` when the event names neither: the root.
+fn agent_directory(dialect: Dialect, event: &Event) -> Option<PathBuf> {
+    let cwd = || event.cwd.as_deref().map(PathBuf::from).filter(|cwd| cwd.is_absolute());
+    match dialect {
+        Dialect::Gemini => project_dir(dialect).or_else(cwd),
+        Dialect::Claude | Dialect::Codex => cwd(),
+    }
+}
+
 fn print(dialect: Dialect, event: &str, answer: &Answer) -> Result<ExitCode, Failure> {
     if let Some(printed) = dialect::render(dialect, event, answer) {
         super::output::line(printed)?;
@@ -181,7 +192,9 @@ impl HookArgs {
             return Ok(Answer::Silent);
         }
         let canonical = root.canonicalize().unwrap_or_else(|_| root.to_owned());
-        let mapped = dialect::map(dialect, &canonical, &event.tool_name, &event.tool_input);
+        let base = agent_directory(dialect, event)
+            .map_or_else(|| canonical.clone(), |base| base.canonicalize().unwrap_or(base));
+        let mapped = dialect::map(dialect, &canonical, &base, &event.tool_name, &event.tool_input);
         if matches!(event.kind, Kind::Before | Kind::After | Kind::Failed { .. } | Kind::Denied)
             && mapped == Mapped::Nothing
         {
@@ -196,6 +209,9 @@ impl HookArgs {
         Ok(match (&event.kind, mapped) {
             (Kind::Before, Mapped::Effect { tool, input }) => hooked.claim(&tool, &input),
             (Kind::Before, Mapped::Read { .. }) => Answer::Silent,
+            (Kind::Before, Mapped::Refused(why)) => {
+                Answer::Deny(format!("effect ledger: {why}; nothing was claimed, so this tool must not run"))
+            }
             (Kind::After, Mapped::Read { path }) => hooked.read_back(&path),
             (Kind::After | Kind::Failed { .. } | Kind::Denied, Mapped::Effect { tool, input }) => {
                 hooked.settle(&tool, &input)
