@@ -470,9 +470,13 @@ fn an_unreadable_event_that_names_a_tool_about_to_run_is_denied() {
         "[".repeat(200),
         "]".repeat(200)
     );
+    // Past the bound, with the event's name after the tool's input: the
+    // whole input is scanned.
     let mut large = pre.clone();
     large["tool_input"]["content"] = json!("x".repeat(17 << 20));
+    large.as_object_mut().unwrap().remove("hook_event_name");
     let large = large.to_string();
+    let large = format!("{},\"hook_event_name\":\"PreToolUse\"}}", large.strip_suffix('}').unwrap());
     for (dialect, bytes) in [("claude", lone.as_str()), ("gemini", deep.as_str()), ("codex", large.as_str())]
     {
         let (code, printed, stderr) = run_hook_bytes(&place.data, dialect, bytes.as_bytes(), &[]);
@@ -493,38 +497,42 @@ fn an_unreadable_event_that_names_a_tool_about_to_run_is_denied() {
     let post = post.to_string().replace("LONE", r#"\"hook_event_name\":\"PreToolUse\" \ud83d"#);
     let (code, printed, _) = run_hook_bytes(&place.data, "claude", post.as_bytes(), &[]);
     assert_eq!((code, printed), (1, Value::Null), "{post}");
+    // So is the key itself inside a tool's input: only the top level names
+    // the event.
+    let mut nested = tool_event(&place, "PostToolUse", "u", "mcp__s__t", json!({"note": "LONE"}), "t2");
+    nested["tool_input"]["hook_event_name"] = json!("PreToolUse");
+    let nested = nested.to_string().replace("LONE", "x\\ud83d");
+    let (code, printed, _) = run_hook_bytes(&place.data, "claude", nested.as_bytes(), &[]);
+    assert_eq!((code, printed), (1, Value::Null), "{nested}");
     assert!(!place.data.join("effects").join("claude-u.log").exists(), "nothing was claimed");
 }
 
 /// `link/../b.txt` names `b.txt` to text, but the agent's own `Write` opens
 /// it as given and lands beside wherever `link` points, outside the root:
 /// the tool is denied before it runs, so the ledger never verifies a file
-/// the call did not write (ID-3).
+/// the call did not write. A real directory is no better: it may be a
+/// symlink by the time the tool runs (ID-3).
 #[test]
 #[allow(clippy::disallowed_methods)] // the test lays out the agent's files by path
-fn a_write_through_a_symlink_and_dot_dot_is_denied() {
+fn a_write_through_dot_dot_is_denied() {
     let place = support::session::session();
     let root = place.root.canonicalize().unwrap();
     let outside = root.parent().unwrap().join("outside");
     std::fs::create_dir(&outside).unwrap();
     std::os::unix::fs::symlink(&outside, root.join("link")).unwrap();
-    std::fs::write(root.join("b.txt"), "hello\n").unwrap();
-    let input = json!({"file_path": root.join("link/../b.txt"), "content": "hello\n"});
-    let pre = tool_event(&place, "PreToolUse", "l", "Write", input, "t1");
-    let printed = hook(&place, "claude", &pre);
-    assert_eq!(printed["hookSpecificOutput"]["permissionDecision"].as_str(), Some("deny"), "{printed}");
-    let reason = printed["hookSpecificOutput"]["permissionDecisionReason"].as_str().unwrap_or_default();
-    assert!(reason.contains("symlink"), "the reason names the symlink: {reason}");
-    // Through a real directory, `..` stays beneath the root and is claimed.
     std::fs::create_dir(root.join("d")).unwrap();
-    let input = json!({"file_path": root.join("d/../c.txt"), "content": "c\n"});
-    let printed = hook(&place, "claude", &tool_event(&place, "PreToolUse", "l", "Write", input, "t2"));
-    assert_eq!(printed, Value::Null, "claimed, and the user's own approval applies");
-    let claims: Vec<_> = records(&place.data, "claude-l")
-        .into_iter()
-        .filter_map(|r| r["record"].get("claim").cloned())
-        .collect();
-    assert_eq!(claims.len(), 1, "only the write beneath the root was claimed: {claims:?}");
+    std::fs::write(root.join("b.txt"), "hello\n").unwrap();
+    for (id, through) in [("t1", "link/../b.txt"), ("t2", "d/../b.txt")] {
+        let input = json!({"file_path": root.join(through), "content": "hello\n"});
+        let printed = hook(&place, "claude", &tool_event(&place, "PreToolUse", "l", "Write", input, id));
+        assert_eq!(printed["hookSpecificOutput"]["permissionDecision"].as_str(), Some("deny"), "{printed}");
+        let reason = printed["hookSpecificOutput"]["permissionDecisionReason"].as_str().unwrap_or_default();
+        assert!(reason.contains("`..`"), "the reason names the `..`: {reason}");
+    }
+    let log = place.data.join("effects").join("claude-l.log");
+    let claimed =
+        log.exists() && records(&place.data, "claude-l").iter().any(|r| r["record"].get("claim").is_some());
+    assert!(!claimed, "nothing was claimed");
 }
 
 /// A path the agent gives relative is taken from where its own tool takes

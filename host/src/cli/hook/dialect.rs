@@ -151,19 +151,87 @@ pub fn names_a_tool_about_to_run(dialect: Dialect, payload: &Value) -> bool {
     }
 }
 
-/// Whether the bytes of an event that cannot be parsed (too large, nested
-/// too deep, a lone surrogate) still name a tool about to run: they hold
-/// the key `hook_event_name` with the dialect's before-tool event as its
-/// value. Inside a JSON string every quote is escaped, so text a tool's
-/// input carries cannot match; in bytes too broken to tell, a match denies
-/// a tool, which is the safe side of a guess.
-pub fn bytes_name_a_tool_about_to_run(dialect: Dialect, bytes: &[u8]) -> bool {
-    let event = match dialect {
-        Dialect::Gemini => "BeforeTool",
-        Dialect::Claude | Dialect::Codex => "PreToolUse",
-    };
-    let pattern = format!(r#""hook_event_name"[ \t\r\n]*:[ \t\r\n]*"{event}""#);
-    regex::bytes::Regex::new(&pattern).expect("a fixed pattern").is_match(bytes)
+/// The top-level `hook_event_name` of an event's bytes that do not parse
+/// as JSON (past the input bound, nested too deep, a lone surrogate): a
+/// scan that keeps track of strings, escapes and nesting, fed in pieces,
+/// so a tool's own input or output, nested inside the event, cannot pass
+/// for it, and the key is found wherever it comes in the input.
+#[derive(Debug, Default)]
+pub struct EventScan {
+    /// Objects and arrays open around the current byte.
+    depth: u32,
+    in_string: bool,
+    escaped: bool,
+    /// At the top level, the next string is a key.
+    expect_key: bool,
+    /// The last key at the top level was `hook_event_name`.
+    named: bool,
+    /// The top-level string being read (its first bytes).
+    token: Vec<u8>,
+    /// The event's name as the scan last found it (the last of duplicates,
+    /// as a JSON parser takes it).
+    event: Option<Vec<u8>>,
+}
+
+/// Longer top-level strings are no key or event name worth keeping.
+const SCAN_TOKEN: usize = 64;
+
+impl EventScan {
+    /// Reads the next bytes of the event.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            if self.in_string {
+                match (self.escaped, byte) {
+                    (true, _) => self.escaped = false,
+                    (false, b'\\') => self.escaped = true,
+                    (false, b'"') => {
+                        self.in_string = false;
+                        if self.depth == 1 {
+                            self.top_level_string();
+                        }
+                        continue;
+                    }
+                    _ => {}
+                }
+                if self.depth == 1 && self.token.len() <= SCAN_TOKEN {
+                    self.token.push(byte);
+                }
+                continue;
+            }
+            match byte {
+                b'"' => {
+                    self.in_string = true;
+                    self.token.clear();
+                }
+                b'{' | b'[' => {
+                    self.depth += 1;
+                    self.expect_key = self.depth == 1 && byte == b'{';
+                }
+                b'}' | b']' => self.depth = self.depth.saturating_sub(1),
+                b',' if self.depth == 1 => self.expect_key = true,
+                _ => {}
+            }
+        }
+    }
+
+    fn top_level_string(&mut self) {
+        if self.expect_key {
+            self.named = self.token == b"hook_event_name";
+            self.expect_key = false;
+        } else if std::mem::take(&mut self.named) {
+            self.event = Some(self.token.clone());
+        }
+    }
+
+    /// Whether the event is the dialect's before-tool event: a tool about
+    /// to run.
+    pub fn names_a_tool_about_to_run(&self, dialect: Dialect) -> bool {
+        let before: &[u8] = match dialect {
+            Dialect::Gemini => b"BeforeTool",
+            Dialect::Claude | Dialect::Codex => b"PreToolUse",
+        };
+        self.event.as_deref() == Some(before)
+    }
 }
 
 /// What one agent tool call is, for the ledger.
@@ -441,6 +509,37 @@ mod tests {
         // A path outside the root is left for binding to refuse.
         let outside = mapped(Dialect::Claude, "Write", json!({"file_path": "/etc/passwd", "content": ""}));
         assert!(matches!(outside, Mapped::Effect { input, .. } if input["path"] == "/etc/passwd"));
+    }
+
+    /// Only the top-level key names the event: the same key inside a tool's
+    /// input, or in text, does not; fed in pieces, split anywhere.
+    #[test]
+    fn an_event_scan_finds_only_the_top_level_event() {
+        let scan = |text: &str, split: usize| {
+            let mut scan = EventScan::default();
+            let (head, tail) = text.as_bytes().split_at(split.min(text.len()));
+            scan.feed(head);
+            scan.feed(tail);
+            scan.names_a_tool_about_to_run(Dialect::Claude)
+        };
+        let pre =
+            r#"{"session_id":"s","tool_input":{"a":[1,"]"]},"hook_event_name" : "PreToolUse","x":"\ud83d"#;
+        let nested =
+            r#"{"hook_event_name":"PostToolUse","tool_input":{"hook_event_name":"PreToolUse"},"n":"\ud83d"}"#;
+        let in_text =
+            r#"{"hook_event_name":"PostToolUse","note":"\"hook_event_name\":\"PreToolUse\"\ud83d"}"#;
+        let as_value = r#"{"note":"hook_event_name","PreToolUse":1}"#;
+        for split in [0, 1, 17, 30, 45, 200] {
+            assert!(scan(pre, split), "split at {split}");
+            assert!(!scan(nested, split), "a tool's own key, split at {split}");
+            assert!(!scan(in_text, split), "text, split at {split}");
+            assert!(!scan(as_value, split), "a value that spells the key, split at {split}");
+        }
+        let gemini = r#"{"hook_event_name":"BeforeTool"}"#;
+        let mut scanned = EventScan::default();
+        scanned.feed(gemini.as_bytes());
+        assert!(scanned.names_a_tool_about_to_run(Dialect::Gemini));
+        assert!(!scanned.names_a_tool_about_to_run(Dialect::Codex));
     }
 
     /// A relative path is taken from where the agent takes it, then named

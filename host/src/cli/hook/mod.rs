@@ -39,7 +39,7 @@ use effect_ledger::tools::Call;
 use super::output::name;
 use super::runtime::{bad, open_ledger_with, state_dir};
 use super::{Failure, exit};
-use dialect::{Answer, Dialect, Event, Kind, Mapped};
+use dialect::{Answer, Dialect, Event, EventScan, Kind, Mapped};
 
 /// Arguments of `effects hook`.
 #[derive(Args)]
@@ -99,6 +99,25 @@ fn project_dir(dialect: Dialect) -> Option<PathBuf> {
     std::env::var_os(variable).map(PathBuf::from).filter(|path| path.is_absolute())
 }
 
+/// The answer to a tool about to run that nothing could claim (EMB-1).
+fn deny_unclaimed(why: &str) -> Answer {
+    Answer::Deny(format!("effect ledger: {why}; nothing was claimed, so this tool must not run"))
+}
+
+/// Scans the rest of an input past its bound, reading it to its end.
+fn scan_rest(input: &mut impl std::io::Read, scan: &mut EventScan) {
+    let mut chunk = vec![0; 64 << 10];
+    loop {
+        match input.read(&mut chunk) {
+            Ok(0) => return,
+            Ok(read) => scan.feed(&chunk[..read]),
+            Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+            // What could not be read is not scanned; the hook warns.
+            Err(_) => return,
+        }
+    }
+}
+
 /// The directory the agent's own tools take a relative path from: Gemini
 /// CLI's project, else the event's `cwd` (Codex CLI's patches, any agent's
 /// relative path). `None` when the event names neither: the root.
@@ -123,8 +142,10 @@ impl HookArgs {
             return args.run();
         }
         let dialect = self.dialect.expect("clap requires --dialect");
+        let mut stdin = std::io::stdin().lock();
         let mut bytes = Vec::new();
-        let payload = match read_within_bound(std::io::stdin().lock(), &mut bytes) {
+        let read = read_within_bound(&mut stdin, &mut bytes);
+        let payload = match &read {
             Err(error) => Err(format!("the hook input could not be read whole: {error}")),
             Ok(()) => serde_json::from_slice::<Value>(&bytes).map_err(|error| {
                 format!("the hook input is not JSON ({error}); an agent sends one object per event")
@@ -136,13 +157,20 @@ impl HookArgs {
             // surrogate in a tool's input) cannot be claimed; if it is a
             // tool about to run, the tool is denied (EMB-1), never let run
             // unclaimed behind a warning.
-            Err(why) if dialect::bytes_name_a_tool_about_to_run(dialect, &bytes) => {
-                let deny = Answer::Deny(format!(
-                    "effect ledger: {why}; nothing was claimed, so this tool must not run"
-                ));
-                return print(dialect, "PreToolUse", &deny);
+            Err(why) => {
+                let mut scan = EventScan::default();
+                scan.feed(&bytes);
+                if read.is_err() {
+                    // Past the bound: the rest is scanned too (the event's
+                    // name may come after the tool's input), and read to
+                    // its end, so the agent's write never fails.
+                    scan_rest(&mut stdin, &mut scan);
+                }
+                if scan.names_a_tool_about_to_run(dialect) {
+                    return print(dialect, "PreToolUse", &deny_unclaimed(&why));
+                }
+                return Err(unblocking(anyhow!(why)));
             }
-            Err(why) => return Err(unblocking(anyhow!(why))),
         };
         let event = match dialect::parse(dialect, &payload) {
             Ok(event) => event,
@@ -150,8 +178,7 @@ impl HookArgs {
             // (EMB-1). Anything else only warns: a stop must never be held
             // by an error it cannot clear (EMB-5).
             Err(why) if dialect::names_a_tool_about_to_run(dialect, &payload) => {
-                let deny = Answer::Deny(format!("effect ledger: {why}; nothing was claimed"));
-                return print(dialect, "PreToolUse", &deny);
+                return print(dialect, "PreToolUse", &deny_unclaimed(&why));
             }
             Err(why) => return Err(unblocking(anyhow!(why))),
         };
@@ -195,10 +222,14 @@ impl HookArgs {
         let base = agent_directory(dialect, event)
             .map_or_else(|| canonical.clone(), |base| base.canonicalize().unwrap_or(base));
         let mapped = dialect::map(dialect, &canonical, &base, &event.tool_name, &event.tool_input);
-        if matches!(event.kind, Kind::Before | Kind::After | Kind::Failed { .. } | Kind::Denied)
-            && mapped == Mapped::Nothing
-        {
-            return Ok(Answer::Silent);
+        match (&event.kind, &mapped) {
+            (Kind::Before | Kind::After | Kind::Failed { .. } | Kind::Denied, Mapped::Nothing) => {
+                return Ok(Answer::Silent);
+            }
+            // Refused before the ledger is opened: no run is begun for it.
+            (Kind::Before, Mapped::Refused(why)) => return Ok(deny_unclaimed(why)),
+            (_, Mapped::Refused(_)) => return Ok(Answer::Silent),
+            _ => {}
         }
         // One event needs one classifier, or the evaluator: the rest are
         // never loaded.
@@ -209,9 +240,6 @@ impl HookArgs {
         Ok(match (&event.kind, mapped) {
             (Kind::Before, Mapped::Effect { tool, input }) => hooked.claim(&tool, &input),
             (Kind::Before, Mapped::Read { .. }) => Answer::Silent,
-            (Kind::Before, Mapped::Refused(why)) => {
-                Answer::Deny(format!("effect ledger: {why}; nothing was claimed, so this tool must not run"))
-            }
             (Kind::After, Mapped::Read { path }) => hooked.read_back(&path),
             (Kind::After | Kind::Failed { .. } | Kind::Denied, Mapped::Effect { tool, input }) => {
                 hooked.settle(&tool, &input)
