@@ -26,7 +26,7 @@ mod open;
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use cap_std::fs::{Dir, Metadata, MetadataExt};
+use cap_std::fs::{Dir, MetadataExt};
 use sha2::{Digest, Sha256};
 
 mod placement;
@@ -468,23 +468,6 @@ impl SealedRoot {
         self.control = control;
     }
 
-    /// The directory at `prefix` on the way to `path`: a symlink or
-    /// anything but a directory is refused (ID-3); `None` when nothing is
-    /// there.
-    fn directory_on_the_way(&self, path: &str, prefix: &str) -> Result<Option<Metadata>, IdentityError> {
-        match self.dir.symlink_metadata(prefix) {
-            Ok(metadata) if metadata.file_type().is_symlink() => {
-                Err(IdentityError::Symlink { path: path.into(), at: prefix.into() })
-            }
-            Ok(metadata) if !metadata.is_dir() => {
-                Err(IdentityError::NotADirectory { path: path.into(), at: prefix.into() })
-            }
-            Ok(metadata) => Ok(Some(metadata)),
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(source) => Err(IdentityError::Io { path: path.into(), source }),
-        }
-    }
-
     /// Resolves `path` beneath the root for `role` (ID-3, ID-4).
     pub fn resolve(&self, path: &str, role: ResourceRole) -> Result<Resolved, IdentityError> {
         let parts = normalize(path)?;
@@ -505,17 +488,24 @@ impl SealedRoot {
                 prefix.push('/');
             }
             prefix.push_str(part);
-            match self.directory_on_the_way(path, &prefix)? {
-                Some(metadata) => {
+            match self.dir.symlink_metadata(&prefix) {
+                Ok(metadata) if metadata.file_type().is_symlink() => {
+                    return Err(IdentityError::Symlink { path: path.into(), at: prefix });
+                }
+                Ok(metadata) if !metadata.is_dir() => {
+                    return Err(IdentityError::NotADirectory { path: path.into(), at: prefix });
+                }
+                Ok(metadata) => {
                     self.control.check_directory(path, &prefix, (metadata.dev(), metadata.ino()), &store)?;
                     chain.update(format!("{}:{};", metadata.dev(), metadata.ino()));
                 }
-                None => {
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
                     // Missing directories are part of the location, not of the
                     // chain: the chain names what exists.
                     missing_from = Some(index);
                     break;
                 }
+                Err(error) => return Err(io(error)),
             }
         }
         let ancestors = hex::encode(chain.finalize());

@@ -141,14 +141,18 @@ pub fn parse(dialect: Dialect, payload: &Value) -> Result<Event, String> {
     })
 }
 
+/// The dialect's event for a tool about to run.
+fn before_tool(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Gemini => "BeforeTool",
+        Dialect::Claude | Dialect::Codex => "PreToolUse",
+    }
+}
+
 /// Whether an unreadable `payload` still says a tool is about to run (so
 /// the hook must deny it rather than let it run unclaimed).
 pub fn names_a_tool_about_to_run(dialect: Dialect, payload: &Value) -> bool {
-    match payload.get("hook_event_name").and_then(Value::as_str) {
-        Some("PreToolUse") => dialect != Dialect::Gemini,
-        Some("BeforeTool") => dialect == Dialect::Gemini,
-        _ => false,
-    }
+    payload.get("hook_event_name").and_then(Value::as_str) == Some(before_tool(dialect))
 }
 
 /// The top-level `hook_event_name` of an event's bytes that do not parse
@@ -226,11 +230,7 @@ impl EventScan {
     /// Whether the event is the dialect's before-tool event: a tool about
     /// to run.
     pub fn names_a_tool_about_to_run(&self, dialect: Dialect) -> bool {
-        let before: &[u8] = match dialect {
-            Dialect::Gemini => b"BeforeTool",
-            Dialect::Claude | Dialect::Codex => b"PreToolUse",
-        };
-        self.event.as_deref() == Some(before)
+        self.event.as_deref() == Some(before_tool(dialect).as_bytes())
     }
 }
 
