@@ -143,14 +143,19 @@ fn claim_of(answer: &Value) -> u64 {
 /// `proxied`, and does the handshake. Returns the place, the proxy and the
 /// upstream's record of what it executed.
 fn start() -> (support::session::Session, Proxy, std::path::PathBuf) {
+    start_before("lenient", LENIENT_UPSTREAM)
+}
+
+/// [`start`] in front of the upstream `script`, named `name`.
+fn start_before(name: &str, script: &str) -> (support::session::Session, Proxy, std::path::PathBuf) {
     let place = support::session::session();
     let executed = place.root.parent().unwrap().join("executed.jsonl");
     let mut child = Command::new(env!("CARGO_BIN_EXE_effects"))
         .arg("--data-dir")
         .arg(&place.data)
-        .args(["mcp-proxy", "--name", "lenient", "--run", "proxied", "--root"])
+        .args(["mcp-proxy", "--name", name, "--run", "proxied", "--root"])
         .arg(&place.root)
-        .args(["--", "python3", "-c", LENIENT_UPSTREAM])
+        .args(["--", "python3", "-c", script])
         .arg(&executed)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -312,4 +317,159 @@ fn a_call_is_settled_by_no_more_than_its_answer_says() {
     assert_eq!(execution(finished_anyway).as_deref(), Some("REPORTED_SUCCESS"));
     let abandoned: Vec<_> = log[3..].iter().map(|(_, e)| e.as_deref().unwrap()).collect();
     assert_eq!(abandoned, ["CANCELLED", "UNKNOWN"]);
+}
+
+/// An upstream that matches method names and keys leniently, as JavaScript
+/// and Python servers do: a name is any of its readings (lower-cased,
+/// case-folded, NFKC or NFKD without accents, stripped, white space and
+/// format characters removed, cut at a NUL, percent-decoded), and a key is
+/// found in any spelling that reads as it (a case-insensitive
+/// deserializer's, the last one winning). Every message that reads as a
+/// `tools/call` is executed and recorded as `[id, name]`.
+const NORMALIZING_UPSTREAM: &str = r#"
+import json, sys, unicodedata, urllib.parse
+executed = open(sys.argv[1], "a")
+
+def readings(name):
+    out = set()
+    for cut in (name, name.split("\0")[0]):
+        for form in ("NFKC", "NFKD"):
+            x = unicodedata.normalize(form, cut)
+            if form == "NFKD":
+                x = "".join(c for c in x if not unicodedata.combining(c))
+            for case in (str.lower, str.casefold, lambda s: s.upper().lower()):
+                y = case(x).strip()
+                z = "".join(c for c in y if not (c.isspace() or unicodedata.category(c) in ("Cc", "Cf")))
+                out |= {y, z, urllib.parse.unquote(z)}
+    return out
+
+def field(message, key):
+    found = None
+    for k, v in message.items():
+        if key in readings(k):
+            found = v
+    return found
+
+def send(message):
+    sys.stdout.write(json.dumps(message) + "\n")
+    sys.stdout.flush()
+
+for raw in sys.stdin.buffer:
+    try:
+        message = json.loads(raw.decode("utf-8", errors="replace"))
+    except ValueError:
+        continue
+    if not isinstance(message, dict):
+        continue
+    method, id = field(message, "method"), field(message, "id")
+    if not isinstance(method, str):
+        continue
+    if method == "initialize":
+        send({"jsonrpc": "2.0", "id": id, "result": {"protocolVersion": "2025-11-25",
+              "capabilities": {"tools": {}}, "serverInfo": {"name": "normalizing", "version": "0"}}})
+    elif "tools/call" in readings(method):
+        params = field(message, "params")
+        name = field(params, "name") if isinstance(params, dict) else None
+        executed.write(json.dumps([id, name]) + "\n")
+        executed.flush()
+        if id is not None:
+            send({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "ran"}]}})
+    elif id is not None:
+        send({"jsonrpc": "2.0", "id": id, "result": {}})
+"#;
+
+/// Spellings of `tools/call` a normalizing reader takes for it, one for
+/// each character outside ASCII that folds (NFKC or NFKD without accents,
+/// case-folded) into a run of its letters, put in that run's place, and
+/// one for each that vanishes (a format character, white space), put at
+/// either end: Python's own tables, not the proxy's.
+const SPELLINGS: &str = r#"
+import json, sys, unicodedata as u
+target, spellings = "tools/call", []
+for cp in range(0x80, 0x110000):
+    if 0xD800 <= cp <= 0xDFFF:
+        continue
+    c = chr(cp)
+    for form in ("NFKC", "NFKD"):
+        r = u.normalize(form, c)
+        r = "".join(x for x in r if not u.combining(x)).casefold()
+        if r and r in target:
+            at = target.index(r)
+            spellings.append(target[:at] + c + target[at + len(r):])
+            break
+    if u.category(c) in ("Cf", "Zs", "Zl", "Zp"):
+        spellings.append(c + target)
+        spellings.append(target + c)
+json.dump(spellings, sys.stdout)
+"#;
+
+#[test]
+fn no_spelling_a_lenient_upstream_reads_as_a_call_is_forwarded() {
+    let (place, mut proxy, executed) = start_before("normalizing", NORMALIZING_UPSTREAM);
+
+    // The call as MCP spells it is claimed and runs.
+    proxy.send_json(call(2, "honest"));
+    let honest = claim_of(&proxy.read());
+
+    // The two spellings found, the class they stand for, and the same as
+    // notifications (dropped: a notification is never answered).
+    let mut methods: Vec<String> = [
+        "Tools/Call",
+        "tools/call ",
+        "TOOLS/CALL",
+        "\ttools/call\r\n",
+        "tools/call\u{0}",
+        "tools/call\u{0}trailing",
+        "\u{feff}tools/call",
+        "tools/\u{200b}call",
+        "ｔｏｏｌｓ／ｃａｌｌ",
+        "toolſ/call",
+        "tools/㎈l",
+        "tōols/càll",
+        "tools%2Fcall",
+        "tools%2fcall%00",
+    ]
+    .map(String::from)
+    .to_vec();
+    let spelled = Command::new("python3").args(["-c", SPELLINGS]).output().unwrap();
+    assert!(spelled.status.success(), "{}", String::from_utf8_lossy(&spelled.stderr));
+    let generated: Vec<String> = serde_json::from_slice(&spelled.stdout).unwrap();
+    assert!(generated.len() > 500, "{} spellings", generated.len());
+    methods.extend(generated);
+    let mut id = 100;
+    for method in &methods {
+        id += 1;
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {"name": format!("spelled-{id}")}});
+        proxy.send_json(request);
+        let answer = proxy.read();
+        assert_eq!(code(&answer), (json!(id), json!(-32600)), "{method:?} was not refused: {answer}");
+        proxy.send_json(
+            json!({"jsonrpc": "2.0", "method": method, "params": {"name": "spelled-notification"}}),
+        );
+    }
+    // Keys a case-insensitive reader takes for a member, or for a call's name.
+    let keyed = [
+        json!({"jsonrpc": "2.0", "id": 10, "Method": "tools/call", "params": {"name": "keyed-method"}}),
+        json!({"jsonrpc": "2.0", "id": 11, "method": "ping", "METHOD": "tools/call", "params": {"name": "keyed-both"}}),
+        json!({"jsonrpc": "2.0", "id": 12, "method": "tools/list", "ＭＥＴＨＯＤ": "tools/call", "params": {"name": "keyed-wide"}}),
+    ];
+    for message in keyed {
+        let id = message["id"].clone();
+        proxy.send_json(message);
+        assert_eq!(code(&proxy.read()), (id, json!(-32600)));
+    }
+    proxy.send_json(json!({"jsonrpc": "2.0", "id": 13, "method": "tools/call", "params": {"name": "claimed", "Name": "ran-instead"}}));
+    assert_eq!(code(&proxy.read()), (json!(13), json!(-32602)));
+
+    // The proxy goes on, and real methods still pass.
+    proxy.send_json(json!({"jsonrpc": "2.0", "id": 14, "method": "tools/list"}));
+    assert_eq!(proxy.read()["id"], json!(14));
+    proxy.send_json(call(15, "after"));
+    let after = claim_of(&proxy.read());
+    let (recorded, _) = finish(proxy, &executed);
+
+    let names: Vec<&str> = recorded.iter().map(|r| r[1].as_str().unwrap_or("?")).collect();
+    assert_eq!(names, ["honest", "after"], "the upstream ran a call the proxy did not claim");
+    let settled = |claim: u64| (claim, Some("REPORTED_SUCCESS".to_owned()));
+    assert_eq!(claims(&place, "proxied"), [settled(honest), settled(after)]);
 }

@@ -6,8 +6,11 @@
 //! acts, settled, read back), plus `complete` and the operator's checks.
 //! `effects mcp-proxy` (`proxy.rs`) puts any MCP server behind the ledger:
 //! every `tools/call` claimed as an external effect before it is forwarded
-//! and settled from the upstream's answer.
+//! and settled from the upstream's answer, and a name a lenient upstream
+//! may read as a call refused (`lenient.rs`, its table `fold_table.rs`).
 
+mod fold_table;
+mod lenient;
 mod proxy;
 mod server;
 mod wire;

@@ -25,7 +25,11 @@
 //! line over the input bound, a `tools/call` whose params are not MCP's, one
 //! without an id, and a request reusing the id of one still in flight are
 //! each answered here with a JSON-RPC error (none for a notification) and
-//! dropped.
+//! dropped. So is a name spelled otherwise than MCP spells it that a
+//! lenient upstream may read as MCP's (EMB-1 extended, `lenient.rs`): a
+//! method it may run as `tools/call` (`Tools/Call`, `tools/call `), a key it
+//! may take for a JSON-RPC member (`Method`), a call param it may take for
+//! `name` or `arguments`.
 //!
 //! Settlement says no more than the upstream's answer: a result shaped as
 //! a finished call (`content`, `isError` absent or a boolean, no task, no
@@ -58,6 +62,7 @@ use effect_ledger::tools::{Call, External};
 
 use super::super::Failure;
 use super::super::runtime::bad;
+use super::lenient;
 use super::wire::{self, Line, Message, raw};
 use super::{open, request_prefix};
 
@@ -158,6 +163,45 @@ fn error(id: &RawValue, code: i64, message: String) -> Box<RawValue> {
     raw(&json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}))
 }
 
+/// JSON-RPC's members, as a message spells them.
+const MEMBERS: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
+
+/// The params of a `tools/call` a claim records.
+const CALL_PARAMS: [&str; 2] = ["name", "arguments"];
+
+/// Why a lenient upstream could read `message` otherwise than the proxy
+/// does, if it could (EMB-1 extended, `lenient.rs`): a top-level key spelled
+/// otherwise than a JSON-RPC member it may be read as (`Method`, `ID`: a
+/// case-insensitive deserializer takes them for the member), or a method
+/// spelled otherwise than `tools/call` that a normalizing upstream may run
+/// as one (`Tools/Call`, `tools/call `, full-width letters, a trailing NUL).
+fn misread(message: &Message) -> Option<String> {
+    for key in message.keys() {
+        if let Some(member) = MEMBERS.iter().find(|member| lenient::reads_as_other(key, member)) {
+            return Some(format!(
+                "the key {key:?} is not `{member}`, but a lenient server may read it as `{member}`"
+            ));
+        }
+    }
+    let method = message.method()?;
+    lenient::reads_as_other(&method, "tools/call")
+        .then(|| format!("the method {method:?} is not `tools/call`, but a lenient server may run it as one"))
+}
+
+/// Why a lenient upstream could read a call's `params` otherwise than its
+/// claim records them (a key it may take for `name` or `arguments`).
+fn misread_params(params: &str) -> Option<String> {
+    let params = RawValue::from_string(params.to_owned()).ok()?;
+    let params = Message::of(&params).ok()?;
+    params.keys().find_map(|key| {
+        CALL_PARAMS.iter().find(|name| lenient::reads_as_other(key, name)).map(|name| {
+            format!(
+                "the tools/call param {key:?} is not `{name}`, but a lenient server may read it as `{name}`"
+            )
+        })
+    })
+}
+
 /// The facts an answer to a `tools/call` gives (see the module doc).
 fn reported(answer: &Message) -> Reported {
     let unknown = Reported { executed: true, exit_code: None, timed_out: false, cancelled: false };
@@ -219,6 +263,16 @@ impl Proxy {
         mut message: Message,
         answers: &mut Vec<Box<RawValue>>,
     ) -> Option<Box<RawValue>> {
+        if let Some(why) = misread(&message) {
+            // EMB-1 (extended): what a lenient upstream could read as
+            // another message than the proxy reads is never forwarded.
+            let why = format!("not forwarded: {why}");
+            match message.get("id") {
+                Some(id) => answers.push(error(id, INVALID_REQUEST, why)),
+                None => tracing::warn!("a notification {why}"),
+            }
+            return None;
+        }
         let Some(method) = message.method() else {
             if message.get("method").is_some() {
                 // A method that is not a string: no request we can read.
@@ -259,6 +313,9 @@ impl Proxy {
         }
         let call = if method == "tools/call" {
             let params = message.get("params").map_or("null", RawValue::get);
+            if let Some(why) = misread_params(params) {
+                return refuse(INVALID_PARAMS, why, answers);
+            }
             let params = match serde_json::from_str::<CallToolRequestParams>(params) {
                 Ok(params) => params,
                 Err(why) => {

@@ -53,6 +53,11 @@ impl Message {
         self.fields.iter().find(|(k, _)| k == key).map(|(_, v)| &**v)
     }
 
+    /// The top-level keys, in order.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.fields.iter().map(|(key, _)| key.as_str())
+    }
+
     /// A field that is a string.
     pub fn text(&self, key: &str) -> Option<String> {
         self.get(key).and_then(|raw| serde_json::from_str(raw.get()).ok())
