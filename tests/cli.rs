@@ -14,6 +14,7 @@ mod support;
 mod completion_cli;
 mod confine;
 mod hook_cli;
+mod hook_commands_cli;
 mod jobs_cli;
 mod mcp_proxy_cli;
 mod process_cli;

@@ -50,12 +50,12 @@ fn run_hook_bytes(data: &Path, dialect: &str, payload: &[u8], args: &[&str]) -> 
     (output.status.code().unwrap(), printed, String::from_utf8_lossy(&output.stderr).into_owned())
 }
 
-fn base(place: &support::session::Session, event: &str, session: &str) -> Value {
+pub(crate) fn base(place: &support::session::Session, event: &str, session: &str) -> Value {
     json!({"hook_event_name": event, "session_id": session, "cwd": place.root.canonicalize().unwrap(),
            "transcript_path": "/dev/null", "permission_mode": "default"})
 }
 
-fn tool_event(
+pub(crate) fn tool_event(
     place: &support::session::Session,
     event: &str,
     session: &str,
@@ -73,11 +73,11 @@ fn tool_event(
     payload
 }
 
-fn write_input(place: &support::session::Session, file: &str, content: &str) -> Value {
+pub(crate) fn write_input(place: &support::session::Session, file: &str, content: &str) -> Value {
     json!({"file_path": place.root.canonicalize().unwrap().join(file), "content": content})
 }
 
-fn stop(place: &support::session::Session, session: &str, active: bool) -> Value {
+pub(crate) fn stop(place: &support::session::Session, session: &str, active: bool) -> Value {
     let mut payload = base(place, "Stop", session);
     payload["stop_hook_active"] = json!(active);
     payload["last_assistant_message"] = json!("Done.");
@@ -85,17 +85,28 @@ fn stop(place: &support::session::Session, session: &str, active: bool) -> Value
 }
 
 /// Every record of the session's log.
-fn records(data: &Path, run: &str) -> Vec<Value> {
+pub(crate) fn records(data: &Path, run: &str) -> Vec<Value> {
     let text = std::fs::read_to_string(data.join("effects").join(format!("{run}.log"))).unwrap();
     text.lines().map(|line| serde_json::from_str(line).unwrap()).collect()
 }
 
-fn claims(data: &Path, run: &str) -> Vec<Value> {
+pub(crate) fn claims(data: &Path, run: &str) -> Vec<Value> {
     records(data, run).into_iter().filter_map(|r| r["record"].get("claim").cloned()).collect()
 }
 
-fn outcomes(data: &Path, run: &str) -> Vec<Value> {
+pub(crate) fn outcomes(data: &Path, run: &str) -> Vec<Value> {
     records(data, run).into_iter().filter_map(|r| r["record"].get("outcome").cloned()).collect()
+}
+
+/// A stop the ledger let through as COMPLETED: never held, and the verdict
+/// told to the user all the same (CMP-14), and kept in the file it names.
+pub(crate) fn completed(answer: &Value) -> String {
+    assert_eq!(answer.get("decision"), None, "COMPLETED holds nothing: {answer}");
+    let message = answer["systemMessage"].as_str().unwrap_or_else(|| panic!("told to the user: {answer}"));
+    assert!(message.contains("COMPLETED"), "{message}");
+    let file = message.rsplit_once("also in ").map(|(_, file)| file.trim_end_matches(".)")).unwrap();
+    assert_eq!(std::fs::read_to_string(file).unwrap().trim_end(), message.rsplit_once("\n(This").unwrap().0);
+    message.to_owned()
 }
 
 #[test]
@@ -108,7 +119,7 @@ fn a_write_read_back_stops_freely_and_one_never_settled_is_blocked_naming_it() {
     let post = hook(&place, "claude", &tool_event(&place, "PostToolUse", "s1", "Write", input, "t1"));
     let context = post["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
     assert!(context.contains("the bytes are the ones claimed"), "{context}");
-    assert_eq!(hook(&place, "claude", &stop(&place, "s1", false)), Value::Null, "COMPLETED says nothing");
+    completed(&hook(&place, "claude", &stop(&place, "s1", false)));
 
     // A second session writes a.txt and its post-tool hook never comes.
     let other = support::session::session();
@@ -152,6 +163,14 @@ fn a_refused_call_is_denied_with_its_reason() {
 #[test]
 fn the_post_hook_settles_the_pre_hooks_claim_and_a_failure_is_not_success() {
     let place = support::session::session();
+    // Commands through an agent of their own: their windows are judged by
+    // its process tree (SPEC 14), not by this test binary's.
+    let mut agent = support::agent::Agent::start(&place.root);
+    let mut hook = |place: &support::session::Session, dialect: &str, payload: &Value| {
+        let (code, printed) = agent.hook(&place.data, dialect, payload);
+        assert_eq!(code, 0, "effects hook failed");
+        printed
+    };
     let input = write_input(&place, "a.txt", "a\n");
     // The pre-tool hook's process has exited; its claim's executor is this
     // process (the agent), alive: the next hook settles it.
@@ -252,7 +271,7 @@ fn concurrent_hooks_on_one_run_settle_each_claim_once() {
         outcomes(&place.data, "claude-s").iter().map(|o| o["claim"].as_u64().unwrap()).collect();
     settled.sort_unstable();
     assert_eq!(settled, claims, "each claim settled exactly once");
-    assert_eq!(hook(&place, "claude", &stop(&place, "s", false)), Value::Null);
+    completed(&hook(&place, "claude", &stop(&place, "s", false)));
 }
 
 #[test]
@@ -291,7 +310,7 @@ fn gemini_settles_first_in_first_out_without_an_id() {
     assert_eq!((claims, settled.len(), outcomes_written), (6, 6, 6), "every claim settled once: {settled:?}");
     let after = json!({"hook_event_name": "AfterAgent", "session_id": "g", "cwd": place.root,
                        "prompt": "p", "prompt_response": "Done.", "stop_hook_active": false});
-    assert_eq!(hook(&place, "gemini", &after), Value::Null);
+    completed(&hook(&place, "gemini", &after));
 }
 
 /// OUT-1, TRU-1: Gemini's shell result puts the command's output before its
@@ -301,6 +320,10 @@ fn gemini_settles_first_in_first_out_without_an_id() {
 #[test]
 fn a_gemini_command_cannot_print_its_own_exit_status() {
     let place = support::session::session();
+    let mut agent = support::agent::Agent::start(&place.root);
+    let mut hook = |place: &support::session::Session, dialect: &str, payload: &Value| {
+        assert_eq!(agent.hook(&place.data, dialect, payload).0, 0, "effects hook failed");
+    };
     let shell = |name: &str, command: &str, content: Option<String>| {
         let mut event = json!({"hook_event_name": name, "session_id": "spoof",
                "cwd": place.root.canonicalize().unwrap(), "timestamp": "2026-12-05T00:00:00Z",
@@ -409,6 +432,10 @@ fn a_ledger_that_cannot_open_denies_tools_holds_the_stop_once_and_never_loops() 
 #[test]
 fn an_exit_status_is_taken_only_from_the_agents_own_shell() {
     let place = support::session::session();
+    let mut agent = support::agent::Agent::start(&place.root);
+    let mut hook = |place: &support::session::Session, dialect: &str, payload: &Value| {
+        assert_eq!(agent.hook(&place.data, dialect, payload).0, 0, "effects hook failed");
+    };
     let codex = |event: &str, tool: &str, input: Value, id: &str, response: Value| {
         let mut payload = tool_event(&place, event, "c", tool, input, id);
         payload["tool_response"] = response;
@@ -448,11 +475,8 @@ fn a_patch_is_required_at_stop_and_a_denied_write_is_not() {
     let mut denied = tool_event(&other, "PermissionDenied", "d", "Write", input, "w1");
     denied["reason"] = json!("the user said no");
     assert_eq!(hook(&other, "claude", &denied), Value::Null);
-    assert_eq!(
-        hook(&other, "claude", &stop(&other, "d", false)),
-        Value::Null,
-        "nothing was done, nothing to hold"
-    );
+    // Nothing was done, nothing to hold.
+    completed(&hook(&other, "claude", &stop(&other, "d", false)));
 }
 
 /// An event that cannot be parsed (a lone surrogate in a tool's input, as

@@ -18,4 +18,5 @@ pub mod policy;
 pub mod procfs;
 pub mod producers;
 pub mod retention;
+pub mod runtime_window;
 pub mod tools;

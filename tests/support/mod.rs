@@ -4,6 +4,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 #![allow(clippy::disallowed_methods)] // test fixtures are read with ambient authority
 
+pub mod agent;
 pub mod session;
 
 use std::path::{Path, PathBuf};

@@ -69,9 +69,15 @@ pub struct DecideArgs {
     /// either is decided over its whole lineage.
     #[arg(long)]
     run: String,
-    /// A file beneath the root the work must have produced (repeatable).
+    /// A file beneath the root the work must have produced (repeatable),
+    /// besides what the run requires by default: every file its latest
+    /// changes left in place and every path a decision of it required (CMP-7).
     #[arg(long = "require", value_name = "PATH")]
     required: Vec<String>,
+    /// Require only the --require files, not the run's default set: a
+    /// narrower question than the run's own surface asked.
+    #[arg(long, requires = "required", conflicts_with = "replay")]
+    only: bool,
     /// The agent's final answer.
     #[arg(long, default_value = "")]
     answer: String,
@@ -190,7 +196,16 @@ impl DecideArgs {
             open_ledger(&root, data_dir, self.manifest.as_deref(), self.key_file.as_deref(), &[])?;
         let mut ledger = if self.dry_run { ledger.read_only() } else { ledger };
         let run = ledger.continue_run(&self.run).map_err(|e| bad(anyhow!(e)))?;
-        let completion = ledger.complete(&run, &self.required, &self.answer).map_err(|error| {
+        let mut required = match self.only {
+            true => Vec::new(),
+            false => ledger.required_by_default(&run).map_err(|e| Failure::new(exit::PROBLEMS, e))?,
+        };
+        for path in &self.required {
+            if !required.contains(path) {
+                required.push(path.clone());
+            }
+        }
+        let completion = ledger.complete(&run, &required, &self.answer).map_err(|error| {
             let code = match error {
                 CompleteError::Required { .. } | CompleteError::Directory { .. } => exit::BAD_INPUT,
                 CompleteError::Changed { .. } | CompleteError::Log(_) => exit::PROBLEMS,

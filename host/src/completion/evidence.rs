@@ -54,6 +54,7 @@ pub fn assemble(
     // records (PROC-2), whose windows close only once those are known dead.
     let mut not_executed: HashSet<Position> = HashSet::new();
     let mut processes: HashSet<Position> = HashSet::new();
+    let mut seen_gone: HashSet<Position> = HashSet::new();
     for framed in history {
         match &framed.record {
             Record::Outcome(o) if o.outcome.execution == Execution::NotExecuted => {
@@ -63,6 +64,14 @@ pub fn assemble(
                 processes.insert(p.claim);
             }
             _ => {}
+        }
+        // The ledger's own look at a runtime-run command's processes, found
+        // gone when it settled (`Ledger::settle_observed`): no runtime can
+        // report this fact (`Reported` has no such field).
+        if let Record::Outcome(o) = &framed.record
+            && o.facts.teardown_dead == Some(true)
+        {
+            seen_gone.insert(o.claim);
         }
     }
     let next = history.last().map_or(0, |framed| framed.position + 1);
@@ -98,7 +107,15 @@ pub fn assemble(
                     obligations,
                     external: claim.external,
                     no_op: not_executed.contains(&position),
-                    processes: processes.contains(&position),
+                    // A command the runtime ran (it has a producer profile)
+                    // started processes no supervisor of ours led: its
+                    // window closes only on the surface's own observation
+                    // that they are gone (SPEC 14, INV-2 extended), which
+                    // its settlement's facts carry.
+                    processes: processes.contains(&position)
+                        || (claim.profile.is_some()
+                            && crate::tools::is_command(&claim.operation.tool)
+                            && !seen_gone.contains(&position)),
                     unbound: !crate::tools::producer_bound(&claim.operation.tool),
                     // ID-6: a command is confined only when its claim says
                     // so (a log from before ID-6 says nothing: unconfined).

@@ -26,7 +26,8 @@ use serde::Serialize;
 
 use crate::log::{ClaimRecord, ObservationRecord, Position};
 use crate::model::{
-    BindingIndex, ClaimPlan, Coverage, Location, Mechanism, PlannedObligation, PlannedScope, ReadbackRequest,
+    BindingIndex, ClaimPlan, Coverage, Location, Mechanism, PlannedObligation, PlannedScope, ProducerFacts,
+    ReadbackRequest,
 };
 use crate::tools::Call;
 
@@ -268,6 +269,22 @@ impl Ledger {
         reported: &Reported,
         call: Option<Call>,
     ) -> StepResult {
+        self.settle_observed(run, request_id, reported, None, call)
+    }
+
+    /// [`Ledger::settle`] with the ledger's own observation of the call's
+    /// processes (SPEC 14, INV-2 extended: [`crate::runtime_window`]):
+    /// `Some(true)` when it saw every process the call started gone, which
+    /// closes a command's window (cleanup CLEAN); `Some(false)` when some
+    /// live; `None` when nothing was observed. Never the runtime's word.
+    pub fn settle_observed(
+        &mut self,
+        run: &Run,
+        request_id: &str,
+        reported: &Reported,
+        processes_gone: Option<bool>,
+        call: Option<Call>,
+    ) -> StepResult {
         let key = (run.id.clone(), request_id.to_owned());
         let tool = match (&call, self.runtime.get(&key)) {
             (Some(call), _) => call.tool().to_owned(),
@@ -301,7 +318,7 @@ impl Ledger {
                 }
             }
         };
-        self.settle_dispatched(run, &key, &dispatched, reported, result)
+        self.settle_dispatched(run, &key, &dispatched, reported, processes_gone, result)
     }
 
     /// EMB-3 for a claim this ledger holds no more (settled here before, or
@@ -377,6 +394,7 @@ impl Ledger {
         key: &(String, String),
         dispatched: &Dispatched,
         reported: &Reported,
+        processes_gone: Option<bool>,
         mut result: StepResult,
     ) -> StepResult {
         result.dispatched(dispatched);
@@ -387,7 +405,11 @@ impl Ledger {
             return already_settled(result, claim, first);
         }
         result.result = ToolResult::reported(reported);
-        let recorded = match self.record(run, dispatched, &reported.facts()) {
+        // A call that never ran started nothing to observe (OUT-2: no facts
+        // only a run can report).
+        let facts =
+            ProducerFacts { teardown_dead: processes_gone.filter(|_| reported.executed), ..reported.facts() };
+        let recorded = match self.record(run, dispatched, &facts) {
             Ok(recorded) => recorded,
             Err(error) => {
                 result.status_because(StepStatus::NotRecorded, error.to_string());

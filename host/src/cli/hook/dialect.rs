@@ -363,16 +363,13 @@ pub fn map(dialect: Dialect, root: &Path, base: &Path, tool_name: &str, input: &
             None => custom(),
         },
         (Dialect::Claude | Dialect::Codex, "Bash") | (Dialect::Gemini, "run_shell_command") => {
-            let background = input.get("run_in_background").and_then(Value::as_bool).unwrap_or(false)
-                || input.get("is_background").and_then(Value::as_bool).unwrap_or(false);
             match field(input, &["command"]) {
                 // A command the agent runs: unknown scope, exit status only
-                // (TRU-1). One it leaves running is not the ledger's job to
-                // follow: it stays an unbound effect of its own tool name.
-                Some(command) if !background => {
-                    Mapped::Effect { tool: "bash".into(), input: json!({"command": command}) }
-                }
-                _ => custom(),
+                // (TRU-1). One it runs in the background too: its window
+                // stays open while what it started lives (SPEC 14, the
+                // hook's held windows), so it is a command like any other.
+                Some(command) => Mapped::Effect { tool: "bash".into(), input: json!({"command": command}) },
+                None => custom(),
             }
         }
         (Dialect::Claude, "Read") | (Dialect::Gemini, "read_file") => {
@@ -490,7 +487,8 @@ mod tests {
         assert_eq!(bash, Mapped::Effect { tool: "bash".into(), input: json!({"command": "make"}) });
         let background =
             mapped(Dialect::Claude, "Bash", json!({"command": "serve", "run_in_background": true}));
-        assert!(matches!(background, Mapped::Effect { tool, .. } if tool == "Bash"));
+        // In the background too: the hook holds its window while it runs.
+        assert_eq!(background, Mapped::Effect { tool: "bash".into(), input: json!({"command": "serve"}) });
         let mcp = mapped(Dialect::Claude, "mcp__github__create_issue", json!({"title": "t"}));
         assert_eq!(
             mcp,

@@ -19,6 +19,7 @@
 //! merges the settings that run this.
 
 mod dialect;
+mod held;
 mod install;
 
 use std::path::{Path, PathBuf};
@@ -32,7 +33,7 @@ use sha2::{Digest, Sha256};
 use effect_ledger::bounded::read_within_bound;
 use effect_ledger::ledger::{ClaimStatus, Ledger, Reported, Run, RunError, StepRequest, StepStatus};
 use effect_ledger::log::{Executor, Record};
-use effect_ledger::model::{Assessment, Execution, Location, Postcondition, Verdict};
+use effect_ledger::model::{Assessment, Verdict};
 use effect_ledger::procfs;
 use effect_ledger::tools::Call;
 
@@ -40,6 +41,7 @@ use super::output::name;
 use super::runtime::{bad, open_ledger_with, state_dir};
 use super::{Failure, exit};
 use dialect::{Answer, Dialect, Event, EventScan, Kind, Mapped};
+use held::{Held, HeldCommand};
 
 /// Arguments of `effects hook`.
 #[derive(Args)]
@@ -236,7 +238,11 @@ impl HookArgs {
         let (mut ledger, _) =
             open_ledger_with(root, data_dir, self.manifest.as_deref(), self.key_file.as_deref(), &[], true)?;
         let run = session_run(&mut ledger, dialect, &event.session_id)?;
-        let mut hooked = Hooked { ledger: &mut ledger, run, dialect, event };
+        let held = Held::of(data_dir, &run.id);
+        let mut hooked = Hooked { ledger: &mut ledger, run, dialect, event, held, agent: agent() };
+        // Commands whose processes were still alive at an earlier look:
+        // settled as soon as the ledger sees them gone.
+        let still_held = hooked.settle_held();
         Ok(match (&event.kind, mapped) {
             (Kind::Before, Mapped::Effect { tool, input }) => hooked.claim(&tool, &input),
             (Kind::Before, Mapped::Read { .. }) => Answer::Silent,
@@ -248,7 +254,7 @@ impl HookArgs {
                 // No message from the agent: no answer to check, only
                 // the evidence.
                 let answer = last_message.as_deref().unwrap_or("");
-                hooked.stop(&self.require, answer, *active)?
+                hooked.stop(&self.require, answer, *active, &still_held)?
             }
             _ => Answer::Silent,
         })
@@ -282,6 +288,21 @@ fn run_id(dialect: Dialect, session: &str) -> String {
     }
     let digest = hex::encode(Sha256::digest(session.as_bytes()));
     format!("{}-{}", dialect.name(), &digest[..40])
+}
+
+/// What the agent is told of a command held open after its end.
+fn held_message(held: &HeldCommand) -> String {
+    let command = held.input.get("command").and_then(Value::as_str).unwrap_or(&held.tool);
+    let survivors = held.ended.as_ref().map(|ended| &ended.survivors[..]).unwrap_or_default();
+    let pids: Vec<String> = survivors.iter().map(|s| s.pid.to_string()).collect();
+    let named: Vec<String> = survivors.iter().map(ToString::to_string).collect();
+    format!(
+        "effect ledger: `{command}` ended, but processes it may have started are still running ({}); \
+         until they end, every file it may touch is unsettled and \"done\" cannot be verified. The ledger \
+         looks again at every later hook; to clear it, end them (`kill {}`) or let them finish.",
+        named.join(", "),
+        pids.join(" ")
+    )
 }
 
 /// The agent: the nearest ancestor of this hook that is not a shell (the
@@ -327,6 +348,11 @@ struct Hooked<'a> {
     run: Run,
     dialect: Dialect,
     event: &'a Event,
+    /// The session's commands whose windows the hook keeps.
+    held: Held,
+    /// The agent: the executor of this hook's claims, and the runtime whose
+    /// processes a command's window is judged by.
+    agent: Executor,
 }
 
 impl Hooked<'_> {
@@ -358,12 +384,18 @@ impl Hooked<'_> {
             // as a duplicate, and the caller tries the rank after.
             return Some(format!("{prefix}{}", claims.len()));
         }
-        claims.iter().find(|(position, _)| !settled.contains(position)).map(|(_, id)| id.clone())
+        // A command held open after its end has had its facts: the next
+        // end of an identical call is the next claim's.
+        let ended = |id: &String| self.held.get(id).is_some_and(|held| held.ended.is_some());
+        claims
+            .iter()
+            .find(|(position, id)| !settled.contains(position) && !ended(id))
+            .map(|(_, id)| id.clone())
     }
 
     fn claim(&mut self, tool: &str, input: &Value) -> Answer {
         let (dialect, event) = (self.dialect, self.event);
-        let executor = agent();
+        let executor = self.agent.clone();
         for _ in 0..64 {
             let call = match call(tool, input) {
                 Ok(call) => call,
@@ -378,6 +410,11 @@ impl Hooked<'_> {
             match claimed.status {
                 // A retried hook (same tool-use id) is answered by the first claim.
                 ClaimStatus::Run if !claimed.duplicate || event.tool_use_id.is_some() => {
+                    // A command's window opens now (a retried hook keeps
+                    // the first one's, which is earlier).
+                    if effect_ledger::tools::is_command(tool) && self.held.get(&id).is_none() {
+                        self.held.open(&id, tool, input);
+                    }
                     return Answer::Silent;
                 }
                 ClaimStatus::Run => continue,
@@ -400,7 +437,18 @@ impl Hooked<'_> {
             ));
         };
         let facts = reported(dialect, event, tool);
-        let mut settled = self.ledger.settle(&self.run, &id, &facts, call(tool, input).ok());
+        // A command's window closes only on the ledger's own look at what it
+        // started (SPEC 14): settled now if nothing lives, else held.
+        let observed = match self.held.get(&id) {
+            Some(held) if facts.executed => match self.held.ended(held, self.agent_pid(), &facts) {
+                None => Some(true),
+                Some(held) => return Answer::Context(held_message(&held)),
+            },
+            _ => None,
+        };
+        let mut settled =
+            self.ledger.settle_observed(&self.run, &id, &facts, observed, call(tool, input).ok());
+        self.held.close(&id);
         // Without ids (Gemini), a concurrent hook may have settled the oldest
         // claim of this digest first: these facts are the next one's.
         for _ in 0..64 {
@@ -410,7 +458,8 @@ impl Hooked<'_> {
                 break;
             }
             let Some(next) = self.request_id(tool, input, false) else { break };
-            settled = self.ledger.settle(&self.run, &next, &facts, call(tool, input).ok());
+            settled = self.ledger.settle_observed(&self.run, &next, &facts, observed, call(tool, input).ok());
+            self.held.close(&next);
         }
         if settled.status != StepStatus::Ran {
             let why = settled.reason.unwrap_or_default();
@@ -459,54 +508,51 @@ impl Hooked<'_> {
         Answer::Silent
     }
 
-    /// The files the session's own writes, edits and patches leave in place
-    /// (their obligations that are not "absent"), except those of calls that
-    /// never ran: what "done" is about, required at stop beside `--require`
-    /// (CMP-7), so a change that was never settled, recovered INTERRUPTED or
-    /// never read back keeps the agent from stopping, with the file's name
-    /// in the reason.
-    fn written(&mut self) -> Vec<String> {
-        let (ledger, run) = (&mut *self.ledger, &self.run);
-        let Ok(history) = ledger.history(&run.lineage) else { return Vec::new() };
-        let never_ran: std::collections::HashSet<_> = history
-            .iter()
-            .filter_map(|framed| match &framed.record {
-                Record::Outcome(outcome) if outcome.outcome.execution == Execution::NotExecuted => {
-                    Some(outcome.claim)
-                }
-                _ => None,
-            })
-            .collect();
-        let mut files = Vec::new();
-        for framed in &history {
-            let Record::Claim(claim) = &framed.record else { continue };
-            if !matches!(claim.operation.tool.as_str(), "write_file" | "edit_file" | "apply_patch")
-                || never_ran.contains(&framed.position)
-            {
-                continue;
-            }
-            // What the change leaves in place: a file it deletes (or moves
-            // away) is not one the answer can be about.
-            for obligation in &claim.obligations {
-                if obligation.postcondition == Postcondition::Absent {
-                    continue;
-                }
-                let Some(resource) = claim.impact_scope.get(obligation.target as usize) else { continue };
-                if let Location::Filesystem(file) = resource.location()
-                    && !files.contains(&file.path)
-                {
-                    files.push(file.path.clone());
-                }
-            }
+    /// The agent's PID (0 when it is unknown: nothing is beneath it).
+    fn agent_pid(&self) -> u32 {
+        match &self.agent {
+            Executor::Process(identity) => identity.pid,
         }
-        files
     }
 
-    fn stop(&mut self, required: &[String], answer: &str, active: bool) -> Result<Answer, Failure> {
-        let mut required = required.to_vec();
-        for file in self.written() {
-            if !required.contains(&file) {
-                required.push(file);
+    /// Looks again at every command held open: each one whose processes
+    /// are now gone is settled with the facts the agent reported and
+    /// cleanup CLEAN. Returns those still held.
+    fn settle_held(&mut self) -> Vec<HeldCommand> {
+        let (gone, still) = self.held.look_again(self.agent_pid());
+        for held in gone {
+            let Some(ended) = &held.ended else { continue };
+            let call = call(&held.tool, &held.input).ok();
+            let settled =
+                self.ledger.settle_observed(&self.run, &held.request_id, &ended.reported, Some(true), call);
+            // Not recorded (the log failed): kept, to be tried again.
+            if settled.status == StepStatus::Ran
+                || settled.reason.as_deref().is_some_and(|r| r.contains("already settled"))
+            {
+                self.held.close(&held.request_id);
+            }
+        }
+        still
+    }
+
+    fn stop(
+        &mut self,
+        extra_required: &[String],
+        answer: &str,
+        active: bool,
+        still_held: &[HeldCommand],
+    ) -> Result<Answer, Failure> {
+        // What the session's changes left in place and what was required
+        // before, beside `--require` (CMP-7): the set `effects decide --run`
+        // decides too, so a change never settled, recovered INTERRUPTED or
+        // never read back keeps the agent from stopping, naming the file.
+        let mut required = self
+            .ledger
+            .required_by_default(&self.run)
+            .map_err(|e| Failure::new(exit::PROBLEMS, anyhow!("reading the session's log: {e}")))?;
+        for file in extra_required {
+            if !required.contains(file) {
+                required.push(file.clone());
             }
         }
         let completion = self
@@ -514,11 +560,20 @@ impl Hooked<'_> {
             .complete(&self.run, &required, answer)
             .map_err(|e| Failure::new(exit::PROBLEMS, anyhow!("deciding the session: {e}")))?;
         let decision = completion.decided.decision;
-        if decision.verdict == Verdict::Completed {
-            return Ok(Answer::Silent);
+        // Done only when the decision says so and no command of the
+        // session is held open (SPEC 14: without the ledger's own look at
+        // its processes, the stop is held, naming the command).
+        let done = decision.verdict == Verdict::Completed && still_held.is_empty();
+        let mut text = match done {
+            true => "effect ledger: this session's work is COMPLETED: verified done.".to_owned(),
+            false => format!(
+                "effect ledger: this session's work is {}, not verified done.",
+                name(&decision.verdict)
+            ),
+        };
+        for held in still_held {
+            text.push_str(&format!("\n- {}", held_message(held).trim_start_matches("effect ledger: ")));
         }
-        let mut text =
-            format!("effect ledger: this session's work is {}, not verified done.", name(&decision.verdict));
         for reason in &decision.reasons {
             text.push_str(&format!("\n- {}", sentence(&reason.message)));
             if !reason.remedy.is_empty() {
@@ -531,7 +586,16 @@ impl Hooked<'_> {
                 text.push_str(&format!("\n- {disclosure}"));
             }
         }
-        Ok(if active { Answer::Tell(text) } else { Answer::Block(text) })
+        // CMP-14: every decision reaches the user, COMPLETED included: in
+        // the agent's channel for the user, and in a file a headless run's
+        // user can read, named in the message.
+        if let Some(file) = self.held.record_verdict(&text) {
+            text.push_str(&format!("\n(This verdict is also in {}.)", file.display()));
+        }
+        Ok(match (done, active) {
+            (true, _) | (false, true) => Answer::Tell(text),
+            (false, false) => Answer::Block(text),
+        })
     }
 }
 

@@ -1,0 +1,194 @@
+//! Commands the agent ran, held open until the ledger sees their processes
+//! gone (SPEC 14, INV-2/PROC-1 extended to runtime-run commands).
+//!
+//! The agent runs its shell commands itself, so no supervisor of ours leads
+//! them; the hook observes `/proc` instead ([`effect_ledger::runtime_window`]).
+//! Between the agent's pre-tool and post-tool events, and from the post-tool
+//! event until the processes are gone, the hook keeps a small file per
+//! command in `DATA_DIR/windows/RUN/`:
+//!
+//! - at the claim: the [`Window`] (when the call was claimed);
+//! - after the tool, when something the call may have started still lives:
+//!   the facts the agent reported, when it looked, and what it found. The
+//!   claim stays unsettled meanwhile (an effect in flight: its files are
+//!   unsettled, CMP-2), and every later hook of the session looks again
+//!   ([`Held::look_again`]); once nothing is left the claim is settled with
+//!   the agent's facts and cleanup CLEAN, which closes its window.
+//!
+//! The session's latest verdict, as the user was told it, is kept beside
+//! them in `DATA_DIR/verdicts/RUN.txt` (CMP-14: a headless run's user reads
+//! it there; the message names it).
+//!
+//! These files are bookkeeping, not evidence: a lost or unreadable one only
+//! leaves the window open (the claim is settled with no observation, or
+//! stays unsettled until the agent is gone and recovery settles it
+//! INTERRUPTED). A process that can rewrite the data dir can forge them, as
+//! it could an unkeyed log (docs/threats.md).
+
+use std::path::{Path, PathBuf};
+
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use effect_ledger::ledger::Reported;
+use effect_ledger::runtime_window::{Survivor, Window, ticks_now};
+
+/// The data dir's folder of held windows.
+const WINDOWS: &str = "windows";
+
+/// A command's window as the hook keeps it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HeldCommand {
+    /// The claim's request id.
+    pub request_id: String,
+    /// The ledger's tool and the input it claimed (to settle it again).
+    pub tool: String,
+    pub input: Value,
+    /// When the call was claimed.
+    pub window: Window,
+    /// Once the agent said the call ended: what it reported, and the look.
+    #[serde(default)]
+    pub ended: Option<Ended>,
+}
+
+/// The agent's word that the call ended, and what the hook then saw.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ended {
+    /// The facts the agent reported.
+    pub reported: Reported,
+    /// When the hook first looked (ticks since boot).
+    pub looked: u64,
+    /// What it found alive then, or at its latest look.
+    pub survivors: Vec<Survivor>,
+}
+
+/// The session's held windows: one folder per run.
+pub struct Held {
+    dir: Option<Dir>,
+    /// Where the session's latest verdict is written (CMP-14).
+    verdict: PathBuf,
+}
+
+/// The data dir's folder of the hooks' latest verdicts, one file per run.
+const VERDICTS: &str = "verdicts";
+
+fn file_name(request_id: &str) -> String {
+    format!("{}.json", &hex::encode(Sha256::digest(request_id.as_bytes()))[..32])
+}
+
+impl Held {
+    /// The folder of `run` in the data dir at `data_dir`, made when missing.
+    /// `None` inside when it cannot be: every window then stays open.
+    #[allow(clippy::disallowed_methods)] // the data dir's path, from the command line
+    pub fn of(data_dir: &Path, run: &str) -> Self {
+        let folder = format!("{WINDOWS}/{run}");
+        let dir = Dir::open_ambient_dir(data_dir, ambient_authority())
+            .and_then(|data| data.create_dir_all(&folder).and_then(|()| data.open_dir(&folder)))
+            .map_err(|error| tracing::warn!("the hook's held windows in {}: {error}", data_dir.display()))
+            .ok();
+        let verdict = data_dir.join(VERDICTS).join(format!("{run}.txt"));
+        Self { dir, verdict }
+    }
+
+    /// Writes the session's latest verdict, as the user was told it, to
+    /// `DATA_DIR/verdicts/RUN.txt` (replacing the one before), for a
+    /// headless run's user (CMP-14). Its path, when written.
+    #[allow(clippy::disallowed_methods)] // the data dir's path, from the command line
+    pub fn record_verdict(&self, text: &str) -> Option<PathBuf> {
+        let folder = self.verdict.parent()?;
+        let temporary = self.verdict.with_extension("txt.tmp");
+        let written = std::fs::create_dir_all(folder)
+            .and_then(|()| std::fs::write(&temporary, format!("{text}\n")))
+            .and_then(|()| std::fs::rename(&temporary, &self.verdict));
+        match written {
+            Ok(()) => Some(self.verdict.clone()),
+            Err(error) => {
+                tracing::warn!("writing the verdict to {}: {error}", self.verdict.display());
+                None
+            }
+        }
+    }
+
+    fn write(&self, held: &HeldCommand) {
+        let Some(dir) = &self.dir else { return };
+        let name = file_name(&held.request_id);
+        let temporary = format!("{name}.tmp");
+        let bytes = serde_json::to_vec(held).expect("a held window serializes");
+        if let Err(error) = dir.write(&temporary, bytes).and_then(|()| dir.rename(&temporary, dir, &name)) {
+            tracing::warn!("keeping the window of {}: {error}", held.request_id);
+        }
+    }
+
+    /// Notes a command's window when its claim is made.
+    pub fn open(&self, request_id: &str, tool: &str, input: &Value) {
+        self.write(&HeldCommand {
+            request_id: request_id.to_owned(),
+            tool: tool.to_owned(),
+            input: input.clone(),
+            window: Window::open(),
+            ended: None,
+        });
+    }
+
+    /// The window noted for `request_id`, if any.
+    pub fn get(&self, request_id: &str) -> Option<HeldCommand> {
+        let bytes = self.dir.as_ref()?.read(file_name(request_id)).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// Forgets a window once its claim is settled.
+    pub fn close(&self, request_id: &str) {
+        if let Some(dir) = &self.dir {
+            let _ = dir.remove_file(file_name(request_id));
+        }
+    }
+
+    /// The first look after the agent said the call ended: `None` when
+    /// nothing it may have started lives (settle now, processes gone);
+    /// otherwise the window is kept with what was found.
+    pub fn ended(&self, mut held: HeldCommand, runtime: u32, reported: &Reported) -> Option<HeldCommand> {
+        let looked = ticks_now();
+        let survivors = held.window.survivors(runtime);
+        if survivors.is_empty() {
+            return None;
+        }
+        held.ended = Some(Ended { reported: reported.clone(), looked, survivors });
+        self.write(&held);
+        Some(held)
+    }
+
+    /// Every window whose command ended, looked at again: those whose
+    /// processes are now gone (to settle, and then [`Held::close`]), and
+    /// those still held, with what still lives.
+    pub fn look_again(&self, runtime: u32) -> (Vec<HeldCommand>, Vec<HeldCommand>) {
+        let (mut gone, mut still) = (Vec::new(), Vec::new());
+        let Some(dir) = &self.dir else { return (gone, still) };
+        let Ok(entries) = dir.entries() else { return (gone, still) };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str().filter(|name| name.ends_with(".json")) else { continue };
+            let Some(mut held) =
+                dir.read(name).ok().and_then(|b| serde_json::from_slice::<HeldCommand>(&b).ok())
+            else {
+                continue;
+            };
+            let Some(ended) = &mut held.ended else { continue };
+            let survivors = held.window.survivors_after(runtime, ended.looked, &ended.survivors);
+            if survivors.is_empty() {
+                gone.push(held);
+            } else {
+                if survivors != ended.survivors {
+                    ended.survivors = survivors;
+                    self.write(&held);
+                }
+                still.push(held);
+            }
+        }
+        (gone, still)
+    }
+}
