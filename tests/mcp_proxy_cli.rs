@@ -18,6 +18,10 @@ use serde_json::{Value, json};
 
 use crate::support;
 
+// `effects mcp`'s own tests, kept beside the SDK suites in tests/mcp.
+#[path = "mcp/server_cli.rs"]
+mod server;
+
 /// The upstream: reads lines as bytes, decodes them leniently (bad UTF-8
 /// replaced, lone surrogates accepted, several messages on a line), and
 /// "executes" each `tools/call` by appending its id and name to a file (and

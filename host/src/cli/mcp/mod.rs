@@ -8,11 +8,14 @@
 //! every `tools/call` claimed as an external effect before it is forwarded
 //! and settled from the upstream's answer, and a name a lenient upstream
 //! may read as a call refused (`lenient.rs`, its table `fold_table.rs`).
+//! `effects mcp` speaks through `stdio.rs`, which answers every line that
+//! is no message and bounds the requests read and not yet answered.
 
 mod fold_table;
 mod lenient;
 mod proxy;
 mod server;
+mod stdio;
 mod wire;
 
 use std::collections::BTreeMap;

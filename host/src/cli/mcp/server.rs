@@ -2,7 +2,10 @@
 //! step of the server's run (the step engine split at its command, as
 //! `effects serve` runs it: `Ledger::start`, `Running::wait` without the
 //! ledger's lock, `Ledger::finish`), plus `complete` (the decision, CMP-6)
-//! and `check` (only the operator's `--check` commands, CMP-5).
+//! and `check` (only the operator's `--check` commands, CMP-5). A write, an
+//! edit or a patch that ran is read back, each file it changed in a
+//! `read_file` step of its own right after it (CMP-3), and its result
+//! carries those readbacks. At most [`STEPS_AT_ONCE`] steps run at once.
 //!
 //! Every result carries the step's envelope as `structuredContent`, which
 //! the tool's `outputSchema` (the envelope's JSON Schema) describes, and a
@@ -31,11 +34,13 @@ use rmcp::{ErrorData as McpError, ServerHandler, ServiceExt};
 use schemars::{JsonSchema, schema_for};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tokio::sync::Semaphore;
 
 use effect_ledger::ledger::{Ledger, Run, Running, StepRequest, StepResult, StepStatus, Waited};
 use effect_ledger::log::LogError;
 use effect_ledger::producers::process::CancelToken;
 use effect_ledger::tools::{Call, RunsBy, catalogue};
+use effects_fs_transform::{PatchOp, parse_patch};
 
 use crate::cli::decide::DecisionView;
 use crate::cli::log::{of_run, record_json};
@@ -45,6 +50,16 @@ const CHECK_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// How often a call with a progress token hears that it still runs.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// Steps (and decisions and resource reads) running at once; the others
+/// wait, as tasks, for a slot. The ledger records one step at a time (one
+/// lock), so running more at once only overlaps commands' waits; agent
+/// hosts fan out a handful of parallel calls (Claude Code runs at most 10
+/// tools at once by default), so 16 holds back no real client, while each
+/// running step holds a thread of the blocking pool (a command also its
+/// supervisor and stream readers): 16 bounds the threads and the memory
+/// that 500 pipelined calls used to take (one thread each, 889 MB).
+pub const STEPS_AT_ONCE: usize = 16;
 
 /// The server: one ledger and one run, shared by the calls in flight.
 #[derive(Clone)]
@@ -62,6 +77,8 @@ struct Inner {
     decision: Mutex<Option<DecisionView>>,
     /// Cancel tokens of the commands running, by request id.
     running: Mutex<BTreeMap<String, CancelToken>>,
+    /// Slots for work on the blocking pool ([`STEPS_AT_ONCE`]).
+    slots: Arc<Semaphore>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -269,13 +286,14 @@ impl Ledgered {
             steps: AtomicU64::new(0),
             decision: Mutex::default(),
             running: Mutex::default(),
+            slots: Arc::new(Semaphore::new(STEPS_AT_ONCE)),
         }))
     }
 
     /// Serves MCP on stdin and stdout until the client closes them.
     pub async fn serve(self) -> anyhow::Result<()> {
-        let service =
-            ServiceExt::serve(self, rmcp::transport::stdio()).await.context("starting MCP on stdio")?;
+        let stdio = super::stdio::Lines::new(tokio::io::stdin(), tokio::io::stdout());
+        let service = ServiceExt::serve(self, stdio).await.context("starting MCP on stdio")?;
         service.waiting().await.context("serving MCP")?;
         Ok(())
     }
@@ -295,8 +313,7 @@ impl Ledgered {
     }
 
     fn next(&self) -> (u64, String) {
-        let step = self.0.steps.fetch_add(1, Ordering::Relaxed) + 1;
-        (step, format!("{}-{step}", self.0.prefix))
+        self.0.next()
     }
 
     fn refused(&self, step: u64, request_id: &str, tool: &str, reason: String) -> CallToolResult {
@@ -312,14 +329,19 @@ impl Ledgered {
                 return self.refused(step, &request_id, name, format!("{}: {}", error.tool, error.message));
             }
         };
+        let written = written_paths(&call);
         let request = match StepRequest::new(step, &request_id, call, None) {
             Ok(request) => request,
             Err(error) => return self.refused(step, &request_id, name, error.to_string()),
         };
         let run = self.0.run.clone();
         let started = move |ledger: &mut Ledger, token| ledger.start(&run, &request, Some(token));
-        let run = self.0.run.clone();
-        let finished = move |ledger: &mut Ledger, waited| ledger.finish(&run, waited);
+        let inner = Arc::clone(&self.0);
+        let finished = move |ledger: &mut Ledger, waited| {
+            let mut result = ledger.finish(&inner.run, waited);
+            inner.read_back(ledger, &mut result, &written);
+            result
+        };
         step_result(&self.cancellable(&request_id, name, context, started, finished).await)
     }
 
@@ -367,6 +389,15 @@ impl Ledgered {
         start: impl FnOnce(&mut Ledger, CancelToken) -> Result<Running, Box<StepResult>> + Send + 'static,
         finish: impl FnOnce(&mut Ledger, Waited) -> StepResult + Send + 'static,
     ) -> StepResult {
+        // A call cancelled while it waits for a slot never starts: nothing
+        // is claimed, and the client has stopped waiting for its answer.
+        let slot = tokio::select! {
+            slot = Arc::clone(&self.0.slots).acquire_owned() => slot.expect("the slots are never closed"),
+            () = context.ct.cancelled() => {
+                let reason = "cancelled before it began: nothing was claimed or run".to_owned();
+                return StepResult::unrun(&self.0.run, 0, request_id, what, StepStatus::Refused, reason);
+            }
+        };
         let token = CancelToken::default();
         lock(&self.0.running).insert(request_id.to_owned(), token.clone());
         let cancelled = context.ct.clone();
@@ -393,6 +424,7 @@ impl Ledgered {
                 Err(ended) => *ended,
             };
             lock(&inner.running).remove(&id);
+            drop(slot);
             result
         })
         .await;
@@ -413,9 +445,14 @@ impl Ledgered {
         work: impl FnOnce(&Self) -> Result<T, McpError> + Send + 'static,
     ) -> Result<T, McpError> {
         let server = self.clone();
-        tokio::task::spawn_blocking(move || work(&server))
-            .await
-            .unwrap_or_else(|panicked| Err(McpError::internal_error(format!("panicked: {panicked}"), None)))
+        let slot = Arc::clone(&self.0.slots).acquire_owned().await.expect("the slots are never closed");
+        tokio::task::spawn_blocking(move || {
+            let done = work(&server);
+            drop(slot);
+            done
+        })
+        .await
+        .unwrap_or_else(|panicked| Err(McpError::internal_error(format!("panicked: {panicked}"), None)))
     }
 
     fn complete(&self, input: Value) -> Result<CallToolResult, McpError> {
@@ -481,6 +518,59 @@ impl Ledgered {
             lines.push('\n');
         }
         Ok(lines)
+    }
+}
+
+/// The files a write, an edit or a patch may have changed, each to be read
+/// back (a deleted or moved-away one too: its absence is what is read).
+fn written_paths(call: &Call) -> Vec<String> {
+    match call {
+        Call::WriteFile(write) => vec![write.path.clone()],
+        Call::EditFile(edit) => vec![edit.path.clone()],
+        // A patch that does not parse changes nothing: its step fails.
+        Call::ApplyPatch(patch) => parse_patch(&patch.patch)
+            .unwrap_or_default()
+            .into_iter()
+            .flat_map(|op| match op {
+                PatchOp::Add { path, .. } | PatchOp::Delete { path } => vec![path],
+                PatchOp::Update { path, move_to, .. } => std::iter::once(path).chain(move_to).collect(),
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+impl Inner {
+    fn next(&self) -> (u64, String) {
+        let step = self.steps.fetch_add(1, Ordering::Relaxed) + 1;
+        (step, format!("{}-{step}", self.prefix))
+    }
+
+    /// Reads back, each in a `read_file` step of its own right after the
+    /// write's (the ledger's lock still held, so nothing comes between),
+    /// every file a write that ran changed, and adds the reads'
+    /// observations to the write's result (CMP-3: a whole read is the read
+    /// that verifies a write). A read that cannot be made or recorded is
+    /// said in the result's reason: the write stays unverified, never
+    /// undone.
+    fn read_back(&self, ledger: &mut Ledger, result: &mut StepResult, written: &[String]) {
+        let ran = result.status == StepStatus::Ran && result.outcome.is_some();
+        for path in written.iter().filter(|_| ran) {
+            let (step, request_id) = self.next();
+            let read = Call::parse("read_file", &json!({"path": path}))
+                .map_err(|error| error.message)
+                .and_then(|call| StepRequest::new(step, &request_id, call, None).map_err(|e| e.to_string()))
+                .map(|request| ledger.step(&self.run, &request));
+            let why = match read {
+                Ok(read) if read.status == StepStatus::Ran || !read.observations.is_empty() => {
+                    result.observations.extend(read.observations);
+                    continue;
+                }
+                Ok(read) => read.reason.unwrap_or_default(),
+                Err(why) => why,
+            };
+            result.reason.get_or_insert_with(|| format!("{path} was not read back: {why}"));
+        }
     }
 }
 
