@@ -579,3 +579,50 @@ fn a_codex_patch_applied_away_from_the_root_is_denied() {
     assert_eq!(hook_with(&place, "codex", &pre(&root, "a2"), &["--root", root_arg]), Value::Null);
     assert_eq!(claims(&place.data, "codex-r").len(), 1, "only the patch applied at the root was claimed");
 }
+
+/// EMB-1 (extended): a tool the agent ran with no claim (its pre-tool hook
+/// timed out, or never ran) is recorded as an effect that ran unclaimed, so
+/// the stop is not silent about it; never a COMPLETED over a write nobody
+/// claimed.
+#[test]
+fn a_tool_that_ran_unclaimed_is_recorded_and_the_stop_says_so() {
+    let place = support::session::session();
+    let input = write_input(&place, "a.txt", "a\n");
+    // No PreToolUse: the agent gave up waiting for it and wrote anyway.
+    std::fs::write(place.root.join("a.txt"), "a\n").unwrap();
+    let told = hook(&place, "claude", &tool_event(&place, "PostToolUse", "u", "Write", input.clone(), "w1"));
+    let context = told["hookSpecificOutput"]["additionalContext"].as_str().unwrap();
+    assert!(context.contains("ran unclaimed"), "{context}");
+    // A retried post-tool hook records it once.
+    hook(&place, "claude", &tool_event(&place, "PostToolUse", "u", "Write", input, "w1"));
+    let claims = claims(&place.data, "claude-u");
+    assert_eq!(claims.len(), 1, "{claims:?}");
+    assert_eq!(claims[0]["operation"]["tool"], "Write (ran unclaimed)", "{claims:?}");
+    let held = hook(&place, "claude", &stop(&place, "u", false));
+    assert_eq!(held["decision"], "block", "not COMPLETED over an unclaimed write: {held}");
+    assert!(held["reason"].as_str().unwrap().contains("ran unclaimed"), "{held}");
+}
+
+/// OUT-2 (extended): "permission denied" that arrives after the tool wrote
+/// the claimed bytes is contradicted by the readback: not NOT_EXECUTED.
+#[test]
+fn a_denial_the_file_contradicts_is_not_never_ran() {
+    let place = support::session::session();
+    let input = write_input(&place, "a.txt", "claimed\n");
+    hook(&place, "claude", &tool_event(&place, "PreToolUse", "d", "Write", input.clone(), "w1"));
+    std::fs::write(place.root.join("a.txt"), "claimed\n").unwrap();
+    let mut denied = tool_event(&place, "PermissionDenied", "d", "Write", input, "w1");
+    denied["reason"] = json!("denied too late");
+    hook(&place, "claude", &denied);
+    let outcomes = outcomes(&place.data, "claude-d");
+    assert_eq!(outcomes.len(), 1, "{outcomes:?}");
+    assert_ne!(outcomes[0]["outcome"]["execution"], "NOT_EXECUTED", "{outcomes:?}");
+    assert_eq!(outcomes[0]["facts"]["executed"], true, "{outcomes:?}");
+    // A denial the file agrees with still never ran.
+    let input = write_input(&place, "b.txt", "b\n");
+    hook(&place, "claude", &tool_event(&place, "PreToolUse", "d", "Write", input.clone(), "w2"));
+    let mut denied = tool_event(&place, "PermissionDenied", "d", "Write", input, "w2");
+    denied["reason"] = json!("no");
+    hook(&place, "claude", &denied);
+    assert_eq!(self::outcomes(&place.data, "claude-d")[1]["outcome"]["execution"], "NOT_EXECUTED");
+}

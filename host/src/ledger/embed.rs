@@ -404,6 +404,16 @@ impl Ledger {
             self.runtime.remove(key);
             return already_settled(result, claim, first);
         }
+        // OUT-2 (SPEC 14): "it never ran", against a file that holds the
+        // claim's exact bytes, is contradicted: the call may have run, and
+        // how it ended is unknown.
+        let contradicted;
+        let reported = if !reported.executed && self.shows_claimed_bytes(dispatched) {
+            contradicted = Reported { executed: true, exit_code: None, timed_out: false, cancelled: false };
+            &contradicted
+        } else {
+            reported
+        };
         result.result = ToolResult::reported(reported);
         // A call that never ran started nothing to observe (OUT-2: no facts
         // only a run can report).
@@ -427,6 +437,38 @@ impl Ledger {
             Err(error) => result.status_because(StepStatus::NotRecorded, error.to_string()),
         }
         result
+    }
+
+    /// Whether a file of the claim's exact scope holds, now, the exact
+    /// bytes one of its obligations names (read completely; not recorded).
+    fn shows_claimed_bytes(&self, dispatched: &Dispatched) -> bool {
+        let Some(plan) = &dispatched.plan else { return false };
+        plan.obligations.iter().any(|obligation| {
+            let crate::model::Postcondition::ContentSha256(digest) = &obligation.postcondition else {
+                return false;
+            };
+            let Some(path) = dispatched.bound.paths.get(obligation.target as usize) else { return false };
+            let request = ReadbackRequest {
+                binding: obligation.target,
+                mechanism: Mechanism::FilesystemRead,
+                coverage: Coverage::Complete,
+            };
+            let (root, cap) = (&self.config.root, self.config.read_cap);
+            readback::perform(root, path, &request, &dispatched.action_id, None, cap)
+                .is_some_and(|seen| seen.content_sha256.as_deref() == Some(digest.as_str()))
+        })
+    }
+
+    /// The position of `run`'s claim of `request_id`, by any process, if
+    /// there is one.
+    pub fn claim_of_request(
+        &mut self,
+        run: &Run,
+        request_id: &str,
+    ) -> Result<Option<Position>, crate::log::LogError> {
+        let Some(log) = self.log(&run.lineage, false)? else { return Ok(None) };
+        log.refresh()?;
+        Ok(log.claim_of_request(&run.id, request_id))
     }
 
     /// The outcome that already settled `claim`, if one did (by any process).

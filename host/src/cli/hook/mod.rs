@@ -429,14 +429,15 @@ impl Hooked<'_> {
 
     fn settle(&mut self, tool: &str, input: &Value) -> Answer {
         let (dialect, event) = (self.dialect, self.event);
-        let Some(id) = self.request_id(tool, input, false) else {
-            return Answer::Context(format!(
-                "effect ledger: {} ran without a claim (its pre-tool hook did not run or was refused); \
-                 nothing of it is verified",
-                event.tool_name
-            ));
-        };
         let facts = reported(dialect, event, tool);
+        let claimed = self.request_id(tool, input, false).filter(|id| {
+            // A claim by any hook of the session; a log that cannot be read
+            // here is the settle's to report.
+            self.ledger.claim_of_request(&self.run, id).map_or(true, |claim| claim.is_some())
+        });
+        let Some(id) = claimed else {
+            return self.ran_unclaimed(&facts);
+        };
         // A command's window closes only on the ledger's own look at what it
         // started (SPEC 14): settled now if nothing lives, else held.
         let observed = match self.held.get(&id) {
@@ -490,6 +491,58 @@ impl Hooked<'_> {
             None => "nothing of it could be verified".to_owned(),
         };
         Answer::Context(format!("effect ledger: {} settled {execution}{files}; {verdict}", event.tool_name))
+    }
+
+    /// A tool the agent ran with no claim (its pre-tool hook timed out, did
+    /// not run, or was answered after the tool started): recorded now as an
+    /// effect that ran unclaimed, of unknown scope, under a tool name that
+    /// says so, so no decision of the session is silent about it (EMB-1 as
+    /// extended in SPEC 14). One the agent says never ran is not recorded.
+    fn ran_unclaimed(&mut self, facts: &Reported) -> Answer {
+        let event = self.event;
+        if !facts.executed {
+            return Answer::Silent;
+        }
+        let id = match &event.tool_use_id {
+            Some(id) => format!("unclaimed-{id}"),
+            None => format!("unclaimed-{}", uuid::Uuid::now_v7()),
+        };
+        let tool = format!("{} (ran unclaimed)", event.tool_name);
+        let input = serde_json::json!({"tool_input": event.tool_input});
+        let recorded = call(&tool, &input).and_then(|unclaimed| {
+            let claimed = self.ledger.claim_as(
+                &self.run,
+                &id,
+                unclaimed.clone(),
+                self.dialect.profile(),
+                self.agent.clone(),
+            );
+            if claimed.status != ClaimStatus::Run {
+                return Err(claimed.reason.unwrap_or_default());
+            }
+            let settled = self.ledger.settle(&self.run, &id, facts, Some(unclaimed));
+            match settled.status {
+                StepStatus::Ran => Ok(claimed.claim),
+                _ => Err(settled.reason.unwrap_or_default()),
+            }
+        });
+        let at = match recorded {
+            Ok(Some(position)) => format!(" (#{position})"),
+            Ok(None) => String::new(),
+            Err(why) => {
+                return Answer::Context(format!(
+                    "effect ledger: {} ran without a claim, and could not be recorded ({why}); nothing of it \
+                     is verified",
+                    event.tool_name
+                ));
+            }
+        };
+        Answer::Context(format!(
+            "effect ledger: {} ran without a claim (its pre-tool hook did not run, timed out or was refused); \
+             it is recorded as an effect that ran unclaimed{at}: nothing of it can be verified, and the \
+             session's decision says so",
+            event.tool_name
+        ))
     }
 
     /// After the agent read a file: the ledger reads it too, whole, with its
