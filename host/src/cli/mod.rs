@@ -16,6 +16,7 @@ mod retention;
 mod runtime;
 mod serve;
 mod session;
+mod strict_json;
 mod tools;
 
 use std::path::PathBuf;

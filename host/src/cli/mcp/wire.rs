@@ -4,17 +4,18 @@
 //! `_meta`) is otherwise byte for byte the one it read: key order, number
 //! spellings and escapes deeper down are untouched.
 //!
-//! [`strict`] is the client side's gate: a line is read only if every
-//! parser would read it the same way, so nothing a more lenient parser
-//! upstream accepts (a duplicate key, whose first or last copy parsers
-//! disagree on; invalid UTF-8; a lone surrogate) can smuggle a call past
-//! the claim.
+//! [`strict`] (`cli/strict_json.rs`, shared with `effects serve`) is the
+//! client side's gate: a line is read only if every parser would read it
+//! the same way, so nothing a more lenient parser upstream accepts (a
+//! duplicate key, whose first or last copy parsers disagree on; invalid
+//! UTF-8; a lone surrogate) can smuggle a call past the claim.
 
-use std::collections::HashSet;
 use std::fmt;
 
-use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
+
+pub(super) use crate::cli::strict_json::strict;
 
 /// One message's top-level fields, in order.
 #[derive(Debug)]
@@ -128,67 +129,6 @@ impl<'de> Deserialize<'de> for Fields {
     }
 }
 
-/// Checks that `bytes` is JSON every parser reads alike: valid UTF-8,
-/// every string escape a character (no lone surrogate), and no object with
-/// a key twice, at any depth.
-pub fn strict(bytes: &[u8]) -> Result<(), serde_json::Error> {
-    serde_json::from_slice::<Strict>(bytes).map(|_| ())
-}
-
-/// A JSON value walked whole, decoding every string and key.
-struct Strict;
-
-impl<'de> Deserialize<'de> for Strict {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(StrictVisitor)
-    }
-}
-
-struct StrictVisitor;
-
-impl<'de> Visitor<'de> for StrictVisitor {
-    type Value = Strict;
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("JSON")
-    }
-
-    fn visit_bool<E>(self, _: bool) -> Result<Strict, E> {
-        Ok(Strict)
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<Strict, E> {
-        Ok(Strict)
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<Strict, E> {
-        Ok(Strict)
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<Strict, E> {
-        Ok(Strict)
-    }
-    fn visit_str<E>(self, _: &str) -> Result<Strict, E> {
-        Ok(Strict)
-    }
-    fn visit_unit<E>(self) -> Result<Strict, E> {
-        Ok(Strict)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Strict, A::Error> {
-        while seq.next_element::<Strict>()?.is_some() {}
-        Ok(Strict)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Strict, A::Error> {
-        let mut keys = HashSet::new();
-        while let Some(key) = map.next_key::<String>()? {
-            map.next_value::<Strict>()?;
-            if !keys.insert(key.clone()) {
-                return Err(de::Error::custom(format!("the key {key:?} is given twice")));
-            }
-        }
-        Ok(Strict)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -204,16 +144,6 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":"ep-1","method":"tools/call","params":{"z":1.50,"a":"\u00e9","n":123456789012345678901234}}"#
         );
         assert_eq!(message.method().as_deref(), Some("tools/call"));
-    }
-
-    #[test]
-    fn strict_refuses_what_parsers_read_differently() {
-        assert!(strict(br#"{"method":"ping","params":{"a":[1,{"b":"\ud83d\ude00"}]}}"#).is_ok());
-        assert!(strict(br#"{"method":"ping","method":"tools/call"}"#).is_err());
-        assert!(strict(br#"{"params":{"arguments":{"x":1,"x":2}}}"#).is_err());
-        assert!(strict(br#"{"a":"\ud800"}"#).is_err());
-        assert!(strict(b"{\"a\":\"\xff\"}").is_err());
-        assert!(strict(br#"{"a":1}{"b":2}"#).is_err());
     }
 
     #[test]
