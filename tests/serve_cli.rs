@@ -1,10 +1,14 @@
 //! `effects serve` driven over its stdin and stdout as a runtime drives it
 //! (docs/serve.md): the published schema is the server's own, protocol
 //! misuse is a JSON-RPC error with its documented code and a domain refusal
-//! is a result, and a server SIGKILLed between a claim and its settlement
-//! leaves the claim INTERRUPTED for the next server (LOG-7: its executor is
-//! dead). The Python and TypeScript clients' suites (`clients/`) drive the
-//! rest against the same binary.
+//! is a result; a line not every parser reads alike, and an id already in
+//! flight, are refused, never claimed; pipelined requests run on a bounded
+//! pool, and a thread the system refuses is an error answer, never an
+//! abort; the claims a runtime makes name the runtime as their executor
+//! (LOG-7), so a server SIGKILLed between a claim and its settlement leaves
+//! the claim to the next server while the runtime lives, and INTERRUPTED
+//! once it is dead. The Python and TypeScript clients' suites (`clients/`)
+//! drive the rest against the same binary.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -21,25 +25,34 @@ struct Server {
     next: u64,
 }
 
+/// `effects --data-dir DATA serve --root ROOT`, as arguments.
+fn serve_args(place: &support::session::Session) -> Vec<std::ffi::OsString> {
+    let (data, root) = (place.data.clone().into_os_string(), place.root.clone().into_os_string());
+    vec!["--data-dir".into(), data, "serve".into(), "--root".into(), root]
+}
+
 impl Server {
     fn start(place: &support::session::Session) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_effects"))
-            .arg("--data-dir")
-            .arg(&place.data)
-            .args(["serve", "--root"])
-            .arg(&place.root)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_effects"));
+        command.args(serve_args(place));
+        Self::spawn(command, Stdio::null())
+    }
+
+    /// `command`, driven over its stdin and stdout.
+    fn spawn(mut command: Command, stderr: Stdio) -> Self {
+        let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(stderr).spawn().unwrap();
         let stdin = child.stdin.take().unwrap();
         let stdout = BufReader::new(child.stdout.take().unwrap());
         Self { child, stdin, stdout, next: 0 }
     }
 
     fn send_line(&mut self, line: &str) {
-        writeln!(self.stdin, "{line}").unwrap();
+        self.send_bytes(line.as_bytes());
+    }
+
+    fn send_bytes(&mut self, line: &[u8]) {
+        self.stdin.write_all(line).unwrap();
+        self.stdin.write_all(b"\n").unwrap();
         self.stdin.flush().unwrap();
     }
 
@@ -65,6 +78,14 @@ impl Server {
         let answer = self.call(method, params);
         assert!(answer.get("error").is_none(), "{method}: {answer}");
         answer["result"].clone()
+    }
+
+    /// A server started, initialized, with a run begun: it and the run's id.
+    fn with_run(place: &support::session::Session) -> (Self, String) {
+        let mut server = Self::start(place);
+        server.initialize();
+        let run = server.result("run/begin", json!({}))["run"]["id"].as_str().unwrap().to_owned();
+        (server, run)
     }
 
     fn initialize(&mut self) {
@@ -137,42 +158,6 @@ fn misuse_is_an_error_with_its_code_and_a_refusal_is_a_result() {
     assert!(server.child.wait().unwrap().success());
 }
 
-#[test]
-fn a_server_killed_between_claim_and_settle_leaves_its_claim_interrupted() {
-    let place = support::session::session();
-    let mut first = Server::start(&place);
-    first.initialize();
-    let run = first.result("run/begin", json!({"run_id": "killed"}))["run"]["id"].clone();
-    let input = json!({"path": "a.txt", "content": "a\n"});
-    let claim = json!({"run_id": run, "request_id": "c1", "tool": "write_file", "input": input});
-    let claimed = first.result("effect/claim", claim);
-    assert_eq!(claimed["status"], "run", "{claimed}");
-    // The runtime writes the file, and its server dies before it settles.
-    std::fs::write(place.root.join("a.txt"), "a\n").unwrap();
-    first.child.kill().unwrap();
-    first.child.wait().unwrap();
-
-    let mut second = Server::start(&place);
-    second.initialize();
-    let continued = second.result("run/continue", json!({"run_id": "killed"}));
-    assert_eq!(continued["run"]["id"], "killed", "{continued}");
-    let decision = second.result(
-        "run/complete",
-        json!({"run_id": "killed", "answer": "wrote a.txt",
-                                                        "required": ["a.txt"]}),
-    );
-    assert_ne!(decision["verdict"], "COMPLETED", "{decision}");
-    // The claim is settled INTERRUPTED (no settle ever came), and settling
-    // it now answers that outcome and writes nothing.
-    let late = second.result(
-        "effect/settle",
-        json!({"run_id": "killed", "request_id": "c1",
-        "facts": {"exit_code": 0}, "tool": "write_file", "input": input}),
-    );
-    assert_eq!(late["outcome"]["execution"], "INTERRUPTED", "{late}");
-    assert!(late["reason"].as_str().unwrap().contains("already settled"), "{late}");
-}
-
 /// EMB-4: the ledger reads back what the runtime's write left, whatever the
 /// runtime reported. A runtime that says exit 0 for a write whose file holds
 /// other bytes gets a result that is not `ok` and names the file as
@@ -182,9 +167,7 @@ fn a_server_killed_between_claim_and_settle_leaves_its_claim_interrupted() {
 #[test]
 fn a_settled_write_whose_file_holds_other_bytes_is_contradicted_not_ok() {
     let place = support::session::session();
-    let mut server = Server::start(&place);
-    server.initialize();
-    let run = server.result("run/begin", json!({}))["run"]["id"].as_str().unwrap().to_owned();
+    let (mut server, run) = Server::with_run(&place);
     let settle = |server: &mut Server, id: &str, path: &str, exit: i64| {
         let input = json!({"path": path, "content": "claimed\n"});
         let claim = json!({"run_id": run, "request_id": id, "tool": "write_file", "input": input});
@@ -225,6 +208,323 @@ fn a_settled_write_whose_file_holds_other_bytes_is_contradicted_not_ok() {
     let retried =
         server.result("effect/settle", json!({"run_id": run, "request_id": "w2", "facts": {"exit_code": 0}}));
     assert!(retried["result"]["exit_code"].is_null() && retried["result"]["ok"] == false, "{retried}");
+    assert_eq!(server.result("shutdown", json!({})), json!({}));
+    assert!(server.child.wait().unwrap().success());
+}
+
+/// A `write_file` claim's params.
+fn write_claim(run: &str, request_id: &str, path: &str, content: &str) -> Value {
+    json!({"run_id": run, "request_id": request_id, "tool": "write_file",
+           "input": {"path": path, "content": content}})
+}
+
+/// Waits until `pid` is gone (reaped by its parent).
+fn wait_gone(pid: u32) {
+    for _ in 0..500 {
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("process {pid} did not go away");
+}
+
+/// LOG-7 made precise: the runtime runs a tool it claimed through a server,
+/// so the claim is the runtime's, not the relay's. Server A relays two
+/// claims for a runtime (a stand-in process that started A and outlives
+/// it); A is SIGKILLed; server B opens the run while the runtime lives:
+/// neither claim is recovered INTERRUPTED, and B settles the first as the
+/// runtime reports it. Once the runtime is dead, the next open recovers the
+/// other.
+#[test]
+fn a_relaying_server_killed_leaves_the_live_runtimes_claims_to_it() {
+    let place = support::session::session();
+    // The runtime: starts the server on its own stdin and stdout, says the
+    // server's PID, and lives on after the server is gone.
+    let runtime = "import subprocess, sys, time\n\
+                   p = subprocess.Popen(sys.argv[1:], stderr=subprocess.DEVNULL)\n\
+                   print(p.pid, file=sys.stderr, flush=True)\n\
+                   p.wait()\n\
+                   time.sleep(600)\n";
+    let mut command = Command::new("python3");
+    command.args(["-c", runtime, env!("CARGO_BIN_EXE_effects")]).args(serve_args(&place));
+    let mut first = Server::spawn(command, Stdio::piped());
+    let mut said = String::new();
+    BufReader::new(first.child.stderr.take().unwrap()).read_line(&mut said).unwrap();
+    let relay: u32 = said.trim().parse().unwrap();
+    first.initialize();
+    let run = "relayed";
+    assert_eq!(first.result("run/begin", json!({"run_id": run}))["run"]["id"], run);
+    for (id, path) in [("c1", "a.txt"), ("c2", "b.txt")] {
+        let claimed = first.result("effect/claim", write_claim(run, id, path, "x\n"));
+        assert_eq!(claimed["status"], "run", "{claimed}");
+    }
+    let claims = crate::hook_cli::claims(&place.data, run);
+    for claim in &claims {
+        let executor = claim["executor"]["process"]["pid"].as_u64().unwrap();
+        assert_eq!(executor, u64::from(first.child.id()), "the runtime runs it, not the relay: {claim}");
+    }
+    // The runtime writes a.txt; its server dies before the settle.
+    std::fs::write(place.root.join("a.txt"), "x\n").unwrap();
+    assert!(Command::new("kill").args(["-KILL", &relay.to_string()]).status().unwrap().success());
+    wait_gone(relay);
+
+    let mut second = Server::start(&place);
+    // A named executor is a live ancestor of the server, never PID 1.
+    let init = json!({"protocol_version": "1", "executor_pid": 1});
+    assert_eq!(second.call("initialize", init)["error"]["code"], -32602);
+    second.result("initialize", json!({"protocol_version": "1", "executor_pid": std::process::id()}));
+    assert_eq!(second.result("run/continue", json!({"run_id": run}))["run"]["id"], run);
+    let input = json!({"path": "a.txt", "content": "x\n"});
+    let settled = second.result(
+        "effect/settle",
+        json!({"run_id": run, "request_id": "c1", "facts": {"exit_code": 0}, "tool": "write_file",
+               "input": input}),
+    );
+    assert_eq!(settled["outcome"]["execution"], "REPORTED_SUCCESS", "{settled}");
+    assert_eq!(settled["result"]["ok"], true, "{settled}");
+    let outcomes = crate::hook_cli::outcomes(&place.data, run);
+    assert_eq!(outcomes.len(), 1, "only the runtime's own settle: {outcomes:?}");
+
+    // The runtime dies with c2 unsettled: the next open recovers it.
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+    assert_eq!(second.result("shutdown", json!({})), json!({}));
+    assert!(second.child.wait().unwrap().success());
+    let mut third = Server::start(&place);
+    third.initialize();
+    third.result("run/continue", json!({"run_id": run}));
+    let late = third.result(
+        "effect/settle",
+        json!({"run_id": run, "request_id": "c2", "facts": {"exit_code": 0}, "tool": "write_file",
+               "input": {"path": "b.txt", "content": "x\n"}}),
+    );
+    assert_eq!(late["outcome"]["execution"], "INTERRUPTED", "{late}");
+    assert!(late["reason"].as_str().unwrap().contains("already settled"), "{late}");
+    let decision =
+        third.result("run/complete", json!({"run_id": run, "answer": "wrote", "required": ["b.txt"]}));
+    assert_ne!(decision["verdict"], "COMPLETED", "{decision}");
+}
+
+/// A line is read only if every parser reads it alike: bytes that are not
+/// UTF-8, or a key given twice at any depth, are -32700 (id null), and
+/// nothing is claimed: never a path with U+FFFD where the runtime's parser
+/// saw other bytes, never the copy of a key one parser keeps and another
+/// drops.
+#[test]
+fn a_line_not_every_parser_reads_alike_is_refused_never_claimed() {
+    let place = support::session::session();
+    let (mut server, run) = Server::with_run(&place);
+    let claim = |params: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":9,"method":"effect/claim","params":{{"run_id":"{run}",{params}}}}}"#
+        )
+    };
+    let mut not_utf8 =
+        claim(r#""request_id":"u1","tool":"write_file","input":{"path":"a~.txt","content":"x"}"#)
+            .into_bytes();
+    let at = not_utf8.iter().position(|b| *b == b'~').unwrap();
+    not_utf8[at] = 0xff;
+    let lines = [
+        not_utf8,
+        claim(r#""request_id":"u2","tool":"write_file","input":{"path":"a.txt","content":"x","path":"../b.txt"}"#)
+            .into_bytes(),
+        claim(r#""request_id":"u3","tool":"write_file","input":{"path":"\ud800.txt","content":"x"}"#).into_bytes(),
+        format!(
+            r#"{{"jsonrpc":"2.0","id":9,"method":"run/decision","method":"effect/claim","params":{{"run_id":"{run}","request_id":"u4","tool":"write_file","input":{{"path":"c.txt","content":"x"}}}}}}"#
+        )
+        .into_bytes(),
+    ];
+    for line in lines {
+        server.send_bytes(&line);
+        let answer = server.read();
+        assert_eq!(answer["error"]["code"], -32700, "{answer}");
+        assert!(answer["id"].is_null(), "{answer}");
+    }
+    assert!(place.logs().is_empty(), "nothing was claimed: {:?}", place.logs());
+    assert!(std::fs::read_dir(&place.root).unwrap().next().is_none());
+}
+
+/// A request whose id is already in flight is refused (-32600) and not run;
+/// the first goes on, and the id is free again once it is answered.
+#[test]
+fn a_request_id_already_in_flight_is_refused_not_run_twice() {
+    let place = support::session::session();
+    let (mut server, run) = Server::with_run(&place);
+    let execute = json!({"jsonrpc": "2.0", "id": "same", "method": "effect/execute",
+        "params": {"run_id": run, "request_id": "e1", "tool": "bash", "input": {"command": "sleep 2"}}});
+    let claim = |id: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "effect/claim",
+               "params": write_claim(&run, "twice", "t.txt", "x\n")})
+    };
+    server.send_line(&execute.to_string());
+    server.send_line(&claim("same").to_string());
+    let refused = server.read();
+    assert_eq!(
+        (refused["id"].clone(), refused["error"]["code"].clone()),
+        (json!("same"), json!(-32600)),
+        "{refused}"
+    );
+    let ran = server.read();
+    assert_eq!(ran["id"], "same", "{ran}");
+    assert_eq!(ran["result"]["request_id"], "e1", "the first request's answer: {ran}");
+    // The refused claim was never made; the id may be used again.
+    server.send_line(&claim("same").to_string());
+    let claimed = server.read();
+    assert_eq!(claimed["result"]["status"], "run", "{claimed}");
+    assert_eq!(claimed["result"]["duplicate"], false, "{claimed}");
+}
+
+/// `Threads:` and `VmRSS:` (kB) of `pid` from `/proc/PID/status`.
+fn threads_and_memory(pid: u32) -> Option<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+    };
+    Some((field("Threads:")?, field("VmRSS:")?))
+}
+
+/// Pipelines `count` claims (request ids `p0`...), reading every answer on
+/// another thread; returns the answers and the most threads and memory (kB)
+/// the server had while they were in flight.
+fn pipeline_claims(server: &mut Server, run: &str, count: usize) -> (Vec<Value>, (u64, u64)) {
+    let pid = server.child.id();
+    let first = server.next + 1;
+    server.next += count as u64;
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let stdout = &mut server.stdout;
+        let answers = scope.spawn(move || {
+            let mut answers = Vec::new();
+            for _ in 0..count {
+                let mut line = String::new();
+                assert!(stdout.read_line(&mut line).unwrap() > 0, "the server closed its output");
+                answers.push(serde_json::from_str::<Value>(&line).unwrap());
+            }
+            answers
+        });
+        let done = &done;
+        let peak = scope.spawn(move || {
+            let mut peak = (0, 0);
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                if let Some((threads, memory)) = threads_and_memory(pid) {
+                    peak = (peak.0.max(threads), peak.1.max(memory));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            peak
+        });
+        let mut lines = Vec::new();
+        for i in 0..count {
+            let request = json!({"jsonrpc": "2.0", "id": first + i as u64, "method": "effect/claim",
+                                 "params": write_claim(run, &format!("p{i}"), &format!("p{i}.txt"), "x\n")});
+            writeln!(lines, "{request}").unwrap();
+        }
+        server.stdin.write_all(&lines).unwrap();
+        server.stdin.flush().unwrap();
+        let answers = answers.join().unwrap();
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        (answers, peak.join().unwrap())
+    })
+}
+
+/// Every answer is a `run` for its own id, each id once.
+fn assert_all_run(answers: &[Value], first: u64) {
+    let mut ids: Vec<u64> = answers
+        .iter()
+        .map(|answer| {
+            assert_eq!(answer["result"]["status"], "run", "{answer}");
+            answer["id"].as_u64().unwrap()
+        })
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (first..first + answers.len() as u64).collect::<Vec<_>>());
+}
+
+/// Pipelined requests run on a fixed pool, with back-pressure: a few
+/// thousand claims written at once keep the server at a few dozen threads
+/// (the pool is 16; it once made a thread per request, 2,978 for 3,000),
+/// and every one is answered.
+#[test]
+fn pipelined_claims_run_on_a_bounded_pool_and_every_one_is_answered() {
+    let place = support::session::session();
+    let (mut server, run) = Server::with_run(&place);
+    let first = server.next + 1;
+    let (answers, (threads, memory)) = pipeline_claims(&mut server, &run, 3000);
+    eprintln!("3000 pipelined claims: at most {threads} threads, {} MiB resident", memory / 1024);
+    assert_eq!(answers.len(), 3000);
+    assert_all_run(&answers, first);
+    assert!(threads <= 32, "{threads} threads for pipelined claims");
+    assert_eq!(server.result("shutdown", json!({})), json!({}));
+    assert!(server.child.wait().unwrap().success());
+}
+
+/// Under a process limit, a worker the system will not start is an error
+/// answer (-32005) to the request it was for, never an abort: the server
+/// answers the next request once a thread can start, and pipelined claims
+/// then wait for the one worker it has. Run as an unused uid (its own count
+/// of processes, which root's is not: the kernel exempts root from
+/// RLIMIT_NPROC), so only as root with `prlimit` and `setpriv`.
+#[test]
+fn a_thread_the_system_refuses_is_an_error_answer_never_an_abort() {
+    if !rustix::process::getuid().is_root() {
+        eprintln!("skipped: RLIMIT_NPROC is tested as root, under an unused uid");
+        return;
+    }
+    let place = support::session::session();
+    let uid = (40_000 + std::process::id() % 20_000).to_string();
+    let base = place.root.parent().unwrap();
+    let owner = format!("{uid}:{uid}");
+    assert!(Command::new("chown").args(["-R", &owner]).arg(base).status().unwrap().success());
+    // `program` as the uid, under a limit of `limit` tasks if given.
+    let as_uid = |limit: Option<&str>, program: &str| {
+        let mut command = Command::new(if limit.is_some() { "prlimit" } else { "setpriv" });
+        if let Some(limit) = limit {
+            command.args([&format!("--nproc={limit}"), "setpriv"]);
+        }
+        command.args([&format!("--reuid={uid}"), &format!("--regid={uid}"), "--clear-groups", program]);
+        command
+    };
+    // A first server compiles the policies into the data dir's cache (the
+    // compiler's threads are not the server's to bound).
+    let mut warm = Server::spawn(
+        {
+            let mut command = as_uid(None, env!("CARGO_BIN_EXE_effects"));
+            command.args(serve_args(&place));
+            command
+        },
+        Stdio::null(),
+    );
+    warm.initialize();
+    assert_eq!(warm.result("shutdown", json!({})), json!({}));
+    assert!(warm.child.wait().unwrap().success());
+
+    // Two tasks for the uid: the server's reader and one more.
+    let mut server = Server::spawn(
+        {
+            let mut command = as_uid(Some("2:2"), env!("CARGO_BIN_EXE_effects"));
+            command.args(serve_args(&place));
+            command
+        },
+        Stdio::null(),
+    );
+    server.initialize();
+    // Another process of the uid takes the one task left: no worker starts.
+    let mut other = as_uid(None, "sleep").arg("600").spawn().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let refused = server.call("run/begin", json!({}));
+    assert_eq!(refused["error"]["code"], -32005, "{refused}");
+    other.kill().unwrap();
+    other.wait().unwrap();
+    // Now one worker starts, and no second: every pipelined claim waits
+    // its turn on the one, and is answered.
+    let run = server.result("run/begin", json!({}))["run"]["id"].as_str().unwrap().to_owned();
+    let first = server.next + 1;
+    let (answers, _) = pipeline_claims(&mut server, &run, 200);
+    assert_all_run(&answers, first);
     assert_eq!(server.result("shutdown", json!({})), json!({}));
     assert!(server.child.wait().unwrap().success());
 }

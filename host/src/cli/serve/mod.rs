@@ -2,16 +2,20 @@
 //! (docs/serve.md). JSON-RPC 2.0, one JSON message per line on stdin and
 //! stdout (MCP's stdio framing); diagnostics on stderr.
 //!
-//! Two kinds of thread: the reader (one) parses each line, answers
-//! malformed ones at once and hands each request to a worker (`workers.rs`:
-//! an idle one, or a new one, so a long call never holds up the next);
-//! workers run the methods (`server.rs`), taking turns on the one ledger
-//! only to claim and to record, and each writes its answer to stdout under
-//! one lock, so answers and notifications are whole lines whatever order
-//! they finish in.
+//! Two kinds of thread: the reader (one) reads each line strictly (UTF-8,
+//! no key twice: `cli/strict_json.rs`), answers malformed ones and a
+//! request id already in flight at once, and hands each request to a
+//! worker (`workers.rs`: a fixed pool and a short queue; while the queue is
+//! full the reader stops reading, so pipelining is bounded by the client's
+//! own pipe); workers run the methods (`server.rs`), taking turns on the one
+//! ledger only to claim and to record, and each writes its answer to stdout
+//! under one lock, so answers and notifications are whole lines whatever
+//! order they finish in. Claims the runtime runs name the runtime as their
+//! executor (`executor.rs`, LOG-7), never this relay.
 //! `shutdown` (or the end of stdin) waits for what is in flight, makes the
 //! log durable and ends the process.
 
+mod executor;
 mod protocol;
 mod server;
 mod workers;
@@ -31,6 +35,7 @@ use effect_ledger::bounded::{self, BoundedLine, INPUT_BOUND};
 use super::Failure;
 use super::output::out;
 use super::runtime::{bad, open_ledger};
+use super::strict_json::strict;
 use protocol::{ErrorObject, JsonRpcError, RequestId, code};
 use server::Server;
 
@@ -183,14 +188,23 @@ fn serve(server: &Arc<Server>) -> Option<RequestId> {
                 return None;
             }
         }
-        let text = String::from_utf8_lossy(&line);
-        if text.trim().is_empty() {
+        if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let message: Value = match serde_json::from_str(&text) {
+        // Read only what every parser reads alike (no lossy decoding, no
+        // key given twice at any depth): a path is never claimed with a
+        // U+FFFD where the runtime's own parser saw other bytes.
+        let message = strict(&line).and_then(|()| serde_json::from_slice::<Value>(&line));
+        let message = match message {
             Ok(message) => message,
             Err(error) => {
-                server.send(error_line(None, code::PARSE_ERROR, format!("the line is not JSON: {error}")));
+                server.send(error_line(
+                    None,
+                    code::PARSE_ERROR,
+                    format!(
+                        "the line is not strict JSON ({error}): one UTF-8 JSON message, no key given twice"
+                    ),
+                ));
                 continue;
             }
         };

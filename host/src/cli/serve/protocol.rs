@@ -36,6 +36,12 @@ pub mod code {
     /// The ledger could not read or append to the run's log: nothing was
     /// decided (retrying may succeed; the log's own error is the message).
     pub const LOG_FAILED: i64 = -32004;
+    /// No thread could be started for the request (the system refused one
+    /// and no worker lives): nothing was run; retrying may succeed.
+    pub const NO_WORKER: i64 = -32005;
+    /// The request failed inside the server (a defect): what it did is in
+    /// the log, as for a server killed mid-request.
+    pub const INTERNAL_ERROR: i64 = -32603;
 }
 
 fn jsonrpc_version(_: &mut SchemaGenerator) -> Schema {
@@ -136,6 +142,12 @@ pub struct InitializeParams {
     /// Who the client is (logged).
     #[serde(default)]
     pub client: Option<Peer>,
+    /// The process that runs the tools this client claims (LOG-7), when it
+    /// is not the process that started the server: a live ancestor of the
+    /// server other than PID 1, or the initialize is refused. Absent: the
+    /// server's parent (shells between them stepped over).
+    #[serde(default)]
+    pub executor_pid: Option<u32>,
     #[serde(rename = "_meta", default)]
     #[allow(dead_code)] // read before the params are parsed
     meta: Option<RequestMeta>,

@@ -9,7 +9,7 @@
 //! while a command runs. Refusals are results (EMB-2); a JSON-RPC error only
 //! for a message that is wrong.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, mpsc};
 use std::thread;
@@ -23,7 +23,7 @@ use effect_ledger::ledger::{
     ClaimStatus, Claimed, CompleteError, Ledger, PROFILES, Run, Running, StepRequest, StepResult, StepStatus,
     Waited,
 };
-use effect_ledger::log::LogError;
+use effect_ledger::log::{Executor, LogError};
 use effect_ledger::producers::process::CancelToken;
 use effect_ledger::tools::{Call, RunsBy, catalogue};
 
@@ -79,6 +79,12 @@ pub struct Server {
     decisions: Mutex<HashMap<String, DecisionView>>,
     /// Cancel tokens of running requests, by id (as JSON).
     running: Mutex<HashMap<String, CancelToken>>,
+    /// Ids (as JSON) of requests taken and not yet answered: a second
+    /// request with one of them is refused, never run beside the first.
+    in_flight: Mutex<HashSet<String>>,
+    /// The executor of `effect/claim` claims: the runtime (LOG-7), found
+    /// at `initialize`.
+    runtime: Mutex<Option<Executor>>,
     /// The request threads.
     workers: Workers,
     initialized: AtomicBool,
@@ -147,6 +153,8 @@ impl Server {
             runs: Mutex::default(),
             decisions: Mutex::default(),
             running: Mutex::default(),
+            in_flight: Mutex::default(),
+            runtime: Mutex::default(),
             workers: Workers::default(),
             initialized: AtomicBool::new(false),
             shutting_down: AtomicBool::new(false),
@@ -160,8 +168,9 @@ impl Server {
         lock(&self.out).send(line);
     }
 
-    /// Takes one parsed message: a request runs on a thread of its own, a
-    /// notification here; `Some(id)` for `shutdown`, which ends reading.
+    /// Takes one parsed message: a request runs on a worker (waiting for
+    /// room in the pool's queue: back-pressure), a notification here;
+    /// `Some(id)` for `shutdown`, which ends reading.
     pub fn accept(self: &std::sync::Arc<Self>, message: Value) -> Option<RequestId> {
         let Value::Object(mut message) = message else {
             let what = if message.is_array() { "a batch (not supported)" } else { "not an object" };
@@ -217,6 +226,18 @@ impl Server {
             self.notification(&method, params);
             return None;
         };
+        let key = serde_json::to_string(&id).expect("an id serializes");
+        if lock(&self.in_flight).contains(&key) {
+            // Two requests under one id could not be told apart by their
+            // answers (nor cancelled one without the other): the second is
+            // refused, and the first goes on.
+            self.send(error_line(
+                Some(id),
+                code::INVALID_REQUEST,
+                format!("request id {key} is already in flight; give each request in flight its own id"),
+            ));
+            return None;
+        }
         if self.shutting_down.load(Ordering::SeqCst) {
             self.send(error_line(Some(id), code::SHUTTING_DOWN, "the server is shutting down".into()));
             return None;
@@ -231,11 +252,8 @@ impl Server {
         }
         if method == "initialize" {
             // Answered in order: what is pipelined after it is initialized.
-            let line = match self.call(&id, &method, params) {
-                Ok(result) => result_line(id, &result),
-                Err(Fault(code, message)) => error_line(Some(id), code, message),
-            };
-            self.send(line);
+            let answered = self.call(&id, &method, params);
+            self.answer(&key, id, answered);
             return None;
         }
         if method == "shutdown" {
@@ -246,15 +264,52 @@ impl Server {
             self.shutting_down.store(true, Ordering::SeqCst);
             return Some(id);
         }
-        let server = std::sync::Arc::clone(self);
-        self.workers.run(Box::new(move || {
-            let line = match server.call(&id, &method, params) {
-                Ok(result) => result_line(id, &result),
-                Err(Fault(code, message)) => error_line(Some(id), code, message),
-            };
-            server.send(line);
-        }));
+        self.dispatch(key, id, method, params);
         None
+    }
+
+    /// Runs a request on a worker, in flight under `key` until answered; a
+    /// request no worker can take is answered -32005, never dropped.
+    fn dispatch(
+        self: &std::sync::Arc<Self>,
+        key: String,
+        id: RequestId,
+        method: String,
+        params: Map<String, Value>,
+    ) {
+        lock(&self.in_flight).insert(key.clone());
+        let server = std::sync::Arc::clone(self);
+        let (job_key, job_id) = (key.clone(), id.clone());
+        let queued = self.workers.run(Box::new(move || {
+            let called = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                server.call(&job_id, &method, params)
+            }));
+            let answered = called.unwrap_or_else(|_| {
+                Err(Fault(
+                    code::INTERNAL_ERROR,
+                    "the request failed inside the server; what it recorded is in the run's log".into(),
+                ))
+            });
+            server.answer(&job_key, job_id, answered);
+        }));
+        if let Err(error) = queued {
+            let why = format!(
+                "no thread could be started for the request ({error}); nothing was run: retry when fewer \
+                 requests are in flight"
+            );
+            self.answer(&key, id, Err(Fault(code::NO_WORKER, why)));
+        }
+    }
+
+    /// Answers the request `id` (in flight under `key`): its id is free
+    /// again before the answer is written, so a client may reuse it as soon
+    /// as it reads the answer.
+    fn answer(&self, key: &str, id: RequestId, answered: Answer) {
+        lock(&self.in_flight).remove(key);
+        self.send(match answered {
+            Ok(result) => result_line(id, &result),
+            Err(Fault(code, message)) => error_line(Some(id), code, message),
+        });
     }
 
     /// Waits for every request in flight.
@@ -340,6 +395,10 @@ impl Server {
         if let Some(client) = &params.client {
             tracing::info!("client {} {}", client.name, client.version);
         }
+        let runtime = super::executor::runtime(params.executor_pid)
+            .map_err(|why| Fault(code::INVALID_PARAMS, format!("params at `executor_pid`: {why}")))?;
+        tracing::info!("claims name as their executor {runtime:?}");
+        *lock(&self.runtime) = Some(runtime);
         self.initialized.store(true, Ordering::SeqCst);
         answer(&self.info)
     }
@@ -397,7 +456,10 @@ impl Server {
                 });
             }
         };
-        answer(lock(&self.ledger).claim(&run, &params.request_id, call, profile))
+        // The runtime runs the tool, not this relay (LOG-7): a server that
+        // exits before the settle leaves the claim to the runtime's life.
+        let runtime = lock(&self.runtime).clone().unwrap_or_else(effect_ledger::executor::current);
+        answer(lock(&self.ledger).claim_as(&run, &params.request_id, call, profile, runtime))
     }
 
     fn settle(&self, params: SettleParams) -> Answer {
@@ -510,7 +572,7 @@ impl Server {
         lock(&self.running).insert(key.clone(), token.clone());
         let started = start(token);
         let waited = started.map(|running| {
-            let progress = meta.progress_token.clone().map(|token| self.progress(token, what));
+            let progress = meta.progress_token.clone().and_then(|token| self.progress(token, what));
             let waited = running.wait();
             if let Some((stop, ticker)) = progress {
                 drop(stop);
@@ -523,13 +585,14 @@ impl Server {
     }
 
     /// A thread sending `notifications/progress` every second until the
-    /// returned sender is dropped.
-    fn progress(&self, token: RequestId, what: &str) -> (mpsc::Sender<()>, thread::JoinHandle<()>) {
+    /// returned sender is dropped; `None` (no progress, the request still
+    /// runs) when the system will not start one.
+    fn progress(&self, token: RequestId, what: &str) -> Option<(mpsc::Sender<()>, thread::JoinHandle<()>)> {
         let (stop, stopped) = mpsc::channel::<()>();
         let out = std::sync::Arc::clone(&self.out);
         let what = what.to_owned();
         let began = Instant::now();
-        let ticker = thread::spawn(move || {
+        let ticker = thread::Builder::new().name("serve-progress".into()).spawn(move || {
             while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(PROGRESS_EVERY) {
                 let seconds = began.elapsed().as_secs_f64();
                 let params = ProgressParams {
@@ -543,7 +606,13 @@ impl Server {
                 lock(&out).send(line.to_string());
             }
         });
-        (stop, ticker)
+        match ticker {
+            Ok(ticker) => Some((stop, ticker)),
+            Err(error) => {
+                tracing::warn!("no progress notifications for this request: {error}");
+                None
+            }
+        }
     }
 
     fn complete(&self, params: CompleteParams) -> Answer {
