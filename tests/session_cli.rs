@@ -398,3 +398,49 @@ fn a_classifier_that_runs_out_of_fuel_is_named_on_the_step_line() {
     let step = &reports(&json)[0];
     assert!(step["policy_failure"].as_str().unwrap().contains("fuel"), "{step:#}");
 }
+
+/// Ctrl-C (SIGINT) or SIGTERM mid-command: the command and what it left
+/// running are torn down through its supervisor and settled CANCELLED, no
+/// later step starts, the session says what it stopped and exits 130. Before,
+/// the session died where it stood and the command ran on.
+#[test]
+fn a_signal_mid_command_tears_it_down_settles_it_cancelled_and_exits_130() {
+    for signal in ["INT", "TERM"] {
+        let place = session();
+        let script = concat!(
+            r#"{"tool": "bash", "input": {"command": "sleep 60 & cut -d' ' -f5 /proc/$$/stat > group; wait"}}"#,
+            "\n",
+            r#"{"tool": "write_file", "input": {"path": "after.txt", "content": "x\n"}}"#,
+            "\n"
+        );
+        let child = place.spawn(script, &[]);
+        let marker = place.root.join("group");
+        let started = std::time::Instant::now();
+        let group: i32 = loop {
+            if let Some(group) = std::fs::read_to_string(&marker).ok().and_then(|t| t.trim().parse().ok()) {
+                break group;
+            }
+            assert!(started.elapsed() < std::time::Duration::from_secs(30), "the command never started");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let sent =
+            Command::new("kill").args([&format!("-{signal}"), &child.id().to_string()]).status().unwrap();
+        assert!(sent.success());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(130), "SIG{signal}: {stderr}");
+        assert!(
+            stderr.contains(&format!("SIG{signal}: stopped after step 1 of 2 (bash, CANCELLED)")),
+            "{stderr}"
+        );
+        let reports = reports(&out);
+        assert_eq!(reports[0]["outcome"]["execution"], "CANCELLED", "{reports:?}");
+        assert_eq!(reports[0]["outcome"]["cleanup"], "CLEAN", "torn down, all dead: {reports:?}");
+        assert!(!place.root.join("after.txt").exists(), "no later step ran");
+        assert!(
+            effect_ledger::procfs::live_members(group as u32).is_empty(),
+            "nothing of the command's group is left (the background sleep included)"
+        );
+        assert!(reports.last().unwrap().get("summary").is_some(), "the summary is still printed");
+    }
+}

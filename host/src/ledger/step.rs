@@ -290,7 +290,18 @@ impl Ledger {
     /// refusal or a failure: those are results (EMB-2), with `status` saying
     /// which and `reason` why.
     pub fn step(&mut self, run: &Run, request: &StepRequest) -> StepResult {
-        match self.start(run, request, None) {
+        self.step_cancellable(run, request, None)
+    }
+
+    /// [`Ledger::step`], whose foreground command `cancel` may stop: torn
+    /// down (PROC-1) and settled CANCELLED.
+    pub fn step_cancellable(
+        &mut self,
+        run: &Run,
+        request: &StepRequest,
+        cancel: Option<CancelToken>,
+    ) -> StepResult {
+        match self.start(run, request, cancel) {
             Ok(running) => {
                 let waited = running.wait();
                 self.finish(run, waited)

@@ -8,6 +8,7 @@
 //! write no claim and the session goes on; a step whose claim cannot be
 //! persisted is BLOCKED and never runs.
 
+mod interrupt;
 mod script;
 
 use std::path::{Path, PathBuf};
@@ -273,11 +274,19 @@ impl SessionArgs {
         }
         let mut tally = Tally::default();
         let mut decision = None;
+        // Ctrl-C or SIGTERM: the running command is torn down and settled
+        // CANCELLED, and no later step starts.
+        let interrupt = interrupt::Interrupt::install();
+        let mut stopped = None;
         for (index, step) in steps.iter().enumerate() {
             let number = index as u64 + 1;
             let report = match &step.action {
                 script::Action::Tool(request) => {
-                    let result = ledger.step(&run, request);
+                    let cancel = interrupt.as_ref().map(interrupt::Interrupt::arm);
+                    let result = ledger.step_cancellable(&run, request, cancel);
+                    if let Some(interrupt) = &interrupt {
+                        interrupt.disarm();
+                    }
                     tally.count(&result);
                     if !self.json {
                         out!("{}", describe_step(&result, &result.tool, step.line));
@@ -313,6 +322,10 @@ impl SessionArgs {
             };
             if self.json {
                 out!("{report}");
+            }
+            if let Some(signal) = interrupt.as_ref().and_then(interrupt::Interrupt::signalled) {
+                stopped = Some((signal, number, step_label(&report)));
+                break;
             }
         }
         // LOG-3: the outcomes and observations of the last steps ride this
@@ -395,9 +408,30 @@ impl SessionArgs {
             );
             problems = true;
         }
+        if let Some((signal, number, label)) = stopped {
+            // A command the signal stopped was torn down and settled
+            // CANCELLED (the label says so); any other step ran to its end.
+            eprintln!(
+                "effects: {signal}: stopped after step {number} of {} ({label}); no later step ran. Continue \
+                 with --run {}",
+                steps.len(),
+                run.id
+            );
+            return Ok(ExitCode::from(interrupt::INTERRUPTED));
+        }
         if problems {
             return Ok(ExitCode::from(super::exit::PROBLEMS));
         }
         Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// What a step's report says it was, for the line that says where a signal
+/// stopped the session: its tool and outcome, or its kind.
+fn step_label(report: &Value) -> String {
+    let tool = report["tool"].as_str().unwrap_or("complete");
+    match report["outcome"]["execution"].as_str() {
+        Some(execution) => format!("{tool}, {execution}"),
+        None => tool.to_owned(),
     }
 }
