@@ -135,6 +135,15 @@ fn every_line_that_is_no_message_is_answered() {
     assert_eq!(answered, expected, "every line that is no message is answered, once: {before:#?}");
     let written = server.call(9, "write_file", json!({"path": "after.txt", "content": "still here\n"}));
     assert_eq!(written["result"]["isError"], json!(false), "{written}");
+
+    // A last line cut short by the end of the input is answered too.
+    let mut stdin = server.stdin.take().unwrap();
+    stdin.write_all(br#"{"jsonrpc":"2.0","id":10,"method":"#).unwrap();
+    drop(stdin);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut server.stdout, &mut rest).unwrap();
+    let rest: Vec<Value> = rest.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(rest.iter().map(error_of).collect::<Vec<_>>(), [(Value::Null, json!(-32700))], "{rest:?}");
     server.finish();
     assert!(!place.root.join("huge.txt").exists());
     assert_eq!(std::fs::read_to_string(place.root.join("after.txt")).unwrap(), "still here\n");

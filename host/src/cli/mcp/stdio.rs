@@ -109,7 +109,8 @@ where
     }
 
     /// Reads one line into `self.line`, never past the input bound; `None`
-    /// at the end of the input. Cancel-safe: a partial line stays in
+    /// at the end of the input (once a last line without a newline has been
+    /// given). Cancel-safe: a partial line stays in
     /// `self.line` for the next call.
     async fn read_line(&mut self) -> Option<Got> {
         loop {
@@ -121,7 +122,12 @@ where
                 }
             };
             if available.is_empty() {
-                return None;
+                // The input ends: a last line without its newline is still
+                // a line, read (or answered) like any other.
+                if std::mem::take(&mut self.discarding) {
+                    return Some(Got::Overlong);
+                }
+                return (!self.line.is_empty()).then_some(Got::Line);
             }
             let newline = memchr::memchr(b'\n', available);
             let take = newline.map_or(available.len(), |at| at + 1);
