@@ -528,3 +528,67 @@ fn a_thread_the_system_refuses_is_an_error_answer_never_an_abort() {
     assert_eq!(server.result("shutdown", json!({})), json!({}));
     assert!(server.child.wait().unwrap().success());
 }
+
+/// A stand-in runtime (Python, in a PID namespace of its own where one can
+/// be made, so other tests' processes are out of its sight): starts `effects
+/// serve`, claims a write and writes it, claims `command` and runs it with
+/// `bash -c`, settles both, decides with the file required, and prints the
+/// command's settle and the decision, one JSON object each.
+fn runtime_runs(place: &support::session::Session, command: &str) -> (Value, Value) {
+    let script = r#"
+import json, subprocess, sys
+server = subprocess.Popen(sys.argv[2:], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+def call(method, params, ident=[0]):
+    ident[0] += 1
+    server.stdin.write(json.dumps({"jsonrpc": "2.0", "id": ident[0], "method": method, "params": params}) + "\n")
+    server.stdin.flush()
+    return json.loads(server.stdout.readline())["result"]
+call("initialize", {"protocol_version": "1"})
+run = call("run/begin", {})["run"]["id"]
+write = {"path": "a.txt", "content": "good\n"}
+assert call("effect/claim", {"run_id": run, "request_id": "w", "tool": "write_file", "input": write})["status"] == "run"
+open("a.txt", "w").write("good\n")
+call("effect/settle", {"run_id": run, "request_id": "w", "facts": {"exit_code": 0}})
+bash = {"command": sys.argv[1]}
+assert call("effect/claim", {"run_id": run, "request_id": "b", "tool": "bash", "input": bash})["status"] == "run"
+code = subprocess.run(["bash", "-c", sys.argv[1]], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL).returncode
+print(json.dumps(call("effect/settle", {"run_id": run, "request_id": "b", "facts": {"exit_code": code}})))
+print(json.dumps(call("run/complete", {"run_id": run, "answer": "done", "required": ["a.txt"]})))
+server.stdin.close()
+server.wait()
+"#;
+    let mut args: Vec<std::ffi::OsString> = vec!["-c".into(), script.into(), command.into()];
+    args.push(env!("CARGO_BIN_EXE_effects").into());
+    args.extend(serve_args(place));
+    let isolated = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", "--kill-child", "python3"])
+        .args(&args)
+        .current_dir(&place.root)
+        .output();
+    let output = match isolated {
+        Ok(output) if output.status.success() => output,
+        _ => Command::new("python3").args(&args).current_dir(&place.root).output().unwrap(),
+    };
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    let mut lines = output.stdout.split(|b| *b == b'\n').filter(|l| !l.is_empty());
+    let mut next = || serde_json::from_slice::<Value>(lines.next().unwrap()).unwrap();
+    (next(), next())
+}
+
+/// INV-2 as SPEC 14 extends it, through `serve`: a command the runtime ran
+/// closes its window only when the server has seen what it started gone. A
+/// background writer left running keeps it open (never COMPLETED over the
+/// write it will overwrite); a command that left nothing closes it at its
+/// settle.
+#[test]
+fn a_runtime_command_closes_its_window_only_once_its_processes_are_seen_gone() {
+    let place = support::session::session();
+    let (settled, decision) = runtime_runs(&place, "(sleep 2; echo bad > a.txt) &");
+    assert!(settled["reason"].as_str().is_some_and(|r| r.contains("still running")), "{settled}");
+    assert_ne!(decision["verdict"], "COMPLETED", "{decision}");
+
+    let clean = support::session::session();
+    let (settled, decision) = runtime_runs(&clean, "true");
+    assert_eq!(settled["reason"], Value::Null, "{settled}");
+    assert_eq!(decision["verdict"], "COMPLETED", "nothing was left running: {decision}");
+}

@@ -25,7 +25,8 @@ use effect_ledger::ledger::{
 };
 use effect_ledger::log::{Executor, LogError};
 use effect_ledger::producers::process::CancelToken;
-use effect_ledger::tools::{Call, RunsBy, catalogue};
+use effect_ledger::runtime_window::{Survivor, Window};
+use effect_ledger::tools::{Call, RunsBy, catalogue, is_command};
 
 use super::protocol::{
     AnnotateParams, AnnotateResult, CancelledParams, CheckParams, ClaimParams, CompleteParams,
@@ -85,6 +86,10 @@ pub struct Server {
     /// The executor of `effect/claim` claims: the runtime (LOG-7), found
     /// at `initialize`.
     runtime: Mutex<Option<Executor>>,
+    /// The windows of runtime-run commands claimed here and not yet
+    /// settled, by (run id, request id): when each was claimed, for the
+    /// `/proc` look at its settle (SPEC 14, INV-2 extended).
+    windows: Mutex<HashMap<(String, String), Window>>,
     /// The request threads.
     workers: Workers,
     initialized: AtomicBool,
@@ -155,6 +160,7 @@ impl Server {
             running: Mutex::default(),
             in_flight: Mutex::default(),
             runtime: Mutex::default(),
+            windows: Mutex::default(),
             workers: Workers::default(),
             initialized: AtomicBool::new(false),
             shutting_down: AtomicBool::new(false),
@@ -459,7 +465,31 @@ impl Server {
         // The runtime runs the tool, not this relay (LOG-7): a server that
         // exits before the settle leaves the claim to the runtime's life.
         let runtime = lock(&self.runtime).clone().unwrap_or_else(effect_ledger::executor::current);
-        answer(lock(&self.ledger).claim_as(&run, &params.request_id, call, profile, runtime))
+        // A command's window opens before its claim is answered (the
+        // runtime starts it after); a retried claim keeps the first one.
+        let window = is_command(call.tool()).then(Window::open);
+        let claimed = lock(&self.ledger).claim_as(&run, &params.request_id, call, profile, runtime);
+        if let Some(window) = window.filter(|_| claimed.status == ClaimStatus::Run) {
+            lock(&self.windows).entry((run.id.clone(), params.request_id.clone())).or_insert(window);
+        }
+        answer(claimed)
+    }
+
+    /// The ledger's own look at what a runtime-run command started, when
+    /// its settle comes: `Some(true)` when nothing lives (its window
+    /// closes), `Some(false)` when something does (it stays open, and the
+    /// result says what), `None` with no window noted (claimed by another
+    /// server, or not a command): open too.
+    fn look_at_window(&self, run: &Run, request_id: &str) -> (Option<bool>, Vec<Survivor>) {
+        let Some(window) = lock(&self.windows).remove(&(run.id.clone(), request_id.to_owned())) else {
+            return (None, Vec::new());
+        };
+        let runtime = match lock(&self.runtime).clone() {
+            Some(Executor::Process(identity)) => identity.pid,
+            None => std::process::id(),
+        };
+        let survivors = window.survivors(runtime);
+        (Some(survivors.is_empty()), survivors)
     }
 
     fn settle(&self, params: SettleParams) -> Answer {
@@ -480,7 +510,23 @@ impl Server {
             }
             (None, None) => None,
         };
-        answer(lock(&self.ledger).settle(&run, &params.request_id, &params.facts, call))
+        let (observed, survivors) = self.look_at_window(&run, &params.request_id);
+        let mut settled = lock(&self.ledger).settle_observed(
+            &run,
+            &params.request_id,
+            &params.facts,
+            observed.filter(|gone| *gone),
+            call,
+        );
+        if !survivors.is_empty() && settled.reason.is_none() {
+            let named: Vec<String> = survivors.iter().map(ToString::to_string).collect();
+            settled.reason = Some(format!(
+                "processes the command may have started are still running ({}): its window stays open, so \
+                 every file it may touch is unsettled (INV-2)",
+                named.join(", ")
+            ));
+        }
+        answer(settled)
     }
 
     fn unrun(
