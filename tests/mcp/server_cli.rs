@@ -64,8 +64,8 @@ impl Server {
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
     }
 
-    /// Reads until the answer to `id`, returning it and what came before
-    /// it (progress aside).
+    /// Reads until the answer to `id`, returning it and every message
+    /// before it.
     fn until(&mut self, id: &Value) -> (Value, Vec<Value>) {
         let mut before = Vec::new();
         loop {
@@ -243,4 +243,51 @@ fn a_write_is_read_back_by_its_own_step() {
     let done = server.call(2, "complete", json!({"answer": "wrote a.txt", "required": ["a.txt"]}));
     assert_eq!(done["result"]["structuredContent"]["verdict"], "COMPLETED", "{done:#}");
     server.finish();
+}
+
+#[test]
+fn a_call_cancelled_while_it_waits_for_a_slot_never_starts() {
+    let place = support::session::session();
+    let mut server = Server::start(&place);
+    // Sixteen commands take every slot (STEPS_AT_ONCE) for half a minute,
+    // each heard running (its first progress, after a second); the write
+    // after them waits for a slot, and is cancelled while it waits.
+    for id in 1..=16 {
+        let mut running = call(id, "bash", json!({"command": "sleep 30"}));
+        running["params"]["_meta"] = json!({"progressToken": format!("p{id}")});
+        server.send_json(&running);
+    }
+    let mut heard = std::collections::BTreeSet::new();
+    while heard.len() < 16 {
+        let message = server.read();
+        assert_eq!(message["method"], "notifications/progress", "{message}");
+        heard.insert(message["params"]["progressToken"].to_string());
+    }
+    server.send_json(&call(17, "write_file", json!({"path": "w.txt", "content": "late\n"})));
+    let cancel =
+        |id: u64| json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}});
+    server.send_json(&cancel(17));
+    for id in 1..=16 {
+        server.send_json(&cancel(id));
+    }
+    // The slots come free; a call after them runs.
+    let listed = server.call(18, "ls", json!({"path": "."}));
+    assert_eq!(listed["result"]["structuredContent"]["status"], "RAN", "{listed}");
+    server.finish();
+
+    assert!(!place.root.join("w.txt").exists(), "a call cancelled before it began wrote");
+    let shown = Command::new(env!("CARGO_BIN_EXE_effects"))
+        .arg("--data-dir")
+        .arg(&place.data)
+        .args(["log", "show", "--json", "--run", "served"])
+        .output()
+        .unwrap();
+    let log = String::from_utf8(shown.stdout).unwrap();
+    let claimed: Vec<Value> = log
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap())
+        .filter(|record| record["kind"] == "claim")
+        .map(|record| record["record"]["claim"]["operation"]["tool"].clone())
+        .collect();
+    assert_eq!(claimed, vec![json!("bash"); 16], "only the commands were claimed");
 }

@@ -389,14 +389,17 @@ impl Ledgered {
         start: impl FnOnce(&mut Ledger, CancelToken) -> Result<Running, Box<StepResult>> + Send + 'static,
         finish: impl FnOnce(&mut Ledger, Waited) -> StepResult + Send + 'static,
     ) -> StepResult {
-        // A call cancelled while it waits for a slot never starts: nothing
-        // is claimed, and the client has stopped waiting for its answer.
+        // A call cancelled before it has a slot (waiting for one, or before
+        // its turn came) never starts: nothing is claimed, and the client
+        // has stopped waiting for its answer. Biased, so a cancel already
+        // made wins over a slot free at the same moment.
         let slot = tokio::select! {
-            slot = Arc::clone(&self.0.slots).acquire_owned() => slot.expect("the slots are never closed"),
+            biased;
             () = context.ct.cancelled() => {
                 let reason = "cancelled before it began: nothing was claimed or run".to_owned();
                 return StepResult::unrun(&self.0.run, 0, request_id, what, StepStatus::Refused, reason);
             }
+            slot = Arc::clone(&self.0.slots).acquire_owned() => slot.expect("the slots are never closed"),
         };
         let token = CancelToken::default();
         lock(&self.0.running).insert(request_id.to_owned(), token.clone());
