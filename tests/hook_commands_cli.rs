@@ -226,3 +226,145 @@ fn decide_from_outside_requires_what_the_sessions_stop_required() {
     let narrowed = decide(&["--only", "--require", "b.txt"]);
     assert!(!narrowed["reasons"].to_string().contains("a.txt"), "{narrowed}");
 }
+
+/// A program whose main thread exits while another thread writes on: its
+/// leader reads as a zombie, yet its process runs code. Counted as gone, its
+/// command was settled and the stop said COMPLETED before the write landed.
+#[test]
+fn a_process_whose_main_thread_exited_is_still_running() {
+    let mut run = Run::new("threads");
+    let program = run.place.root.join("late-writer");
+    let source = run.place.root.join("late-writer.c");
+    std::fs::write(
+        &source,
+        "#include <pthread.h>\n#include <stdio.h>\n#include <unistd.h>\n\
+         static void *late(void *path) { sleep(2); FILE *f = fopen(path, \"w\"); fputs(\"bad\\n\", f); fclose(f); return 0; }\n\
+         int main(int argc, char **argv) { pthread_t t; pthread_create(&t, 0, late, argv[1]); pthread_exit(0); }\n",
+    )
+    .unwrap();
+    let built =
+        std::process::Command::new("cc").arg("-pthread").arg("-o").arg(&program).arg(&source).status();
+    assert!(built.unwrap().success(), "cc builds the late writer");
+    run.write("a.txt", "good\n");
+    let told = run.bash("./late-writer a.txt &");
+    assert!(told.contains("still running"), "{told}");
+    let held = run.stop(false);
+    assert_eq!(held["decision"], "block", "never COMPLETED while its thread runs: {held}");
+    wait_for("the late write", || run.file("a.txt") == "bad\n");
+}
+
+/// "Permission denied" for a command that ran and left a writer behind:
+/// what `/proc` shows contradicts "never ran" (OUT-2), so it is held like
+/// any command still running, never settled NOT_EXECUTED.
+#[test]
+fn a_denial_after_a_command_left_a_writer_holds_it() {
+    let mut run = Run::new("denied");
+    run.write("a.txt", "good\n");
+    run.calls += 1;
+    let command = "(sleep 2; echo bad > a.txt) &";
+    let input = json!({"command": command});
+    run.event("PreToolUse", "Bash", &input);
+    run.agent.bash(command);
+    let told = run.event("PermissionDenied", "Bash", &input);
+    let held = run.stop(false);
+    assert_eq!(held["decision"], "block", "{told} {held}");
+    assert!(held["reason"].as_str().unwrap().contains("echo bad"), "{held}");
+    let outcomes = outcomes(&run.place.data, "claude-denied");
+    assert!(outcomes.iter().all(|o| o["outcome"]["execution"] != "NOT_EXECUTED"), "{outcomes:?}");
+}
+
+/// A command the agent ran in the background: its post-tool event says it
+/// was launched, not how it ended: no exit status (OUT-1), never 0.
+#[test]
+fn a_background_command_has_no_exit_status() {
+    let mut run = Run::new("background");
+    run.calls += 1;
+    let input = json!({"command": "exit 3", "run_in_background": true});
+    run.event("PreToolUse", "Bash", &input);
+    run.agent.bash("exit 3 || true");
+    run.event("PostToolUse", "Bash", &input);
+    let outcomes = outcomes(&run.place.data, "claude-background");
+    assert_eq!(outcomes[0]["facts"]["exit_code"], Value::Null, "{outcomes:?}");
+    assert_eq!(outcomes[0]["outcome"]["execution"], "UNKNOWN", "{outcomes:?}");
+}
+
+/// The hook's notes are bookkeeping a command can reach: one rewritten to
+/// another boot (where everything would be gone) is no observation at all,
+/// and a FIFO among them never hangs a hook.
+#[test]
+fn a_forged_or_hostile_note_never_closes_a_window_or_hangs_a_hook() {
+    let mut run = Run::new("forged");
+    run.write("a.txt", "good\n");
+    run.calls += 1;
+    let input = json!({"command": "true"});
+    run.event("PreToolUse", "Bash", &input);
+    let folder = run.place.data.join("windows").join("claude-forged");
+    for entry in std::fs::read_dir(&folder).unwrap() {
+        let path = entry.unwrap().path();
+        let mut note: Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        note["window"]["boot_id"] = json!("another-boot");
+        std::fs::write(&path, note.to_string()).unwrap();
+    }
+    assert_eq!(
+        std::process::Command::new("mkfifo").arg(folder.join("zz.json")).status().unwrap().code(),
+        Some(0)
+    );
+    run.agent.bash("true");
+    run.event("PostToolUse", "Bash", &input);
+    let outcomes = outcomes(&run.place.data, "claude-forged");
+    assert!(!seen_gone(&outcomes[1]), "a forged note observes nothing: {outcomes:?}");
+    run.read("a.txt");
+    assert_eq!(run.stop(false)["decision"], "block");
+}
+
+/// A stop at every turn must not make a file the agent wrote and later
+/// deleted (a scratch file) required for good: what the stop required by
+/// default is undone by a later delete (CMP-7 extended).
+#[test]
+fn a_file_required_by_default_then_deleted_is_no_longer_required() {
+    let mut run = Run::new("scratch");
+    let patch = |id: &str, body: &str| {
+        json!({"hook_event_name": "PreToolUse", "session_id": "scratch", "cwd": run.place.root.canonicalize().unwrap(),
+               "tool_name": "apply_patch", "tool_use_id": id, "tool_input": {"input": body}})
+    };
+    let add = patch("p1", "*** Begin Patch\n*** Add File: tmp.txt\n+scratch\n*** End Patch\n");
+    let delete = patch("p2", "*** Begin Patch\n*** Delete File: tmp.txt\n*** End Patch\n");
+    let post = |mut event: Value| {
+        event["hook_event_name"] = json!("PostToolUse");
+        event["tool_response"] = json!({"exit_code": 0});
+        event
+    };
+    let stop = |run: &Run| {
+        json!({"hook_event_name": "Stop", "session_id": "scratch", "cwd": run.place.root.canonicalize().unwrap(),
+               "stop_hook_active": false, "last_assistant_message": "Done."})
+    };
+    let codex = |run: &mut Run, payload: &Value| run.agent.hook(&run.place.data, "codex", payload).1;
+    codex(&mut run, &add);
+    std::fs::write(run.place.root.join("tmp.txt"), "scratch\n").unwrap();
+    codex(&mut run, &post(add.clone()));
+    let first = stop(&run);
+    codex(&mut run, &first);
+    codex(&mut run, &delete);
+    std::fs::remove_file(run.place.root.join("tmp.txt")).unwrap();
+    codex(&mut run, &post(delete.clone()));
+    let second = stop(&run);
+    let answer = codex(&mut run, &second);
+    assert_eq!(answer.get("decision"), None, "not held for a file the session deleted: {answer}");
+}
+
+/// The verdict file a headless user reads (CMP-14) never keeps an older
+/// COMPLETED after a stop that could not be decided.
+#[test]
+fn the_verdict_file_follows_every_stop_one_that_could_not_decide_included() {
+    let mut run = Run::new("verdicts");
+    run.write("x", "x\n");
+    completed(&run.stop(false));
+    let file = run.place.data.join("verdicts").join("claude-verdicts.txt");
+    assert!(std::fs::read_to_string(&file).unwrap().contains("COMPLETED"));
+    // The file the session wrote is now a directory: no decision can be made.
+    run.bash("rm x; mkdir x");
+    let held = run.stop(false);
+    assert_eq!(held["decision"], "block", "{held}");
+    let kept = std::fs::read_to_string(&file).unwrap();
+    assert!(!kept.contains("COMPLETED") && kept.contains("could not be decided"), "{kept}");
+}

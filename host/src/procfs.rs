@@ -6,7 +6,8 @@
 //! *and* its start token (`/proc/PID/stat` field 22, clock ticks since boot)
 //! *and* the boot it ran in (`/proc/sys/kernel/random/boot_id`), so a claim's
 //! executor recorded in a log can be judged alive or dead from any process,
-//! after any restart. Zombies count as dead: they run no code.
+//! after any restart. Zombies count as dead: they run no code (a leader that
+//! exited while its other threads run on is no zombie: its process does).
 //!
 //! This module only reads; signalling is the callers' (`producers::supervisor`,
 //! `executor`).
@@ -62,9 +63,22 @@ pub fn parse_stat(stat: &str) -> Option<Stat> {
     })
 }
 
-/// The stat of `pid`, if it exists.
+/// The stat of `pid`, if it exists. A thread-group leader that exited while
+/// other threads of it run on shows `Z` in its own line, yet its process
+/// still runs code: it is not a zombie here (`/proc/PID/task` lists more
+/// than the leader).
 pub fn stat_of(pid: u32) -> Option<Stat> {
-    parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)
+    let mut stat = parse_stat(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)?;
+    if stat.zombie && threads_run_on(pid) {
+        stat.zombie = false;
+    }
+    Some(stat)
+}
+
+/// Whether `pid` has threads besides its (exited) leader.
+fn threads_run_on(pid: u32) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .is_ok_and(|tasks| tasks.filter_map(Result::ok).nth(1).is_some())
 }
 
 /// The command name of `pid` (`/proc/PID/comm`), if it exists.

@@ -7,26 +7,29 @@
 //! see is the kernel's process table: [`Window::open`] notes the moment the
 //! call was claimed (boot-relative clock ticks, the unit of `/proc/PID/stat`'s
 //! start time), and [`Window::survivors`] lists the live processes that may
-//! be the call's:
+//! be the call's: every process of this user started at or after that
+//! moment (beneath the runtime, in its session, orphaned to an init where a
+//! `setsid` and double fork escape lands, or handed to a process that was
+//! already running, such as a terminal multiplexer's server), never the
+//! observer itself or its ancestors (the hook's own shell).
 //!
-//! - started at or after that moment, by this user;
-//! - and either beneath the runtime (its process tree), in the runtime's
-//!   session (a background child the runtime's shell left keeps it), or
-//!   orphaned to an init (PID 1, or a `systemd` user manager: where a
-//!   `setsid` and double fork escape lands);
-//! - never the observer itself or its ancestors (the hook's own shell).
-//!
-//! Looking again later ([`Window::survivors_after`]) counts, besides what
-//! started before the first look, everything beneath the survivors that look
-//! found, and every new orphan: a survivor that forks and detaches while it
-//! is watched is still seen. What the rule cannot see, and says so
+//! Looking again later ([`Window::survivors_after`]) counts what the first
+//! look found and everything beneath it, what started before the first look
+//! beneath the runtime, in its session or orphaned, and every new orphan: a
+//! survivor that forks and detaches while it is watched is still seen, and
+//! the runtime's own later work (a later call, a later hook) is not counted. What the rule cannot see, and says so
 //! (docs/limitations.md): a process of another user, one reparented to a
 //! subreaper that is neither init nor `systemd`, and a process that detached
 //! from the runtime's session and tree before the window opened.
 //!
-//! It errs towards "not gone": anything of this user that started under the
-//! runtime while the call ran (a concurrent tool, another hook) counts, so a
-//! busy runtime only delays the window's close, never closes it early.
+//! It errs towards "not gone": anything of this user that started while the
+//! call ran (a concurrent tool, another hook, another program) counts, so a
+//! busy machine only delays the window's close, never closes it early.
+//!
+//! A window of another boot, or one that starts after now, cannot be the
+//! window of a call whose runtime is asking in this boot: such a note was
+//! forged or damaged, and [`Window::is_plausible`] says so, so a surface
+//! takes it as no observation at all, never as "gone".
 
 #![allow(clippy::disallowed_methods)] // `/proc` is the kernel's view of processes, not a file under a root
 
@@ -139,6 +142,12 @@ impl Window {
         Self { since: ticks_now().saturating_sub(1), boot_id: procfs::boot_id().to_owned() }
     }
 
+    /// Whether this window can be the one of a call claimed in this boot,
+    /// before now (see the module doc).
+    pub fn is_plausible(&self) -> bool {
+        !self.of_another_boot() && self.since <= ticks_now()
+    }
+
     /// Whether this boot is not the window's: everything it saw is gone.
     fn of_another_boot(&self) -> bool {
         let now = procfs::boot_id();
@@ -149,7 +158,10 @@ impl Window {
     /// processes that may be the call's (see the module doc), `runtime`
     /// being the process that ran it. Empty: the window closes here.
     pub fn survivors(&self, runtime: u32) -> Vec<Survivor> {
-        self.look(runtime, |_, _, _, related| related)
+        // Every process of this user started in the window: work handed to
+        // a process already running (a terminal multiplexer's server, an
+        // editor's) starts unrelated to the runtime, yet it is the call's.
+        self.look(runtime, |_, _, _, _| true)
     }
 
     /// A later look, after a first one at `until` (ticks) found `found`:

@@ -196,16 +196,11 @@ impl DecideArgs {
             open_ledger(&root, data_dir, self.manifest.as_deref(), self.key_file.as_deref(), &[])?;
         let mut ledger = if self.dry_run { ledger.read_only() } else { ledger };
         let run = ledger.continue_run(&self.run).map_err(|e| bad(anyhow!(e)))?;
-        let mut required = match self.only {
-            true => Vec::new(),
-            false => ledger.required_by_default(&run).map_err(|e| Failure::new(exit::PROBLEMS, e))?,
+        let completed = match self.only {
+            true => ledger.complete_exactly(&run, &self.required, &self.answer),
+            false => ledger.complete(&run, &self.required, &self.answer),
         };
-        for path in &self.required {
-            if !required.contains(path) {
-                required.push(path.clone());
-            }
-        }
-        let completion = ledger.complete(&run, &required, &self.answer).map_err(|error| {
+        let completion = completed.map_err(|error| {
             let code = match error {
                 CompleteError::Required { .. } | CompleteError::Directory { .. } => exit::BAD_INPUT,
                 CompleteError::Changed { .. } | CompleteError::Log(_) => exit::PROBLEMS,

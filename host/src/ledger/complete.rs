@@ -1,7 +1,10 @@
 //! Completing a run (SPEC section 7, POL-4): claims of dead executors are
 //! recovered first (LOG-7: their surviving processes torn down, PROC-2) and
 //! launches whose jobs have ended are settled (the monitor, `jobs.rs`); then
-//! the required artifacts are resolved and **read completely** (CMP-7b: up to
+//! the required artifacts (by default every file the run's latest changes
+//! left in place and every file its decisions required, CMP-7 as SPEC 14
+//! extends it, `required.rs`; plus what the caller names) are resolved and
+//! **read completely** (CMP-7b: up to
 //! the read cap, identity checked; a file over the cap is observed by a stat
 //! too, so it exists, unverified), and those observations are recorded
 //! before the evaluator decides, so a change made outside the ledger since
@@ -94,9 +97,29 @@ impl Completion {
 }
 
 impl Ledger {
-    /// Decides completion of `run` over its durable history, requiring the
-    /// files `required` (paths beneath the root) and presenting `answer`.
+    /// Decides completion of `run` over its durable history, presenting
+    /// `answer`, and requiring what the run requires by default (CMP-7 as
+    /// SPEC 14 extends it: [`Ledger::required_by_default`]) and the files
+    /// `required` (paths beneath the root) besides. Every surface decides
+    /// through this, so one run has one notion of "required".
     pub fn complete(
+        &mut self,
+        run: &Run,
+        required: &[String],
+        answer: &str,
+    ) -> Result<Completion, CompleteError> {
+        let mut all = self.required_by_default(run)?;
+        for path in required {
+            if !all.contains(path) {
+                all.push(path.clone());
+            }
+        }
+        self.complete_exactly(run, &all, answer)
+    }
+
+    /// [`Ledger::complete`] requiring `required` alone: the narrower
+    /// question an operator asks on purpose (`effects decide --only`).
+    pub fn complete_exactly(
         &mut self,
         run: &Run,
         required: &[String],

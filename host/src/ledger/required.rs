@@ -12,8 +12,14 @@
 //!   claim counts: one that leaves it absent (a delete, a move away) takes
 //!   it out of the set; a claim whose call never ran (NOT_EXECUTED) changed
 //!   nothing and counts for nothing (INV-1).
-//! - A decision records the files it required (`DecisionRecord::required`),
-//!   so what any surface or operator required for the run stays required.
+//! - A decision records the files it required (`DecisionRecord::required`):
+//!   those beyond what the run's changes had left in place at that point
+//!   were named by a surface or an operator, and stay required. The rest
+//!   was this default set, so a later delete by the run takes such a file
+//!   out (a hook's stop at every turn must not make a scratch file the
+//!   agent then deleted required for good). A file a surface named that
+//!   the run had also written is judged as written: a hook names its
+//!   `--require` files again at every stop.
 //!
 //! The whole lineage counts: a run is decided over its lineage.
 
@@ -34,11 +40,13 @@ pub fn required_by_default(history: &[Framed]) -> Vec<String> {
             _ => None,
         })
         .collect();
-    // Per path: whether its latest change leaves it in place, or a decision
-    // required it (which a later delete does not undo).
+    // Per path: whether its latest change leaves it in place; and the paths
+    // a decision required beyond what the run's changes left in place at
+    // that point (what a surface or operator named: the rest of what it
+    // required was this same default set, which a later delete undoes).
     let mut order: Vec<String> = Vec::new();
     let mut in_place: HashMap<String, bool> = HashMap::new();
-    let mut decided: HashSet<String> = HashSet::new();
+    let mut named: HashSet<String> = HashSet::new();
     for framed in history {
         match &framed.record {
             Record::Claim(claim) if !never_ran.contains(&framed.position) => {
@@ -52,16 +60,18 @@ pub fn required_by_default(history: &[Framed]) -> Vec<String> {
             }
             Record::Decision(decision) => {
                 for resource in &decision.required {
-                    if let Location::Filesystem(file) = resource.location() {
+                    if let Location::Filesystem(file) = resource.location()
+                        && in_place.get(&file.path) != Some(&true)
+                    {
                         note(&mut order, &file.path);
-                        decided.insert(file.path.clone());
+                        named.insert(file.path.clone());
                     }
                 }
             }
             _ => {}
         }
     }
-    order.retain(|path| decided.contains(path) || in_place.get(path).copied().unwrap_or(false));
+    order.retain(|path| named.contains(path) || in_place.get(path).copied().unwrap_or(false));
     order
 }
 

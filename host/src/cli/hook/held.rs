@@ -19,8 +19,10 @@
 //! them in `DATA_DIR/verdicts/RUN.txt` (CMP-14: a headless run's user reads
 //! it there; the message names it).
 //!
-//! These files are bookkeeping, not evidence: a lost or unreadable one only
-//! leaves the window open (the claim is settled with no observation, or
+//! These files are bookkeeping, not evidence: a lost, unreadable, oversized
+//! or implausible one (a window of another boot, or one that starts later
+//! than now: no agent asking in this boot made it), or one that is not a
+//! regular file, is no note at all and only leaves the window open (the claim is settled with no observation, or
 //! stays unsettled until the agent is gone and recovery settles it
 //! INTERRUPTED). A process that can rewrite the data dir can forge them, as
 //! it could an unkeyed log (docs/threats.md).
@@ -38,6 +40,9 @@ use effect_ledger::runtime_window::{Survivor, Window, ticks_now};
 
 /// The data dir's folder of held windows.
 const WINDOWS: &str = "windows";
+
+/// The largest note read: a command line and a few PIDs fit many times over.
+const NOTE_BOUND: u64 = 256 << 10;
 
 /// A command's window as the hook keeps it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -77,6 +82,36 @@ pub struct Held {
 /// The data dir's folder of the hooks' latest verdicts, one file per run.
 const VERDICTS: &str = "verdicts";
 
+/// `DATA_DIR/verdicts/RUN.txt`.
+fn verdict_file(data_dir: &Path, run: &str) -> PathBuf {
+    data_dir.join(VERDICTS).join(format!("{run}.txt"))
+}
+
+/// Writes the latest verdict of `run`, as the user was told it, to
+/// `DATA_DIR/verdicts/RUN.txt` (replacing the one before), for a headless
+/// run's user (CMP-14): every stop's, one that could not be decided
+/// included. Its path, when written.
+pub fn record_verdict(data_dir: &Path, run: &str, text: &str) -> Option<PathBuf> {
+    write_verdict(&verdict_file(data_dir, run), text)
+}
+
+#[allow(clippy::disallowed_methods)] // the data dir's path, from the command line
+fn write_verdict(file: &Path, text: &str) -> Option<PathBuf> {
+    let folder = file.parent()?;
+    // A name of this process's own: concurrent stops never share one.
+    let temporary = file.with_extension(format!("txt.{}.tmp", std::process::id()));
+    let written = std::fs::create_dir_all(folder)
+        .and_then(|()| std::fs::write(&temporary, format!("{text}\n")))
+        .and_then(|()| std::fs::rename(&temporary, file));
+    match written {
+        Ok(()) => Some(file.to_owned()),
+        Err(error) => {
+            tracing::warn!("writing the verdict to {}: {error}", file.display());
+            None
+        }
+    }
+}
+
 fn file_name(request_id: &str) -> String {
     format!("{}.json", &hex::encode(Sha256::digest(request_id.as_bytes()))[..32])
 }
@@ -91,33 +126,19 @@ impl Held {
             .and_then(|data| data.create_dir_all(&folder).and_then(|()| data.open_dir(&folder)))
             .map_err(|error| tracing::warn!("the hook's held windows in {}: {error}", data_dir.display()))
             .ok();
-        let verdict = data_dir.join(VERDICTS).join(format!("{run}.txt"));
-        Self { dir, verdict }
+        Self { dir, verdict: verdict_file(data_dir, run) }
     }
 
-    /// Writes the session's latest verdict, as the user was told it, to
-    /// `DATA_DIR/verdicts/RUN.txt` (replacing the one before), for a
-    /// headless run's user (CMP-14). Its path, when written.
-    #[allow(clippy::disallowed_methods)] // the data dir's path, from the command line
+    /// Writes the session's latest verdict (see [`record_verdict`]).
     pub fn record_verdict(&self, text: &str) -> Option<PathBuf> {
-        let folder = self.verdict.parent()?;
-        let temporary = self.verdict.with_extension("txt.tmp");
-        let written = std::fs::create_dir_all(folder)
-            .and_then(|()| std::fs::write(&temporary, format!("{text}\n")))
-            .and_then(|()| std::fs::rename(&temporary, &self.verdict));
-        match written {
-            Ok(()) => Some(self.verdict.clone()),
-            Err(error) => {
-                tracing::warn!("writing the verdict to {}: {error}", self.verdict.display());
-                None
-            }
-        }
+        write_verdict(&self.verdict, text)
     }
 
     fn write(&self, held: &HeldCommand) {
         let Some(dir) = &self.dir else { return };
         let name = file_name(&held.request_id);
-        let temporary = format!("{name}.tmp");
+        // A name of this process's own: concurrent hooks never share one.
+        let temporary = format!("{name}.{}.tmp", std::process::id());
         let bytes = serde_json::to_vec(held).expect("a held window serializes");
         if let Err(error) = dir.write(&temporary, bytes).and_then(|()| dir.rename(&temporary, dir, &name)) {
             tracing::warn!("keeping the window of {}: {error}", held.request_id);
@@ -135,10 +156,33 @@ impl Held {
         });
     }
 
-    /// The window noted for `request_id`, if any.
+    /// The window noted for `request_id`, if there is one the hook can use:
+    /// a note that names another request, or a window that cannot be this
+    /// boot's (forged or damaged), is none, so its command stays open.
     pub fn get(&self, request_id: &str) -> Option<HeldCommand> {
-        let bytes = self.dir.as_ref()?.read(file_name(request_id)).ok()?;
-        serde_json::from_slice(&bytes).ok()
+        self.read(&file_name(request_id)).filter(|held| held.request_id == request_id)
+    }
+
+    /// The note named `name`: a regular file of at most [`NOTE_BOUND`] bytes,
+    /// opened without following a symlink or waiting on a FIFO, holding a
+    /// plausible window ([`Window::is_plausible`]).
+    fn read(&self, name: &str) -> Option<HeldCommand> {
+        use std::io::Read;
+        use std::os::fd::AsFd;
+
+        use rustix::fs::{FileType, Mode, OFlags};
+        let dir = self.dir.as_ref()?;
+        let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+        let fd = rustix::fs::openat(dir.as_fd(), name, flags, Mode::empty()).ok()?;
+        let stat = rustix::fs::fstat(&fd).ok()?;
+        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile || stat.st_size > NOTE_BOUND as i64
+        {
+            return None;
+        }
+        let mut bytes = Vec::new();
+        std::fs::File::from(fd).take(NOTE_BOUND + 1).read_to_end(&mut bytes).ok()?;
+        let held: HeldCommand = serde_json::from_slice(&bytes).ok()?;
+        held.window.is_plausible().then_some(held)
     }
 
     /// Forgets a window once its claim is settled.
@@ -172,9 +216,7 @@ impl Held {
         for entry in entries.flatten() {
             let name = entry.file_name();
             let Some(name) = name.to_str().filter(|name| name.ends_with(".json")) else { continue };
-            let Some(mut held) =
-                dir.read(name).ok().and_then(|b| serde_json::from_slice::<HeldCommand>(&b).ok())
-            else {
+            let Some(mut held) = self.read(name).filter(|held| file_name(&held.request_id) == name) else {
                 continue;
             };
             let Some(ended) = &mut held.ended else { continue };

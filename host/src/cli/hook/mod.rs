@@ -10,10 +10,12 @@
 //!   facts the agent gave (no exit status is UNKNOWN, OUT-1); the ledger then
 //!   reads the files back itself (EMB-4) and tells the agent whether the
 //!   bytes are the ones claimed;
-//! - at stop: decide. COMPLETED says nothing; anything else blocks the stop
-//!   once with the reasons and what would clear them; a stop that a stop
-//!   hook already held once goes through, with the disclosures shown to the
-//!   user (never a loop).
+//! - at stop: decide. COMPLETED is told to the user with its disclosures;
+//!   anything else (or a command still held open, `held.rs`) blocks the
+//!   stop once with the reasons and what would clear them; a stop that a
+//!   stop hook already held once goes through, with the disclosures shown to
+//!   the user (never a loop). Every stop's verdict is also written to a file
+//!   a headless run's user reads (CMP-14).
 //!
 //! `dialect.rs` reads and writes each agent's JSON; `install.rs` prints or
 //! merges the settings that run this.
@@ -201,7 +203,12 @@ impl HookArgs {
             // At stop, nothing could be decided: held once, with why; a
             // stop already held goes through (EMB-5: never a loop).
             (Err(failure), Kind::Stop { active, .. }) => {
-                let why = format!("effect ledger: the session could not be decided: {}", failure.error);
+                let mut why = format!("effect ledger: the session could not be decided: {}", failure.error);
+                // CMP-14: the verdict file never keeps an older verdict.
+                let run = run_id(dialect, &event.session_id);
+                if let Some(file) = held::record_verdict(&state_dir(data_dir), &run, &why) {
+                    why.push_str(&format!("\n(This is also in {}.)", file.display()));
+                }
                 if *active { Answer::Tell(why) } else { Answer::Block(why) }
             }
             // After a tool, the agent goes on and the failure is on stderr.
@@ -440,12 +447,21 @@ impl Hooked<'_> {
         };
         // A command's window closes only on the ledger's own look at what it
         // started (SPEC 14): settled now if nothing lives, else held.
+        // Looked at even when the agent says it never ran: what it started
+        // and left running says otherwise (OUT-2), and then it ran, status
+        // unknown.
         let observed = match self.held.get(&id) {
-            Some(held) if facts.executed => match self.held.ended(held, self.agent_pid(), &facts) {
-                None => Some(true),
-                Some(held) => return Answer::Context(held_message(&held)),
-            },
-            _ => None,
+            Some(held) => {
+                let alive_means = match facts.executed {
+                    true => facts.clone(),
+                    false => Reported { executed: true, exit_code: None, timed_out: false, cancelled: false },
+                };
+                match self.held.ended(held, self.agent_pid(), &alive_means) {
+                    None => Some(true),
+                    Some(held) => return Answer::Context(held_message(&held)),
+                }
+            }
+            None => None,
         };
         let mut settled =
             self.ledger.settle_observed(&self.run, &id, &facts, observed, call(tool, input).ok());
@@ -595,22 +611,14 @@ impl Hooked<'_> {
         active: bool,
         still_held: &[HeldCommand],
     ) -> Result<Answer, Failure> {
-        // What the session's changes left in place and what was required
-        // before, beside `--require` (CMP-7): the set `effects decide --run`
-        // decides too, so a change never settled, recovered INTERRUPTED or
-        // never read back keeps the agent from stopping, naming the file.
-        let mut required = self
-            .ledger
-            .required_by_default(&self.run)
-            .map_err(|e| Failure::new(exit::PROBLEMS, anyhow!("reading the session's log: {e}")))?;
-        for file in extra_required {
-            if !required.contains(file) {
-                required.push(file.clone());
-            }
-        }
+        // `Ledger::complete` requires what the session's changes left in
+        // place and what was required before, beside `--require` (CMP-7):
+        // the set `effects decide --run` decides too, so a change never
+        // settled, recovered INTERRUPTED or never read back keeps the agent
+        // from stopping, naming the file.
         let completion = self
             .ledger
-            .complete(&self.run, &required, answer)
+            .complete(&self.run, extra_required, answer)
             .map_err(|e| Failure::new(exit::PROBLEMS, anyhow!("deciding the session: {e}")))?;
         let decision = completion.decided.decision;
         // Done only when the decision says so and no command of the
@@ -668,11 +676,17 @@ fn reported(dialect: Dialect, event: &Event, tool: &str) -> Reported {
     let response = &event.tool_response;
     let interrupted = response.get("interrupted").and_then(Value::as_bool).unwrap_or(false);
     let status = shell.then(|| shell_status(dialect, event)).flatten();
+    // A command the agent started in the background: its post-tool event
+    // says it was launched, not how it ended.
+    let background = ["run_in_background", "is_background"]
+        .iter()
+        .any(|key| event.tool_input.get(*key).and_then(Value::as_bool).unwrap_or(false));
     match &event.kind {
         Kind::Denied => Reported { executed: false, exit_code: None, timed_out: false, cancelled: false },
         Kind::Failed { interrupted: true, .. } => Reported { cancelled: true, ..ran(None) },
         _ if interrupted => Reported { cancelled: true, ..ran(None) },
         Kind::Failed { .. } => ran(status.filter(|code| *code != 0)),
+        _ if shell && background => ran(None),
         _ => match (dialect, shell) {
             (_, true) if status.is_some() => ran(status),
             (Dialect::Claude, _) => ran(Some(0)),

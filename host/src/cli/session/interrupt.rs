@@ -5,9 +5,10 @@
 //!
 //! Without this the signal killed the session where it stood: its command,
 //! in a process group of its own, ran on unseen, and its claim waited for the
-//! next process to recover it. A second signal is not different from the
-//! first: teardown is already under way and the step is recorded before the
-//! session ends.
+//! next process to recover it. A step that is not a command (a check, a
+//! decision) runs to its end first; a second signal ends the session at once,
+//! as the signal's default would, leaving what it ran to the next process's
+//! recovery (LOG-7).
 
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -49,7 +50,14 @@ impl Interrupt {
             .name("signals".into())
             .spawn(move || {
                 for signal in signals.forever() {
-                    let _ = seen.signal.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
+                    let first = seen.signal.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
+                    if first.is_err() {
+                        // A second signal: the user will not wait for the
+                        // step (a check runs to its end). The session ends as
+                        // the signal's default ends it; what it was running
+                        // is recovered by the next process (LOG-7).
+                        let _ = signal_hook::low_level::emulate_default_handler(signal);
+                    }
                     if let Some(token) = &*seen.running.lock().unwrap_or_else(PoisonError::into_inner) {
                         token.cancel();
                     }

@@ -44,7 +44,8 @@ kill} reads or kills it. Tools the embedding runtime runs (external, owned_write
 browser, and any tool not in the catalogue) take the facts it `reported` {executed, exit_code, \
 timed_out, cancelled}; a tool not in the catalogue binds nothing, so its claim has unknown scope. \
 `verify` runs a designated check; its pass or fail is evidence for `complete`, which decides the \
-run so far: COMPLETED, FAILED, BLOCKED or UNVERIFIED, with the disclosures the answer must carry. \
+run so far (requiring every file the run's changes left in place and its `required` files; with \
+\"only\": true, its `required` files alone): COMPLETED, FAILED, BLOCKED or UNVERIFIED, with the disclosures the answer must carry. \
 The whole script is validated first: a bad line exits 2 naming it, and nothing runs (so does a \
 script larger than 16 MiB). --json prints one step result per line (schema_version, run_id, step, \
 request_id, tool, status RAN | REFUSED | BLOCKED | NOT_RECORDED, reason, action_id, claim, \
@@ -303,7 +304,10 @@ impl SessionArgs {
                     serde_json::to_value(&result).expect("a step result serializes")
                 }
                 script::Action::Complete(complete) => {
-                    let decided = ledger.complete(&run, &complete.required, &complete.answer);
+                    let decided = match complete.only {
+                        true => ledger.complete_exactly(&run, &complete.required, &complete.answer),
+                        false => ledger.complete(&run, &complete.required, &complete.answer),
+                    };
                     if let Err(error @ CompleteError::Log(_)) = &decided {
                         tally.not_recorded += 1;
                         eprintln!("effects: step {number}: the decision was NOT RECORDED: {error}");

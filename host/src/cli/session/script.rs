@@ -42,9 +42,13 @@ struct ToolLine {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CompleteStep {
-    /// Files beneath the root the work must have produced.
+    /// Files beneath the root the work must have produced, besides what
+    /// the run requires by default (CMP-7: what its changes left in place).
     #[serde(default)]
     pub required: Vec<String>,
+    /// Require `required` alone, not the run's default set.
+    #[serde(default)]
+    pub only: bool,
     /// The agent's final answer.
     #[serde(default)]
     pub answer: String,
