@@ -409,7 +409,7 @@ impl Ledger {
         // how it ended is unknown.
         let contradicted;
         let reported = if !reported.executed && self.shows_claimed_bytes(dispatched) {
-            contradicted = Reported { executed: true, exit_code: None, timed_out: false, cancelled: false };
+            contradicted = Reported::ran(None);
             &contradicted
         } else {
             reported

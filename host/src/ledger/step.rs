@@ -53,6 +53,17 @@ fn invoked() -> bool {
 }
 
 impl Reported {
+    /// A call that reached its backend and ended with `exit_code` (`None`:
+    /// nobody said how, UNKNOWN), neither timed out nor cancelled.
+    pub fn ran(exit_code: Option<i32>) -> Self {
+        Self { executed: true, exit_code, timed_out: false, cancelled: false }
+    }
+
+    /// A call whose backend was never invoked (NOT_EXECUTED).
+    pub fn never_ran() -> Self {
+        Self { executed: false, exit_code: None, timed_out: false, cancelled: false }
+    }
+
     /// The facts as the runtime gave them, every one passed through: an
     /// exit code, timeout or cancellation of a call that was not executed is
     /// a contradiction the ledger refuses (OUT-2), never dropped to make the

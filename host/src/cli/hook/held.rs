@@ -15,19 +15,15 @@
 //!   ([`Held::look_again`]); once nothing is left the claim is settled with
 //!   the agent's facts and cleanup CLEAN, which closes its window.
 //!
-//! The session's latest verdict, as the user was told it, is kept beside
-//! them in `DATA_DIR/verdicts/RUN.txt` (CMP-14: a headless run's user reads
-//! it there; the message names it).
-//!
 //! These files are bookkeeping, not evidence: a lost, unreadable, oversized
 //! or implausible one (a window of another boot, or one that starts later
 //! than now: no agent asking in this boot made it), or one that is not a
-//! regular file, is no note at all and only leaves the window open (the claim is settled with no observation, or
-//! stays unsettled until the agent is gone and recovery settles it
-//! INTERRUPTED). A process that can rewrite the data dir can forge them, as
+//! regular file, is no note at all and only leaves the window open (the
+//! claim is settled with no observation, or stays unsettled until the agent
+//! is gone and recovery settles it INTERRUPTED). A process that can rewrite the data dir can forge them, as
 //! it could an unkeyed log (docs/threats.md).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use cap_std::ambient_authority;
 use cap_std::fs::Dir;
@@ -75,41 +71,6 @@ pub struct Ended {
 /// The session's held windows: one folder per run.
 pub struct Held {
     dir: Option<Dir>,
-    /// Where the session's latest verdict is written (CMP-14).
-    verdict: PathBuf,
-}
-
-/// The data dir's folder of the hooks' latest verdicts, one file per run.
-const VERDICTS: &str = "verdicts";
-
-/// `DATA_DIR/verdicts/RUN.txt`.
-fn verdict_file(data_dir: &Path, run: &str) -> PathBuf {
-    data_dir.join(VERDICTS).join(format!("{run}.txt"))
-}
-
-/// Writes the latest verdict of `run`, as the user was told it, to
-/// `DATA_DIR/verdicts/RUN.txt` (replacing the one before), for a headless
-/// run's user (CMP-14): every stop's, one that could not be decided
-/// included. Its path, when written.
-pub fn record_verdict(data_dir: &Path, run: &str, text: &str) -> Option<PathBuf> {
-    write_verdict(&verdict_file(data_dir, run), text)
-}
-
-#[allow(clippy::disallowed_methods)] // the data dir's path, from the command line
-fn write_verdict(file: &Path, text: &str) -> Option<PathBuf> {
-    let folder = file.parent()?;
-    // A name of this process's own: concurrent stops never share one.
-    let temporary = file.with_extension(format!("txt.{}.tmp", std::process::id()));
-    let written = std::fs::create_dir_all(folder)
-        .and_then(|()| std::fs::write(&temporary, format!("{text}\n")))
-        .and_then(|()| std::fs::rename(&temporary, file));
-    match written {
-        Ok(()) => Some(file.to_owned()),
-        Err(error) => {
-            tracing::warn!("writing the verdict to {}: {error}", file.display());
-            None
-        }
-    }
 }
 
 fn file_name(request_id: &str) -> String {
@@ -126,12 +87,7 @@ impl Held {
             .and_then(|data| data.create_dir_all(&folder).and_then(|()| data.open_dir(&folder)))
             .map_err(|error| tracing::warn!("the hook's held windows in {}: {error}", data_dir.display()))
             .ok();
-        Self { dir, verdict: verdict_file(data_dir, run) }
-    }
-
-    /// Writes the session's latest verdict (see [`record_verdict`]).
-    pub fn record_verdict(&self, text: &str) -> Option<PathBuf> {
-        write_verdict(&self.verdict, text)
+        Self { dir }
     }
 
     fn write(&self, held: &HeldCommand) {

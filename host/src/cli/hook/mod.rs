@@ -23,6 +23,7 @@
 mod dialect;
 mod held;
 mod install;
+mod verdict;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -206,7 +207,7 @@ impl HookArgs {
                 let mut why = format!("effect ledger: the session could not be decided: {}", failure.error);
                 // CMP-14: the verdict file never keeps an older verdict.
                 let run = run_id(dialect, &event.session_id);
-                if let Some(file) = held::record_verdict(&state_dir(data_dir), &run, &why) {
+                if let Some(file) = verdict::record(&state_dir(data_dir), &run, &why) {
                     why.push_str(&format!("\n(This is also in {}.)", file.display()));
                 }
                 if *active { Answer::Tell(why) } else { Answer::Block(why) }
@@ -246,7 +247,7 @@ impl HookArgs {
             open_ledger_with(root, data_dir, self.manifest.as_deref(), self.key_file.as_deref(), &[], true)?;
         let run = session_run(&mut ledger, dialect, &event.session_id)?;
         let held = Held::of(data_dir, &run.id);
-        let mut hooked = Hooked { ledger: &mut ledger, run, dialect, event, held, agent: agent() };
+        let mut hooked = Hooked { ledger: &mut ledger, run, dialect, event, data_dir, held, agent: agent() };
         // Commands whose processes were still alive at an earlier look:
         // settled as soon as the ledger sees them gone.
         let still_held = hooked.settle_held();
@@ -297,14 +298,15 @@ fn run_id(dialect: Dialect, session: &str) -> String {
     format!("{}-{}", dialect.name(), &digest[..40])
 }
 
-/// What the agent is told of a command held open after its end.
+/// What the agent is told of a command held open after its end (after
+/// "effect ledger: ", or as an item of a held stop).
 fn held_message(held: &HeldCommand) -> String {
     let command = held.input.get("command").and_then(Value::as_str).unwrap_or(&held.tool);
     let survivors = held.ended.as_ref().map(|ended| &ended.survivors[..]).unwrap_or_default();
     let pids: Vec<String> = survivors.iter().map(|s| s.pid.to_string()).collect();
     let named: Vec<String> = survivors.iter().map(ToString::to_string).collect();
     format!(
-        "effect ledger: `{command}` ended, but processes it may have started are still running ({}); \
+        "`{command}` ended, but processes it may have started are still running ({}); \
          until they end, every file it may touch is unsettled and \"done\" cannot be verified. The ledger \
          looks again at every later hook; to clear it, end them (`kill {}`) or let them finish.",
         named.join(", "),
@@ -355,6 +357,8 @@ struct Hooked<'a> {
     run: Run,
     dialect: Dialect,
     event: &'a Event,
+    /// The data dir (the hooks' state dir): where verdicts are written.
+    data_dir: &'a Path,
     /// The session's commands whose windows the hook keeps.
     held: Held,
     /// The agent: the executor of this hook's claims, and the runtime whose
@@ -454,11 +458,11 @@ impl Hooked<'_> {
             Some(held) => {
                 let alive_means = match facts.executed {
                     true => facts.clone(),
-                    false => Reported { executed: true, exit_code: None, timed_out: false, cancelled: false },
+                    false => Reported::ran(None),
                 };
                 match self.held.ended(held, self.agent_pid(), &alive_means) {
                     None => Some(true),
-                    Some(held) => return Answer::Context(held_message(&held)),
+                    Some(held) => return Answer::Context(format!("effect ledger: {}", held_message(&held))),
                 }
             }
             None => None,
@@ -633,7 +637,7 @@ impl Hooked<'_> {
             ),
         };
         for held in still_held {
-            text.push_str(&format!("\n- {}", held_message(held).trim_start_matches("effect ledger: ")));
+            text.push_str(&format!("\n- {}", held_message(held)));
         }
         for reason in &decision.reasons {
             text.push_str(&format!("\n- {}", sentence(&reason.message)));
@@ -650,7 +654,7 @@ impl Hooked<'_> {
         // CMP-14: every decision reaches the user, COMPLETED included: in
         // the agent's channel for the user, and in a file a headless run's
         // user can read, named in the message.
-        if let Some(file) = self.held.record_verdict(&text) {
+        if let Some(file) = verdict::record(self.data_dir, &self.run.id, &text) {
             text.push_str(&format!("\n(This verdict is also in {}.)", file.display()));
         }
         Ok(match (done, active) {
@@ -670,8 +674,7 @@ impl Hooked<'_> {
 /// AfterTool of a tool that is not a shell, without an error). A denied tool
 /// never ran; an interrupted one was cancelled.
 fn reported(dialect: Dialect, event: &Event, tool: &str) -> Reported {
-    let ran =
-        |exit_code: Option<i32>| Reported { executed: true, exit_code, timed_out: false, cancelled: false };
+    let ran = Reported::ran;
     let shell = tool == "bash";
     let response = &event.tool_response;
     let interrupted = response.get("interrupted").and_then(Value::as_bool).unwrap_or(false);
@@ -682,7 +685,7 @@ fn reported(dialect: Dialect, event: &Event, tool: &str) -> Reported {
         .iter()
         .any(|key| event.tool_input.get(*key).and_then(Value::as_bool).unwrap_or(false));
     match &event.kind {
-        Kind::Denied => Reported { executed: false, exit_code: None, timed_out: false, cancelled: false },
+        Kind::Denied => Reported::never_ran(),
         Kind::Failed { interrupted: true, .. } => Reported { cancelled: true, ..ran(None) },
         _ if interrupted => Reported { cancelled: true, ..ran(None) },
         Kind::Failed { .. } => ran(status.filter(|code| *code != 0)),

@@ -204,7 +204,7 @@ fn misread_params(params: &str) -> Option<String> {
 
 /// The facts an answer to a `tools/call` gives (see the module doc).
 fn reported(answer: &Message) -> Reported {
-    let unknown = Reported { executed: true, exit_code: None, timed_out: false, cancelled: false };
+    let unknown = Reported::ran(None);
     let Some(result) = answer.get("result").and_then(|r| Message::of(r).ok()) else { return unknown };
     let finished = result.text("resultType").is_none_or(|t| t == "complete")
         && result.get("task").is_none()
@@ -342,7 +342,7 @@ impl Proxy {
             drop(in_flight);
             if let Some(call) = &call {
                 // Claimed, never forwarded: it did not run.
-                let never = Reported { executed: false, exit_code: None, timed_out: false, cancelled: false };
+                let never = Reported::never_ran();
                 lock(&self.ledger).settle(&self.run, &call.request_id, &never, None);
             }
             return refuse(UPSTREAM_LOST, format!("{} has ended", self.server), answers);
@@ -489,8 +489,7 @@ impl Proxy {
         for forwarded in lost {
             let mut message = format!("{} ended before answering", self.server);
             if let Some(call) = &forwarded.call {
-                let reported =
-                    Reported { executed: true, exit_code: None, timed_out: false, cancelled: call.cancelled };
+                let reported = Reported { cancelled: call.cancelled, ..Reported::ran(None) };
                 lock(&self.ledger).settle(&self.run, &call.request_id, &reported, None);
                 if call.cancelled {
                     continue; // the client gave up on it: no answer
