@@ -294,6 +294,10 @@ pub struct Expect {
     /// Text the presented answer must not contain, each.
     #[serde(default)]
     pub answer_lacks: Vec<String>,
+    /// Text some reason's remedy must contain, each (CMP-15: a vector that
+    /// raises a reason names the remedy its companion vector carries out).
+    #[serde(default)]
+    pub remedies_mention: Vec<String>,
 }
 
 /// The root every vector file lives beneath.
@@ -383,6 +387,7 @@ impl Vector {
             disclosures_mention: Vec::new(),
             answer_mentions: Vec::new(),
             answer_lacks: Vec::new(),
+            remedies_mention: Vec::new(),
         };
         Vector {
             rule: "built".into(),
@@ -560,6 +565,12 @@ impl Vector {
             if decision.presented_answer.contains(text.as_str()) {
                 failures
                     .push(format!("the presented answer contains {text:?}: {:?}", decision.presented_answer));
+            }
+        }
+        for text in &expect.remedies_mention {
+            if !decision.reasons.iter().any(|r| r.remedy.contains(text.as_str())) {
+                let remedies: Vec<&str> = decision.reasons.iter().map(|r| r.remedy.as_str()).collect();
+                failures.push(format!("no remedy mentions {text:?}: {remedies:?}"));
             }
         }
         failures

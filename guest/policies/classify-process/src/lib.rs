@@ -140,7 +140,15 @@ pub fn settle(request: &SettleRequest) -> Outcome {
         };
     }
     if !operation.producer_bound || !facts.executed {
-        return exit_status_only(facts);
+        // A command the runtime ran: its exit status only (TRU-1), but the
+        // host's own look at its processes (`teardown_dead`, which no
+        // runtime's report can set: SPEC 14, INV-2 extended) is cleanup the
+        // ledger observed.
+        let reported = exit_status_only(facts);
+        return match facts.teardown_dead {
+            Some(_) if facts.executed => Outcome { cleanup: cleanup(facts), ..reported },
+            _ => reported,
+        };
     }
     let reserved = request.plan.as_ref().is_some_and(|plan| {
         plan.dependencies.iter().any(|&d| {

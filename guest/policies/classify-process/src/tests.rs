@@ -93,9 +93,17 @@ fn the_bound_producer_attests_timeout_and_teardown() {
         Execution::Failed
     );
     // TRU-1: the same facts from an unbound producer say exit status only,
-    // and they give none: UNKNOWN, never TIMED_OUT (OUT-1, OUT-2).
-    let unbound = settle(&request(operation("bash", "", false, Vec::new()), timed_out));
+    // and they give none: UNKNOWN, never TIMED_OUT (OUT-1, OUT-2). Its
+    // cleanup is the host's own look at the processes (`teardown_dead`,
+    // which only the host sets: SPEC 14, INV-2 extended), UNKNOWN without one.
+    let unbound = settle(&request(operation("bash", "", false, Vec::new()), timed_out.clone()));
+    assert_eq!((unbound.execution, unbound.cleanup), (Execution::Unknown, CleanupState::Clean));
+    let unobserved = ProducerFacts { teardown_dead: None, ..timed_out };
+    let unbound = settle(&request(operation("bash", "", false, Vec::new()), unobserved));
     assert_eq!((unbound.execution, unbound.cleanup), (Execution::Unknown, CleanupState::Unknown));
+    let live = ProducerFacts { teardown_dead: Some(false), ..ran(Some(0)) };
+    let unbound = settle(&request(operation("bash", "", false, Vec::new()), live));
+    assert_eq!((unbound.execution, unbound.cleanup), (Execution::ReportedSuccess, CleanupState::Failed));
 }
 
 #[test]

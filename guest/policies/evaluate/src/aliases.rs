@@ -5,8 +5,9 @@
 //! claim on a directory reaches the other names of what lies beneath it; an
 //! observation of one name is a sighting of the object every alias names
 //! (VER-2: a hard link's postcondition stands for the object it names). Only
-//! filesystem claims (their scope, as bound) and filesystem observations show
-//! the incarnations that make aliases.
+//! filesystem claims (their scope, as bound) and filesystem observations (a
+//! read or a stat) show the incarnations that make aliases; any record that
+//! shows a name as another object ends its alias.
 //!
 //! This module owns one forward pass over the log that keeps, per location,
 //! the object it was last seen as and, per object, the class of locations
@@ -31,6 +32,8 @@
 //! handful of names), and a claim on a directory with an alias beneath it (a
 //! count kept per directory says so at once) walks the chain of every aliased
 //! name to find those beneath it: O(aliased names x depth) for that claim.
+
+use effects_evaluator_sdk::types::Mechanism;
 
 use crate::locations::{FixedMap, Kind, LocId, Locations};
 use crate::tables::{Record, Tables};
@@ -159,6 +162,16 @@ impl<'l, 'a> Classes<'l, 'a> {
         }
     }
 
+    /// `loc` is seen as the object of `class` by a record that makes no
+    /// alias (a receipt, a job or process observation): it leaves its
+    /// class if that is another object, and joins none.
+    fn unsee(&mut self, loc: LocId, class: u32) {
+        let current = self.class[loc as usize];
+        if current != NONE && current != class {
+            self.leave(loc);
+        }
+    }
+
     fn join(&mut self, loc: LocId, class: u32) {
         let c = class as usize;
         self.next[loc as usize] = self.head[c];
@@ -275,6 +288,15 @@ impl<'l, 'a> Classes<'l, 'a> {
     }
 }
 
+/// Whether an observation taken by `mechanism` shows which object a file
+/// is, and so may make an alias (ID-3 as settled in revision 2: only
+/// filesystem claims and observations do). A receipt's, a job's, a process's
+/// or a browser's incarnation is no sighting of a file's object, though one
+/// that names another object still ends an alias (a name seen as another).
+fn shows_files(mechanism: Mechanism) -> bool {
+    matches!(mechanism, Mechanism::FilesystemRead | Mechanism::FilesystemStat)
+}
+
 /// The objects (device and inode) some two filesystem locations of the
 /// ledger's resources were seen as, each with its class number; `None` when
 /// there is none (see the module doc's cost).
@@ -347,7 +369,11 @@ impl Aliases {
                     next_observation += 1;
                     let resource = ledger.observations.resource[j];
                     let loc = tables.loc(resource);
-                    classes.see(loc, class_of(resource));
+                    if shows_files(tables.mechanism.get(j)) {
+                        classes.see(loc, class_of(resource));
+                    } else {
+                        classes.unsee(loc, class_of(resource));
+                    }
                     let start = aliases.also.len();
                     aliases.also.extend(classes.others(loc));
                     close_run(&mut aliases.also_ends, j, start, aliases.also.len());

@@ -388,7 +388,7 @@ impl<'h, 'a> Index<'h, 'a> {
                 ReasonCode::UnsettledArtifact,
                 Verdict::Blocked,
                 format!("{name}: {} at position {position} may have changed it without settled evidence", self.tool(i)),
-                format!("let position {position} settle (its processes known dead), then read {name} back completely"),
+                self.unsettled_remedy(i, name),
                 self.claim_evidence(i),
                 Some(format!(
                     "A later operation ({}, position {position}) may have changed {name} without settled evidence.",
@@ -401,15 +401,23 @@ impl<'h, 'a> Index<'h, 'a> {
             return;
         };
         let claim = &self.history.claims[latest];
+        // A read verifies only against a postcondition some change of it
+        // stated; without one, only a check (or a claimed write) can.
+        let postcondition = self.changes.of(loc).iter().any(|&i| self.obligation_on(i, loc).is_some());
+        let remedy = if postcondition {
+            format!("read {name} back completely, or run the check again after position {}", claim.position())
+        } else {
+            format!(
+                "run the check again after position {} (a read cannot verify it: no change stated what {name} must hold), or write {name} with a claimed change and read it back",
+                claim.position()
+            )
+        };
         let unverified = |reasons: &mut Vec<Reason>, evidence: Vec<u64>| {
             reasons.push(reason(
                 ReasonCode::UnverifiedArtifact,
                 Verdict::Unverified,
                 format!("{name}: its latest change ({}) has no fresh complete readback", claim.tool),
-                format!(
-                    "read {name} back completely, or run the check again after position {}",
-                    claim.position()
-                ),
+                remedy.clone(),
                 evidence,
                 Some(format!(
                     "{name} was changed, but the change was not verified by a fresh complete read."
@@ -480,8 +488,10 @@ impl<'h, 'a> Index<'h, 'a> {
         // A failure that changed nothing, on the file itself: the latest
         // attempt to produce it failed. On a directory above it, it changed
         // nothing of the file, which is judged by what was there before.
+        // A later unknown-scope change (a command, a check's own run) makes
+        // the failure history, as it makes a contradiction history.
         let clean_failure = matches!(settled.execution, Execution::Failed) && !settled.mutation_attempted;
-        let here = self.changes.of(loc).last() == Some(&latest);
+        let here = self.changes.of(loc).last() == Some(&latest) && self.last_touch(loc) == Some(latest);
         if clean_failure && here {
             reasons.push(reason(
                 ReasonCode::FailedEffect,
@@ -533,6 +543,47 @@ impl<'h, 'a> Index<'h, 'a> {
         }
     }
 
+    /// CMP-15: what clears CMP-2 for claim `i` on `name`, as its state
+    /// stands. In flight, its settlement may; settled with its processes
+    /// not known dead, nothing in this run can (no later record closes that
+    /// window); settled with an unresolved outcome, only a later claimed
+    /// change that reports success (a read cannot say what an unknown-scope
+    /// effect did, nor undo a contradiction of an exact one).
+    fn unsettled_remedy(&self, i: usize, name: &str) -> String {
+        let claim = &self.history.claims[i];
+        let position = claim.position();
+        match claim.state {
+            State::Attempted | State::Running(_) => format!(
+                "let position {position} settle (its processes known dead), then read {name} back completely and decide again"
+            ),
+            State::Settled(_) if claim.window_end().is_none() => format!(
+                "nothing the ledger can do clears this in this run: the processes of position {position} were never seen to end, so they may still change {name}; once they are gone, make the change again in a new run"
+            ),
+            State::Settled(_) => format!(
+                "write {name} again with a claimed change that reports success after position {position}, then read it back completely (reading it alone does not say what position {position} did)"
+            ),
+        }
+    }
+
+    /// CMP-15: what clears CMP-5's staleness for claim `i`: a run of the
+    /// check after the claim's window closed, which an open window never
+    /// does in this run.
+    fn stale_remedy(&self, i: usize, command: &str) -> String {
+        let claim = &self.history.claims[i];
+        let position = claim.position();
+        match claim.state {
+            State::Attempted | State::Running(_) => {
+                format!(
+                    "let position {position} settle (its processes known dead), then run `{command}` again"
+                )
+            }
+            State::Settled(_) if claim.window_end().is_none() => format!(
+                "nothing the ledger can do clears this in this run: the processes of position {position} were never seen to end, so no later check can vouch for the state; once they are gone, run `{command}` in a new run"
+            ),
+            State::Settled(_) => format!("run `{command}` again (position {position} has settled)"),
+        }
+    }
+
     /// CMP-7 for an artifact no claimed change targeted. Observed absent:
     /// missing. Any unknown-scope operation may have produced or changed it,
     /// and nothing verifies those (section 6): unverified, unless a fresh
@@ -557,13 +608,13 @@ impl<'h, 'a> Index<'h, 'a> {
             return;
         }
         let exists = fresh.is_some();
-        match self.unknown_end {
-            Some((end, i)) if !(exists && self.verifier_covers(loc, end).is_some()) => reasons.push(reason(
+        match (self.unknown_end, self.unknown_start) {
+            (Some((end, i)), _) if !(exists && self.verifier_covers(loc, end).is_some()) => reasons.push(reason(
                 ReasonCode::UnverifiedArtifact,
                 Verdict::Unverified,
                 format!("{name}: no claimed change produced it; {} may have, and nothing verified it", self.tool(i)),
                 format!(
-                    "read {name} back completely, or run the check again after position {}",
+                    "read {name} back completely and run the check again after position {} (a check covers what that command did only for a file seen to exist), or write {name} with a claimed change and read it back",
                     self.history.claims[i].position()
                 ),
                 self.claim_evidence(i).into_iter().chain(seen).collect(),
@@ -573,9 +624,25 @@ impl<'h, 'a> Index<'h, 'a> {
                     self.history.claims[i].position()
                 )),
             )),
-            Some(_) => {}
-            None if exists => {}
-            None => reasons.push(reason(
+            (Some(_), _) => {}
+            (None, _) if exists => {}
+            // Only the latest check's own run could have produced it (CMP-5
+            // covers that run, but not a file nobody saw): not verified.
+            (None, Some((_, i))) => {
+                let position = self.history.claims[i].position();
+                reasons.push(reason(
+                    ReasonCode::UnverifiedArtifact,
+                    Verdict::Unverified,
+                    format!("{name}: no claimed change produced it; {} may have, and nothing observed it", self.tool(i)),
+                    format!("read {name} back completely (it was never observed after position {position})"),
+                    self.claim_evidence(i).into_iter().chain(seen).collect(),
+                    Some(format!(
+                        "{name} was not produced by a verified change: {} (position {position}) may have produced it, and it was never observed.",
+                        self.tool(i)
+                    )),
+                ))
+            }
+            (None, None) => reasons.push(reason(
                 ReasonCode::MissingArtifact,
                 Verdict::Failed,
                 format!("{name}: required, never produced and not observed to exist"),
@@ -657,7 +724,7 @@ impl<'h, 'a> Index<'h, 'a> {
             ReasonCode::StaleVerifier,
             Verdict::Blocked,
             format!("the check `{}` passed before {} at position {position}, whose effect is unsettled", latest.command, self.tool(i)),
-            format!("let position {position} settle, then run `{}` again", latest.command),
+            self.stale_remedy(i, latest.command),
             evidence,
             Some(format!(
                 "The last passing check (`{}`) ran before an operation ({}, position {position}) whose effect is unsettled; it no longer vouches for the current state.",
@@ -667,12 +734,14 @@ impl<'h, 'a> Index<'h, 'a> {
         ));
     }
 
-    /// CMP-6: every executed external effect caps the decision at UNVERIFIED
-    /// and always discloses what is known of it.
+    /// CMP-6: every executed external effect that is not VERIFIED caps the
+    /// decision at UNVERIFIED and always discloses what is known of it.
     pub fn external_effects(&self, reasons: &mut Vec<Reason>) {
         for (i, claim) in self.history.claims.iter().enumerate() {
-            // Always, whatever its obligations say: nothing remote is
-            // independently verified (section 10), and CMP-6 is structural.
+            // Structural, whatever the answer says, unless a fresh remote
+            // readback VERIFIED it (CMP-6 caps only effects that are not
+            // VERIFIED): a decision that verified the effect never also
+            // discloses it as unverified.
             if !claim.external || claim.no_op() {
                 continue;
             }
@@ -681,6 +750,15 @@ impl<'h, 'a> Index<'h, 'a> {
                 .unwrap_or_default()
                 .iter()
                 .find(|&&t| self.history.locations.kind(t) == Kind::External);
+            // Read back at the remote end itself: every obligation VERIFIED,
+            // one of them on the external target (a verified file beside it
+            // says nothing of the remote change).
+            let read_back = target.is_some_and(|&t| {
+                self.assessments.on(i, t).is_some_and(|a| matches!(a.assessment, Assessment::Verified))
+            });
+            if read_back && self.verified(i) {
+                continue;
+            }
             // Its external target's name; a runtime-run call's claim has
             // unknown scope (TRU-1) and names it by its subject instead.
             let name = match target {
@@ -807,7 +885,7 @@ impl<'h, 'a> Index<'h, 'a> {
                 "commands ran without write confinement ({}): they could write anything their user may, the ledger's store included",
                 named.join(", ")
             ),
-            "run commands where Landlock is available (see `effects doctor`), without EFFECTS_CONFINE=off, through the ledger's own process tools".into(),
+            "nothing clears this for commands that already ran: the disclosure stays. A later command is confined only when the ledger runs it itself (its own process tools, not a runtime's shell or hook), with Landlock available, the `effects-supervisor` helper beside `effects`, and EFFECTS_CONFINE not off: `effects doctor` names which of these is missing".into(),
             commands.iter().flat_map(|&i| self.claim_evidence(i)).collect(),
             Some("Commands ran without write confinement.".into()),
         ));
@@ -895,16 +973,17 @@ mod tests {
         assert_eq!(decided(&write_after_command(CleanupState::Clean)), (Verdict::Completed, vec![]));
     }
 
-    /// A passing verifier and a command with (or without) processes settled
-    /// with cleanup UNKNOWN, in the order `command_first` says; no artifact.
-    fn verifier_and_command(command_first: bool, processes: bool) -> Built {
+    /// A passing verifier and a command with (or without) the processes
+    /// flag settled with `cleanup`, in the order `command_first` says; no
+    /// artifact.
+    fn verifier_and_command(command_first: bool, processes: bool, cleanup: CleanupState) -> Built {
         let mut built = Built::new();
         built.ledger.required.clear();
         if !command_first {
             built.verifier(true);
         }
         let command = built.command(processes);
-        built.settle(command, Execution::ReportedSuccess, CleanupState::Unknown);
+        built.settle(command, Execution::ReportedSuccess, cleanup);
         if command_first {
             built.verifier(true);
         }
@@ -913,14 +992,21 @@ mod tests {
 
     #[test]
     fn a_process_effect_not_known_dead_stales_a_verifier_before_or_after_its_outcome() {
-        // CMP-5: it ends never, so after any check.
+        // CMP-5: it ends never, so after any check. A `bash` call is a
+        // command with or without the flag: its UNKNOWN cleanup leaves its
+        // processes not known dead; without the flag, nothing to clean up
+        // (NOT_APPLICABLE) closes it.
+        use CleanupState as C;
         for command_first in [false, true] {
-            assert_eq!(
-                decided(&verifier_and_command(command_first, true)),
-                (Verdict::Blocked, vec![ReasonCode::StaleVerifier]),
-                "command first: {command_first}"
-            );
-            assert_eq!(decided(&verifier_and_command(command_first, false)), (Verdict::Completed, vec![]));
+            for (processes, cleanup) in [(true, C::Unknown), (false, C::Unknown), (true, C::NotApplicable)] {
+                assert_eq!(
+                    decided(&verifier_and_command(command_first, processes, cleanup)),
+                    (Verdict::Blocked, vec![ReasonCode::StaleVerifier]),
+                    "command first: {command_first}, flag {processes}, {cleanup:?}"
+                );
+            }
+            let closed = verifier_and_command(command_first, false, C::NotApplicable);
+            assert_eq!(decided(&closed), (Verdict::Completed, vec![]));
         }
     }
 

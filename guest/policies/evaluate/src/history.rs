@@ -68,6 +68,10 @@ pub struct Claim<'a> {
     pub unbound: bool,
     /// It ran processes (PROC-2); see [`Claim::window_end`] for what that changes.
     pub processes: bool,
+    /// A command without the flag: a `bash` or `python` call, or a check's
+    /// own run. Its processes are not known dead when its cleanup is not
+    /// known ([`Claim::window_end`]).
+    pub command: bool,
     /// A command that ran without write confinement (ID-6).
     pub unconfined: bool,
     /// Its tool.
@@ -186,17 +190,21 @@ impl Claim<'_> {
     /// processes only when they are known dead: at a settled outcome whose
     /// cleanup is CLEAN (NOT_EXECUTED ran none). Every rule that takes
     /// settlement as the end of an effect asks this.
+    ///
+    /// Without the flag, the cleanup still speaks: FAILED says processes
+    /// survived teardown (only processes have a teardown to fail), and a
+    /// command's UNKNOWN says its processes were never seen to end. An
+    /// in-process producer's UNKNOWN (a file tool recovered INTERRUPTED)
+    /// ends with its executor.
     pub fn window_end(&self) -> Option<u64> {
-        match self.state {
-            State::Settled(s)
-                if !self.processes
-                    || matches!(s.cleanup, CleanupState::Clean)
-                    || matches!(s.execution, Execution::NotExecuted) =>
-            {
-                Some(s.position)
-            }
-            State::Attempted | State::Running(_) | State::Settled(_) => None,
-        }
+        let State::Settled(s) = self.state else { return None };
+        let open = match (s.execution, s.cleanup) {
+            (Execution::NotExecuted, _) | (_, CleanupState::Clean) => false,
+            (_, CleanupState::Failed) => true,
+            (_, CleanupState::Unknown) => self.processes || self.command,
+            (_, CleanupState::NotApplicable) => self.processes,
+        };
+        (!open).then_some(s.position)
     }
 
     /// CMP-2: may this effect have changed state without settled evidence?
@@ -229,6 +237,12 @@ impl Claim<'_> {
             }
         }
     }
+}
+
+/// The command tools SPEC section 6 names (`bash`, `python`): their effects
+/// run processes (INV-2) whether or not the host set the `processes` flag.
+fn is_command(tool: &str) -> bool {
+    matches!(tool, "bash" | "python")
 }
 
 /// The verifying mechanism for a location's kind (VER-1), if it has one.
@@ -283,6 +297,7 @@ impl<'a> History<'a> {
             let flags = tables.claim_flags.get(i);
             let targets = tables.scope(i);
             let obligations = tables.obligations(i);
+            let tool = tables.strings.get(claim_table.tool[i])?;
             if let Some(stray) = outside_scope(targets.unwrap_or_default(), obligations) {
                 return Err(format!(
                     "claim {position}: obligation on {} is outside its scope (CL-1)",
@@ -294,8 +309,9 @@ impl<'a> History<'a> {
                 external: flags.contains(ClaimFlags::EXTERNAL),
                 unbound: flags.contains(ClaimFlags::UNBOUND),
                 processes: flags.contains(ClaimFlags::PROCESSES),
+                command: is_command(tool),
                 unconfined: flags.contains(ClaimFlags::UNCONFINED),
-                tool: tables.strings.get(claim_table.tool[i])?,
+                tool,
                 subject: tables.strings.get(claim_table.subject[i])?,
                 targets,
                 obligations,
@@ -378,6 +394,10 @@ impl<'a> History<'a> {
             } else {
                 None
             };
+            // A check is a command: its own run ran processes (INV-2).
+            if let Some(own) = claim {
+                claims[own].command = true;
+            }
             verifiers.push(Verifier {
                 position,
                 command: tables.strings.get(run.command[i])?,
@@ -595,6 +615,7 @@ mod tests {
             external: false,
             unbound: false,
             processes,
+            command: false,
             unconfined: false,
             tool: "bash",
             subject: "",
@@ -617,8 +638,15 @@ mod tests {
                 for cleanup in [C::NotApplicable, C::Clean, C::Failed, C::Unknown] {
                     let state = settled(execution, cleanup);
                     let why = format!("{execution:?} with cleanup {cleanup:?}, exact scope {exact}");
-                    // An in-process producer's effect ends with its settlement.
-                    assert_eq!(claim(false, exact, state).window_end(), Some(2), "{why}");
+                    // An in-process producer's effect ends with its settlement,
+                    // unless its cleanup says processes survived.
+                    let survivors = matches!(cleanup, C::Failed);
+                    assert_eq!(claim(false, exact, state).window_end(), (!survivors).then_some(2), "{why}");
+                    // A command without the flag: its processes are not known
+                    // dead when its cleanup is not known either.
+                    let command = Claim { command: true, ..claim(false, exact, state) };
+                    let unknown = matches!(cleanup, C::Unknown | C::Failed);
+                    assert_eq!(command.window_end(), (!unknown).then_some(2), "{why}");
                     let process = claim(true, exact, state);
                     let clean = matches!(cleanup, C::Clean);
                     assert_eq!(process.window_end(), clean.then_some(2), "{why}");
@@ -637,11 +665,12 @@ mod tests {
             assert_eq!(not_executed.window_end(), Some(2));
             assert!(!not_executed.unresolved());
         }
-        // A clean, successful command is resolved; without processes, an
-        // unknown cleanup of a successful command is too (as before 2.0.0).
+        // A clean, successful command is resolved; without processes and
+        // not a command, an unknown cleanup is too (as before 2.0.0), but a
+        // failed teardown never is: something survived it.
         assert!(!claim(true, false, settled(E::ReportedSuccess, C::Clean)).unresolved());
         assert!(!claim(false, false, settled(E::ReportedSuccess, C::Unknown)).unresolved());
-        assert!(!claim(false, true, settled(E::ReportedSuccess, C::Failed)).unresolved());
+        assert!(claim(false, true, settled(E::ReportedSuccess, C::Failed)).unresolved());
     }
 
     /// The freshness of a read of `d/a.txt` written after a command that
@@ -667,10 +696,9 @@ mod tests {
         assert_eq!(read_after_command(true, E::Interrupted, C::Unknown), Freshness::Unsettled);
         assert_eq!(read_after_command(true, E::ReportedSuccess, C::Clean), Freshness::Fresh);
         assert_eq!(read_after_command(true, E::Interrupted, C::Clean), Freshness::Fresh);
-        // Without processes (a file tool, an unbound tool) the window closed
-        // at settlement, whatever the cleanup says.
-        assert_eq!(read_after_command(false, E::ReportedSuccess, C::Failed), Freshness::Fresh);
-        assert_eq!(read_after_command(false, E::Interrupted, C::Unknown), Freshness::Fresh);
+        // Without the flag, a teardown that failed still left processes.
+        assert_eq!(read_after_command(false, E::ReportedSuccess, C::Failed), Freshness::Unsettled);
+        assert_eq!(read_after_command(false, E::ReportedSuccess, C::NotApplicable), Freshness::Fresh);
     }
 
     #[test]
