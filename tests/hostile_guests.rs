@@ -224,6 +224,7 @@ fn an_evaluator_that_spins_traps_or_lies_gives_blocked_policy_failure_never_comp
         required: Vec::new(),
         records: Vec::new(),
         answer: answer.to_owned(),
+        concurrent: Vec::new(),
     };
     for (mode, why) in [
         ("spin", "fuel"),

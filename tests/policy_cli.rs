@@ -145,6 +145,7 @@ fn run_refuses_an_evaluate_input_whose_records_are_out_of_log_order() {
         required: Vec::new(),
         records: positions.map(verifier).into(),
         answer: "Tests pass.".into(),
+        concurrent: Vec::new(),
     };
     let run = |ledger: &EvidenceLedger| {
         let input = tempfile::NamedTempFile::new().unwrap();
