@@ -95,7 +95,7 @@ fn run_prints_the_answer_and_the_call_report() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["value"]["effect"]["scope"], "unknown");
-    assert_eq!(json["report"]["wit"], "effects:policy@2.0.0");
+    assert_eq!(json["report"]["wit"], "effects:policy@2.1.0");
     assert!(json["report"]["fuel_used"].as_u64().unwrap() > 0);
 }
 
