@@ -76,7 +76,8 @@ fn the_2_0_0_classifiers_pass_every_classifier_vector_and_agree_with_2_1_0() {
                 answers.push(answer.clone());
                 answer
             };
-            let checked = suite::check(&file, &mut Answerers { decide: &mut decide, classify: &mut classify });
+            let checked =
+                suite::check(&file, &mut Answerers { decide: &mut decide, classify: &mut classify });
             assert!(checked.result.passed(), "{}: {:?}", file.display(), checked.result.failures);
         }
         assert_eq!(answers[0], answers[1], "{}: 2.0.0 and 2.1.0 classify alike", file.display());

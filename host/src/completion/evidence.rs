@@ -156,5 +156,11 @@ pub fn assemble(
         }
     }
     // Other runs' claims in flight (CMP-13) are not assembled yet.
-    EvidenceLedger { resources: resources.list, required, records, answer: answer.to_owned(), concurrent: Vec::new() }
+    EvidenceLedger {
+        resources: resources.list,
+        required,
+        records,
+        answer: answer.to_owned(),
+        concurrent: Vec::new(),
+    }
 }

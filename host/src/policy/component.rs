@@ -26,12 +26,12 @@ use crate::model::{
 
 use super::answer;
 use super::bindings::{Lift, ToGuest, v2_0, v2_1};
-use super::inspect::ComponentShape;
-use super::{Contract, World};
 use super::cache::CompileCache;
 use super::error::{PolicyCall, PolicyError};
+use super::inspect::ComponentShape;
 use super::inspect::inspect;
 use super::sandbox::{self, SandboxLimits, StoreState};
+use super::{Contract, World};
 
 /// What every call reports alongside its answer (POL-4).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -303,7 +303,8 @@ impl<P: WorldPre> Sandboxed<P> {
         let answer =
             answer.map_err(|message| PolicyError::Guest { component: component.clone(), call, message })?;
         let limit = self.limits.answer_bytes;
-        let too_large = |bytes| PolicyError::AnswerTooLarge { component: component.clone(), call, bytes, limit };
+        let too_large =
+            |bytes| PolicyError::AnswerTooLarge { component: component.clone(), call, bytes, limit };
         // Content the host hashes (2.1.0) counts towards the cap, and is
         // measured before it is hashed: no guest makes the host hash more.
         let content = answer.content_bytes();

@@ -72,7 +72,14 @@ pub fn inspect(bytes: &[u8]) -> Result<ComponentShape, String> {
             sorted == expected
         });
     let (world, contract) = (found.map(|(world, _)| world), found.map(|(_, contract)| contract));
-    Ok(ComponentShape { world, contract, exports, imports, sha256: Sha256Digest::of(bytes), size: bytes.len() })
+    Ok(ComponentShape {
+        world,
+        contract,
+        exports,
+        imports,
+        sha256: Sha256Digest::of(bytes),
+        size: bytes.len(),
+    })
 }
 
 #[cfg(test)]

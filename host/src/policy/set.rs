@@ -86,12 +86,12 @@ fn load_component(
     bytes: &[u8],
 ) -> Result<LoadedComponent, PolicyError> {
     Ok(match world {
-        World::Classifier => {
-            LoadedComponent::Classifier(ClassifierComponent::load(context, name, contract, pinned, file, bytes)?)
-        }
-        World::Evaluator => {
-            LoadedComponent::Evaluator(EvaluatorComponent::load(context, name, contract, pinned, file, bytes)?)
-        }
+        World::Classifier => LoadedComponent::Classifier(ClassifierComponent::load(
+            context, name, contract, pinned, file, bytes,
+        )?),
+        World::Evaluator => LoadedComponent::Evaluator(EvaluatorComponent::load(
+            context, name, contract, pinned, file, bytes,
+        )?),
     })
 }
 

@@ -18,9 +18,9 @@ use std::marker::PhantomData;
 
 use effects_evaluator_sdk::code::Code;
 use effects_evaluator_sdk::types::{
-    CheckResult, ClaimFlags, ClaimTable, CleanupState, Coverage, EvidenceLedger, Execution, Impact, JobLifecycle,
-    Mechanism, ObservationFlags, OutcomeFlags, PostconditionKind, ResourceFlags, ResourceRole, StringTable,
-    VerifierFlags,
+    CheckResult, ClaimFlags, ClaimTable, CleanupState, Coverage, EvidenceLedger, Execution, Impact,
+    JobLifecycle, Mechanism, ObservationFlags, OutcomeFlags, PostconditionKind, ResourceFlags, ResourceRole,
+    StringTable, VerifierFlags,
 };
 
 use crate::locations::{LocId, Locations};
@@ -303,7 +303,12 @@ impl<'a> ClaimRows<'a> {
             &format!("{what}.obligations"),
             &[("target", duties.target.len()), ("kind", duties.kind.len()), ("digest", duties.digest.len())],
         )?;
-        check_runs(&claims.obligation_ends, claim_rows, duties.target.len(), &format!("{what}.obligation-ends"))?;
+        check_runs(
+            &claims.obligation_ends,
+            claim_rows,
+            duties.target.len(),
+            &format!("{what}.obligation-ends"),
+        )?;
         let flags = Column::<ClaimFlags>::new(&claims.flags, &format!("{what}.flags"))?;
         for i in 0..claim_rows {
             if flags.get(i).contains(ClaimFlags::UNKNOWN_SCOPE)
