@@ -30,45 +30,35 @@
 
 use crate::model;
 
+/// Both worlds of the contract in `$wit`, generated: `classifier`, and
+/// `evaluator` sharing its `types`.
+macro_rules! contract_bindings {
+    ($wit:literal) => {
+        pub(crate) mod classifier {
+            //! The classifier world.
+            wasmtime::component::bindgen!({ path: $wit, world: "classifier" });
+        }
+
+        pub(crate) mod evaluator {
+            //! The evaluator world, sharing the classifier's `types`.
+            wasmtime::component::bindgen!({
+                path: $wit,
+                world: "evaluator",
+                with: { "effects:policy/types": super::classifier::exports::effects::policy::types },
+            });
+        }
+    };
+}
+
 pub(crate) mod v2_1 {
     //! Generated: `effects:policy@2.1.0`, the contract components are built for.
-    pub(crate) mod classifier {
-        //! The classifier world.
-        wasmtime::component::bindgen!({
-            path: "../wit/policy.wit",
-            world: "classifier",
-        });
-    }
-
-    pub(crate) mod evaluator {
-        //! The evaluator world, sharing the classifier's `types`.
-        wasmtime::component::bindgen!({
-            path: "../wit/policy.wit",
-            world: "evaluator",
-            with: { "effects:policy/types": super::classifier::exports::effects::policy::types },
-        });
-    }
+    contract_bindings!("../wit/policy.wit");
 }
 
 pub(crate) mod v2_0 {
     //! Generated: `effects:policy@2.0.0`, frozen, for components built before
     //! 2.1.0 (SPEC revision 3, POL-1).
-    pub(crate) mod classifier {
-        //! The classifier world.
-        wasmtime::component::bindgen!({
-            path: "../wit/2.0.0/policy.wit",
-            world: "classifier",
-        });
-    }
-
-    pub(crate) mod evaluator {
-        //! The evaluator world, sharing the classifier's `types`.
-        wasmtime::component::bindgen!({
-            path: "../wit/2.0.0/policy.wit",
-            world: "evaluator",
-            with: { "effects:policy/types": super::classifier::exports::effects::policy::types },
-        });
-    }
+    contract_bindings!("../wit/2.0.0/policy.wit");
 }
 
 /// Host -> guest: build the generated value from a borrowed model value.

@@ -637,21 +637,7 @@ pub(crate) mod tests {
                 strings.text.push_str(s);
                 strings.ends.push(strings.text.len() as u32);
             }
-            let obligations = ObligationTable { target: Vec::new(), kind: Vec::new(), digest: Vec::new() };
-            ledger.claims = ClaimTable {
-                position: Vec::new(),
-                run_id: Vec::new(),
-                action_id: Vec::new(),
-                tool: Vec::new(),
-                subject: Vec::new(),
-                scope: Vec::new(),
-                scope_ends: Vec::new(),
-                dependencies: Vec::new(),
-                dependency_ends: Vec::new(),
-                obligations,
-                obligation_ends: Vec::new(),
-                flags: Vec::new(),
-            };
+            ledger.claims = ClaimTable::default();
             let o = &mut ledger.outcomes;
             for column in [&mut o.position, &mut o.claim] {
                 column.clear();
