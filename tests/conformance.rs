@@ -1,6 +1,8 @@
 //! Conformance: every vector in `tests/vectors/` (INV, VER, CMP) against the
-//! shipped evaluator component and against the same evaluator compiled
-//! natively, so the guest and its native build can never disagree silently.
+//! shipped evaluator component, against the same evaluator compiled natively,
+//! so the guest and its native build can never disagree silently, and against
+//! the evaluator shipped for `effects:policy@2.0.0` (`tests/fixtures/policy-2.0.0`),
+//! which the host still runs (POL-1, revision 3).
 //! Also the rules no vector can express: a broken vector file is an error, not
 //! a skip, and the vectors cover every rule docs/rules.md requires vectors for.
 
@@ -44,6 +46,14 @@ fn every_vector_passes_against_the_shipped_component() {
     let mut set = PolicySet::load(&PolicySource::Shipped, &PolicyOptions::default()).unwrap();
     let results = vectors::run(&vectors_dir(), &mut evaluator_of(set.evaluator())).unwrap();
     assert_all_pass(&results, "the shipped component");
+}
+
+#[test]
+fn every_vector_passes_against_the_2_0_0_component() {
+    let source = crate::previous_contract::previous_source();
+    let mut set = PolicySet::load(&source, &PolicyOptions::default()).unwrap();
+    let results = vectors::run(&vectors_dir(), &mut evaluator_of(set.evaluator())).unwrap();
+    assert_all_pass(&results, "the 2.0.0 component");
 }
 
 #[test]

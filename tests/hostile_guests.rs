@@ -87,6 +87,18 @@ fn oversized_and_malformed_answers_are_refused() {
         other => panic!("expected an oversized answer, got {other:?}"),
     }
     assert_recovers(&mut component);
+    // 2.1.0 content the host would hash counts towards the same cap, and is
+    // refused by its size, before any hashing.
+    let mut huge = operation();
+    huge.tool = "huge_content".into();
+    match component.classify(&huge) {
+        Err(PolicyError::AnswerTooLarge { bytes, limit, .. }) => {
+            assert_eq!(bytes, 8 << 20, "measured as the content's bytes");
+            assert_eq!(limit, SandboxLimits::default().answer_bytes);
+        }
+        other => panic!("expected an oversized answer, got {other:?}"),
+    }
+    assert_recovers(&mut component);
     let context = ReadbackContext {
         operation: operation(),
         outcome: component.settle(&settle_request(Some(0))).unwrap().value,
@@ -128,27 +140,33 @@ fn a_component_built_against_another_shape_of_the_contract_is_refused_at_load() 
 }
 
 #[test]
-fn a_component_built_for_the_previous_contract_is_refused_naming_its_exports() {
-    // The shipped evaluator with its contract version spelled 1.0.0 (same
+fn a_component_built_for_a_contract_the_host_does_not_speak_is_refused_naming_its_exports() {
+    // The shipped evaluator with its contract version spelled otherwise (same
     // length, so still a valid component): the export names a component built
-    // for effects:policy@1.0.0 carries. 2.0.0 changed what a claim's flags
-    // mean, so such a component is refused by name, before any call.
-    let mut previous = support::shipped("evaluate.wasm");
-    let mut renamed = 0;
-    for at in 0..previous.len().saturating_sub(5) {
-        if &previous[at..at + 6] == b"@2.0.0" {
-            previous[at..at + 6].copy_from_slice(b"@1.0.0");
-            renamed += 1;
+    // for effects:policy@1.0.0 (before 2.0.0 changed what a claim's flags
+    // mean), or for a version yet to come, carries. Such a component is
+    // refused by name, before any call, and the message names every version
+    // the host speaks.
+    for version in [b"@1.0.0", b"@9.9.9"] {
+        let mut other = support::shipped("evaluate.wasm");
+        let mut renamed = 0;
+        for at in 0..other.len().saturating_sub(5) {
+            if &other[at..at + 6] == b"@2.1.0" {
+                other[at..at + 6].copy_from_slice(version);
+                renamed += 1;
+            }
         }
-    }
-    assert!(renamed > 0, "the shipped evaluator names its contract version");
-    match load_unpinned("previous", World::Evaluator, &previous, &PolicyOptions::default()).err() {
-        Some(error @ PolicyError::WrongWorld { .. }) => {
-            let message = error.to_string();
-            assert!(message.contains("effects:policy/evaluate@1.0.0"), "{message}");
-            assert!(message.contains("effects:policy/evaluate@2.0.0"), "{message}");
+        assert!(renamed > 0, "the shipped evaluator names its contract version");
+        let name = String::from_utf8_lossy(version);
+        match load_unpinned("other", World::Evaluator, &other, &PolicyOptions::default()).err() {
+            Some(error @ PolicyError::WrongWorld { .. }) => {
+                let message = error.to_string();
+                assert!(message.contains(&format!("effects:policy/evaluate{name}")), "{message}");
+                assert!(message.contains("effects:policy/evaluate@2.1.0"), "{message}");
+                assert!(message.contains("effects:policy/evaluate@2.0.0"), "{message}");
+            }
+            other => panic!("{name}: expected a wrong-world refusal, got {other:?}"),
         }
-        other => panic!("expected a wrong-world refusal, got {other:?}"),
     }
 }
 
@@ -157,7 +175,7 @@ fn a_component_built_for_the_wrong_world_is_refused() {
     // Run directly as a classifier...
     let error = refusal("wrong-world", World::Classifier, "an evaluator is not a classifier");
     assert_eq!(error.kind(), "wrong_world", "{error}");
-    assert!(error.to_string().contains("effects:policy/evaluate@2.0.0"), "{error}");
+    assert!(error.to_string().contains("effects:policy/evaluate@2.1.0"), "{error}");
     // ...and shipped under a classifier's name with a correct pin.
     let copy = PolicyCopy::new();
     let bytes = fixture("wrong-world");
@@ -224,6 +242,7 @@ fn an_evaluator_that_spins_traps_or_lies_gives_blocked_policy_failure_never_comp
         required: Vec::new(),
         records: Vec::new(),
         answer: answer.to_owned(),
+        concurrent: Vec::new(),
     };
     for (mode, why) in [
         ("spin", "fuel"),

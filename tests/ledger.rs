@@ -171,7 +171,8 @@ fn a_classifier_that_fails_still_claims_unknown_scope_and_says_why() {
     )
     .unwrap();
     let manifest = format!(
-        "wit = \"effects:policy@2.0.0\"\nroute = \"test\"\ntoolchain = \"test\"\n\n[[component]]\nname = \"loop\"\nworld = \"classifier\"\nfile = \"loop.wasm\"\nsha256 = \"{}\"\ntools = [\"write_file\"]\n\n[[component]]\nname = \"classify-unbound\"\nworld = \"classifier\"\nfile = \"classify-unbound.wasm\"\nsha256 = \"{}\"\ntools = [\"*\"]\n",
+        "wit = \"{}\"\nroute = \"test\"\ntoolchain = \"test\"\n\n[[component]]\nname = \"loop\"\nworld = \"classifier\"\nfile = \"loop.wasm\"\nsha256 = \"{}\"\ntools = [\"write_file\"]\n\n[[component]]\nname = \"classify-unbound\"\nworld = \"classifier\"\nfile = \"classify-unbound.wasm\"\nsha256 = \"{}\"\ntools = [\"*\"]\n",
+        effect_ledger::policy::WIT_PACKAGE,
         Sha256Digest::of(&looping),
         Sha256Digest::of(&support::shipped("classify-unbound.wasm"))
     );

@@ -1,6 +1,7 @@
 //! Test binary `policies`: the policy platform (hostile guests, the shipped
 //! components, the filesystem classifier on real files, the policy CLI, the
-//! compiled-component cache, the conformance vectors). One binary for many
+//! compiled-component cache, the conformance vectors, the components of the
+//! previous contract). One binary for many
 //! files, because each test binary links the whole host and wasmtime again; a
 //! file here is one module, and a test's name is `FILE::TEST` (`cargo test
 //! --release --test policies conformance::`). To add a file: write
@@ -18,4 +19,5 @@ mod hostile_guests;
 mod policy_cache;
 mod policy_cli;
 mod policy_new_cli;
+mod previous_contract;
 mod shipped_policies;

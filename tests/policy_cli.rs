@@ -95,7 +95,7 @@ fn run_prints_the_answer_and_the_call_report() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let json: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["value"]["effect"]["scope"], "unknown");
-    assert_eq!(json["report"]["wit"], "effects:policy@2.0.0");
+    assert_eq!(json["report"]["wit"], "effects:policy@2.1.0");
     assert!(json["report"]["fuel_used"].as_u64().unwrap() > 0);
 }
 
@@ -145,6 +145,7 @@ fn run_refuses_an_evaluate_input_whose_records_are_out_of_log_order() {
         required: Vec::new(),
         records: positions.map(verifier).into(),
         answer: "Tests pass.".into(),
+        concurrent: Vec::new(),
     };
     let run = |ledger: &EvidenceLedger| {
         let input = tempfile::NamedTempFile::new().unwrap();

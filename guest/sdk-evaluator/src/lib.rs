@@ -1,4 +1,4 @@
-//! The evaluator world's bindings for `effects:policy@2.0.0`.
+//! The evaluator world's bindings for `effects:policy@2.1.0`.
 //!
 //! A separate crate from `effects-policy-sdk` because both worlds export the
 //! `types` interface (so that neither imports it) and wit-bindgen's export
@@ -39,6 +39,27 @@ impl Default for types::AssessmentTable {
             obligation: Vec::new(),
             assessment: Vec::new(),
             observation: Vec::new(),
+            flags: Vec::new(),
+        }
+    }
+}
+
+impl Default for types::ClaimTable {
+    /// Empty columns: no claims (a ledger's `concurrent` when no other run is
+    /// in flight).
+    fn default() -> Self {
+        types::ClaimTable {
+            position: Vec::new(),
+            run_id: Vec::new(),
+            action_id: Vec::new(),
+            tool: Vec::new(),
+            subject: Vec::new(),
+            scope: Vec::new(),
+            scope_ends: Vec::new(),
+            dependencies: Vec::new(),
+            dependency_ends: Vec::new(),
+            obligations: types::ObligationTable { target: Vec::new(), kind: Vec::new(), digest: Vec::new() },
+            obligation_ends: Vec::new(),
             flags: Vec::new(),
         }
     }

@@ -1,4 +1,4 @@
-//! The policy SDK: the one place guest bindings for `effects:policy@2.0.0` are
+//! The policy SDK: the one place guest bindings for `effects:policy@2.1.0` are
 //! generated, plus small helpers every policy needs.
 //!
 //! A policy crate writes its logic as plain functions over the types re-exported

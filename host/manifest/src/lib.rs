@@ -8,7 +8,8 @@
 pub mod digest;
 mod manifest;
 
-pub use manifest::{ComponentEntry, FALLBACK_TOOL, Manifest, World};
+pub use manifest::{ComponentEntry, Contract, FALLBACK_TOOL, Manifest, World};
 
-/// The WIT package every component must be built against.
-pub const WIT_PACKAGE: &str = "effects:policy@2.0.0";
+/// The WIT package components are built against today (`wit/policy.wit`);
+/// the host also speaks every older [`Contract`] it lists.
+pub const WIT_PACKAGE: &str = Contract::CURRENT.package();

@@ -5,7 +5,7 @@
 //! Format (written by `cargo xtask policies`, read here):
 //!
 //! ```toml
-//! wit = "effects:policy@2.0.0"         # the contract the components were built for
+//! wit = "effects:policy@2.1.0"         # the contract the components were built for
 //! route = "debian"                      # toolchain route the pinned bytes come from
 //! toolchain = "rustc 1.96.0 ..."        # that toolchain's version line
 //!
@@ -26,9 +26,62 @@ use serde::{Deserialize, Serialize};
 
 use crate::digest::Sha256Digest;
 
-use crate::WIT_PACKAGE;
+/// A version of the contract this host speaks. A component is built against
+/// one; the host generates bindings for each (`host/src/policy/bindings.rs`)
+/// and tells them apart by the export names a component carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum Contract {
+    /// `effects:policy@2.0.0`, frozen in `wit/2.0.0/policy.wit`: still loaded
+    /// and run unchanged (SPEC revision 3, POL-1).
+    #[serde(rename = "effects:policy@2.0.0")]
+    V2_0,
+    /// `effects:policy@2.1.0`, `wit/policy.wit`: adds `postcondition.content`,
+    /// two reason codes and `evidence-ledger.concurrent`.
+    #[serde(rename = "effects:policy@2.1.0")]
+    V2_1,
+}
 
-/// The worlds of `effects:policy@2.0.0`.
+impl Contract {
+    /// The version components are built against today.
+    pub const CURRENT: Contract = Contract::V2_1;
+
+    /// Every version this host speaks, newest first.
+    pub const ALL: [Contract; 2] = [Contract::V2_1, Contract::V2_0];
+
+    /// The versioned package name, as a manifest's `wit` line spells it.
+    pub const fn package(self) -> &'static str {
+        match self {
+            Contract::V2_0 => "effects:policy@2.0.0",
+            Contract::V2_1 => "effects:policy@2.1.0",
+        }
+    }
+
+    /// The contract `package` names, if this host speaks it.
+    pub fn parse(package: &str) -> Option<Contract> {
+        Contract::ALL.into_iter().find(|c| c.package() == package)
+    }
+
+    /// The WIT file of this version, relative to the repository root.
+    pub const fn wit_file(self) -> &'static str {
+        match self {
+            Contract::V2_0 => "wit/2.0.0/policy.wit",
+            Contract::V2_1 => "wit/policy.wit",
+        }
+    }
+
+    /// Every package this host speaks, for messages: `"a", "b"`.
+    pub fn spoken() -> String {
+        Contract::ALL.map(|c| format!("{:?}", c.package())).join(", ")
+    }
+}
+
+impl fmt::Display for Contract {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.package())
+    }
+}
+
+/// The worlds of `effects:policy` (the same two in every [`Contract`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum World {
@@ -47,10 +100,11 @@ impl World {
         }
     }
 
-    /// The fully qualified export names a component of this world carries:
-    /// `types` (exported so that it is not imported) and the world's interface.
-    pub fn export_names(self) -> [String; 2] {
-        let (package, version) = WIT_PACKAGE.split_once('@').expect("a versioned package name");
+    /// The fully qualified export names a component of this world built
+    /// against `contract` carries: `types` (exported so that it is not
+    /// imported) and the world's interface.
+    pub fn export_names(self, contract: Contract) -> [String; 2] {
+        let (package, version) = contract.package().split_once('@').expect("a versioned package name");
         [format!("{package}/types@{version}"), format!("{package}/{}@{version}", self.interface())]
     }
 }
@@ -115,12 +169,18 @@ impl Manifest {
         )
     }
 
-    /// Consistency rules: the contract version, unique names, unique and
+    /// The contract the components were built against (checked by
+    /// [`Manifest::parse`] to be one this host speaks).
+    pub fn contract(&self) -> Option<Contract> {
+        Contract::parse(&self.wit)
+    }
+
+    /// Consistency rules: a contract version this host speaks, unique names, unique and
     /// non-empty tool routes for classifiers, none for evaluators, one evaluator
     /// at most, plain file names.
     fn check(&self) -> Result<(), String> {
-        if self.wit != WIT_PACKAGE {
-            return Err(format!("built for {:?}, this host speaks {WIT_PACKAGE:?}", self.wit));
+        if self.contract().is_none() {
+            return Err(format!("built for {:?}, this host speaks {}", self.wit, Contract::spoken()));
         }
         let mut names = BTreeMap::new();
         let mut tools: BTreeMap<&str, &str> = BTreeMap::new();
@@ -184,6 +244,8 @@ impl Manifest {
 mod tests {
     use super::*;
 
+    use crate::WIT_PACKAGE;
+
     fn manifest(components: &str) -> String {
         format!("wit = \"{WIT_PACKAGE}\"\nroute = \"debian\"\ntoolchain = \"t\"\n{components}")
     }
@@ -213,7 +275,8 @@ mod tests {
             (manifest(&(classifier("a", r#"["x"]"#) + &classifier("b", r#"["x"]"#))), "served by both"),
             (manifest(&classifier("a", "[]")), "serves no tools"),
             (manifest(&classifier("a", r#"["x"]"#).replace("a.wasm", "../a.wasm")), "plain file name"),
-            (manifest(&classifier("a", r#"["x"]"#)).replace("2.0.0", "1.0.0"), "this host speaks"),
+            (manifest(&classifier("a", r#"["x"]"#)).replace("2.1.0", "1.0.0"), "this host speaks"),
+            (manifest(&classifier("a", r#"["x"]"#)).replace("2.1.0", "9.9.9"), "\"effects:policy@2.0.0\""),
             (manifest(&classifier("a", r#"["x"]"#)).replace(DIGEST, "abc"), "SHA-256"),
             (manifest(&classifier("a", r#"["x"]"#)) + "color = \"blue\"\n", "unknown field"),
         ];
@@ -221,5 +284,15 @@ mod tests {
             let error = Manifest::parse(&text).unwrap_err();
             assert!(error.contains(expected), "{expected:?} not in {error:?}");
         }
+    }
+
+    #[test]
+    fn accepts_every_contract_the_host_speaks() {
+        for contract in Contract::ALL {
+            let text = manifest(&classifier("a", r#"["x"]"#)).replace(WIT_PACKAGE, contract.package());
+            assert_eq!(Manifest::parse(&text).unwrap().contract(), Some(contract));
+        }
+        assert_eq!(WIT_PACKAGE, "effects:policy@2.1.0");
+        assert_eq!(World::Evaluator.export_names(Contract::V2_0)[1], "effects:policy/evaluate@2.0.0");
     }
 }

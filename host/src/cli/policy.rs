@@ -232,7 +232,10 @@ fn inspect(file: &Path, json: bool) -> Result<ExitCode, Failure> {
         }
         print_json(&Inspected { file: file.display().to_string(), shape: &shape })?;
     } else {
-        let world = shape.world.map_or_else(|| format!("none of {}", policy::WIT_PACKAGE), |w| w.to_string());
+        let world = match (shape.world, shape.contract) {
+            (Some(world), Some(contract)) => format!("{world} ({contract})"),
+            _ => format!("none of {}", policy::Contract::spoken()),
+        };
         let list = |names: &[String]| if names.is_empty() { "none".to_owned() } else { names.join(", ") };
         out!("file:    {}", file.display());
         out!("world:   {world}");

@@ -155,5 +155,12 @@ pub fn assemble(
             Record::Decision(_) | Record::Processes(_) => {}
         }
     }
-    EvidenceLedger { resources: resources.list, required, records, answer: answer.to_owned() }
+    // Other runs' claims in flight (CMP-13) are not assembled yet.
+    EvidenceLedger {
+        resources: resources.list,
+        required,
+        records,
+        answer: answer.to_owned(),
+        concurrent: Vec::new(),
+    }
 }

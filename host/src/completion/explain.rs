@@ -117,6 +117,7 @@ mod tests {
                 }),
             ],
             answer: String::new(),
+            concurrent: Vec::new(),
         };
         let reason = |code, evidence| Reason {
             code,

@@ -94,10 +94,11 @@ impl Evaluator<'_> {
         match self {
             Evaluator::Component(component) => {
                 let (name, sha256) = (component.name().to_owned(), component.sha256().to_string());
+                let wit = component.contract().package();
                 let run = |fuel_used| EvaluatorRun {
                     component: name.clone(),
                     sha256: sha256.clone(),
-                    wit: crate::policy::WIT_PACKAGE.to_owned(),
+                    wit: wit.to_owned(),
                     fuel_used,
                 };
                 match component.evaluate(ledger) {

@@ -491,7 +491,13 @@ impl Vector {
                 }),
             });
         }
-        Ok(EvidenceLedger { resources: builder.resources, required, records, answer: self.answer.clone() })
+        Ok(EvidenceLedger {
+            resources: builder.resources,
+            required,
+            records,
+            answer: self.answer.clone(),
+            concurrent: Vec::new(),
+        })
     }
 
     /// Every way `decided` differs from what the vector expects (empty: pass).

@@ -163,6 +163,14 @@ pub struct EvidenceLedger {
     pub records: Vec<EvidenceRecord>,
     /// The agent's final answer.
     pub answer: String,
+    /// Claims of other runs in the same store still in flight at decision
+    /// time (claimed, unsettled, executor alive) whose root overlaps this
+    /// run's (CMP-13). Their resource indices point into `resources`; their
+    /// positions are in their own lineage, so they are never ordered or merged
+    /// with `records`. Only an `effects:policy@2.1.0` evaluator sees them.
+    /// Absent in JSON means none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub concurrent: Vec<ClaimEvidence>,
 }
 
 /// Verdicts; worst wins: FAILED > BLOCKED > UNVERIFIED > COMPLETED.
@@ -216,6 +224,11 @@ pub enum ReasonCode {
     /// ID-6, a command ran without write confinement (disclosed; the
     /// verdict stays what the evidence gives).
     UnconfinedCommand,
+    /// CMP-13, another run's claim in flight may touch a required artifact.
+    ConcurrentRun,
+    /// CMP-2 (revision 3), a settled command of unknown result ("exit status
+    /// unknown").
+    UnknownExitStatus,
 }
 
 /// One reason of a decision.

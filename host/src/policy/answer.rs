@@ -319,6 +319,7 @@ mod tests {
                 claim: None,
             })],
             answer: String::new(),
+            concurrent: Vec::new(),
         };
         let reason = |verdict, evidence: Vec<u64>| Reason {
             code: ReasonCode::FailingVerifier,

@@ -1,36 +1,65 @@
-//! The one module that holds generated bindings for `effects:policy@2.0.0`, and
-//! the explicit conversions between them and the crate's own [`crate::model`]
-//! types. Nothing generated is re-exported: the rest of the host sees only model
-//! types, and this file is where the WIT and the model are kept in step (a field
-//! added to one and not the other fails to compile here).
+//! The one module that holds generated bindings, one generation per contract
+//! version the host speaks (`effects:policy@2.1.0` from `wit/policy.wit`,
+//! `effects:policy@2.0.0` from the frozen `wit/2.0.0/policy.wit`), and the
+//! explicit conversions between them and the crate's own [`crate::model`]
+//! types. Nothing generated is re-exported: the rest of the host sees only
+//! model types, and this file is where the WIT and the model are kept in step
+//! (a field added to one and not the other fails to compile here).
 //!
 //! Directions follow the contract: the host sends operations, facts, contexts
 //! (which carry [`ResourceRef`]s) and evidence ledgers (which carry the same
 //! resources laid out as columns) to guests; guests send back plans,
 //! outcomes, readback requests and decisions, which carry only indices. There is
 //! deliberately no conversion from a guest value into a `ResourceRef` (ID-1).
+//!
+//! Versions: every conversion is written once, in the `conversions!` macro,
+//! and expanded per generation of the types (2.1.0 and 2.0.0 for wasmtime, and
+//! 2.1.0 for the natively compiled evaluator's wit-bindgen types), each
+//! expansion told which 2.1.0 additions its types have. A macro rather than
+//! converting 2.0.0 values through 2.1.0 ones: wasmtime checks a component's
+//! types exactly, so the two generations are distinct Rust types whichever way,
+//! and a macro costs no second copy of a ledger's columns on the way in. Both
+//! versions meet the same model:
+//! - a 2.1.0 `postcondition.content` is hashed here (SHA-256) into the model's
+//!   `ContentSha256`, so the log, the ledger and a plan handed back to `settle`
+//!   carry the digest as before; a 2.0.0 classifier simply never returns bytes;
+//! - the reason codes 2.1.0 added have no 2.0.0 case, so a 2.0.0 evaluator
+//!   cannot give them;
+//! - `EvidenceLedger::concurrent` (other runs' claims in flight, CMP-13) is laid
+//!   out only for 2.1.0: **a 2.0.0 evaluator cannot see other runs**.
 
 use crate::model;
 
-pub(crate) mod classifier {
-    //! Generated: the classifier world.
-    wasmtime::component::bindgen!({
-        path: "../wit",
-        world: "classifier",
-    });
+/// Both worlds of the contract in `$wit`, generated: `classifier`, and
+/// `evaluator` sharing its `types`.
+macro_rules! contract_bindings {
+    ($wit:literal) => {
+        pub(crate) mod classifier {
+            //! The classifier world.
+            wasmtime::component::bindgen!({ path: $wit, world: "classifier" });
+        }
+
+        pub(crate) mod evaluator {
+            //! The evaluator world, sharing the classifier's `types`.
+            wasmtime::component::bindgen!({
+                path: $wit,
+                world: "evaluator",
+                with: { "effects:policy/types": super::classifier::exports::effects::policy::types },
+            });
+        }
+    };
 }
 
-pub(crate) mod evaluator {
-    //! Generated: the evaluator world, sharing the classifier's `types`.
-    wasmtime::component::bindgen!({
-        path: "../wit",
-        world: "evaluator",
-        with: { "effects:policy/types": super::classifier::exports::effects::policy::types },
-    });
+pub(crate) mod v2_1 {
+    //! Generated: `effects:policy@2.1.0`, the contract components are built for.
+    contract_bindings!("../wit/policy.wit");
 }
 
-pub(crate) use classifier::ClassifierPre;
-pub(crate) use evaluator::EvaluatorPre;
+pub(crate) mod v2_0 {
+    //! Generated: `effects:policy@2.0.0`, frozen, for components built before
+    //! 2.1.0 (SPEC revision 3, POL-1).
+    contract_bindings!("../wit/2.0.0/policy.wit");
+}
 
 /// Host -> guest: build the generated value from a borrowed model value.
 pub(crate) trait ToGuest<T> {
@@ -40,6 +69,20 @@ pub(crate) trait ToGuest<T> {
 /// Guest -> host: turn a generated value into the model value.
 pub(crate) trait IntoModel<T> {
     fn into_model(self) -> T;
+}
+
+/// Guest -> host for a whole answer: how many bytes of it the host does work
+/// on while lifting it, so the answer cap can refuse them before that work,
+/// then the model value.
+pub(crate) trait Lift<T> {
+    /// Bytes of content the host hashes while lifting (2.1.0's
+    /// `postcondition.content`); they count towards the answer cap.
+    fn content_bytes(&self) -> usize {
+        0
+    }
+
+    /// The model value.
+    fn lift(self) -> T;
 }
 
 macro_rules! scalar {
@@ -101,8 +144,16 @@ macro_rules! record {
     };
 }
 
-/// An enum of unit cases with the same names on both sides, both directions.
+/// An enum of unit cases with the same names on both sides, both directions
+/// (`from`: guest -> host only, for an enum a guest can have fewer cases of).
 macro_rules! unit_enum {
+    (from $model:ident { $($case:ident),* $(,)? }) => {
+        impl IntoModel<model::$model> for wit::$model {
+            fn into_model(self) -> model::$model {
+                match self { $(wit::$model::$case => model::$model::$case),* }
+            }
+        }
+    };
     ($model:ident { $($case:ident),* $(,)? }) => {
         impl ToGuest<wit::$model> for model::$model {
             fn to_guest(&self) -> wit::$model {
@@ -127,12 +178,31 @@ macro_rules! code {
     }};
 }
 
+/// A whole answer whose lifting is its conversion.
+macro_rules! lift {
+    ($($wit:ty => $model:ty),* $(,)?) => {$(
+        impl Lift<$model> for $wit {
+            fn lift(self) -> $model {
+                self.into_model()
+            }
+        }
+    )*};
+}
+
 /// Every conversion between the model and one generation of the WIT types,
 /// `wit` being that generation's `types` module at the expansion site. Expanded
-/// twice: for wasmtime's host bindings (components) and for wit-bindgen's guest
-/// types (the evaluator compiled natively), so both stay in step with the model.
+/// per generation: wasmtime's host bindings of each contract version
+/// (components) and wit-bindgen's guest types (the evaluator compiled
+/// natively), so all stay in step with the model. What 2.1.0 added is named
+/// by the expansion: `content` (the postcondition case of derived bytes),
+/// `concurrent` (the ledger's table of other runs' claims) and the reason
+/// codes after the 2.0.0 ones; an expansion without them is 2.0.0's.
 macro_rules! conversions {
-    () => {
+    (
+        $(content: $content:ident,)?
+        $(concurrent: $concurrent:ident,)?
+        reasons: [$($reason:ident),* $(,)?] $(,)?
+    ) => {
         // Resources: host -> guest only.
         record!(to FilesystemRoot { scope, owner, path, device, inode });
         record!(to FilesystemLocation { root, path });
@@ -209,7 +279,21 @@ macro_rules! conversions {
                     wit::Postcondition::ContentSha256(d) => model::Postcondition::ContentSha256(d),
                     wit::Postcondition::Absent => model::Postcondition::Absent,
                     wit::Postcondition::Exists => model::Postcondition::Exists,
+                    // 2.1.0: the bytes a policy derived, hashed by the host
+                    // into the obligation it records (the answer cap has
+                    // measured them first: `Lift::content_bytes`).
+                    $(wit::Postcondition::$content(bytes) => model::Postcondition::ContentSha256(
+                        crate::digest::Sha256Digest::of(&bytes).to_string(),
+                    ),)?
                 }
+            }
+        }
+
+        /// Bytes of content a postcondition carries for the host to hash.
+        fn content_len(postcondition: &wit::Postcondition) -> usize {
+            match postcondition {
+                $(wit::Postcondition::$content(bytes) => bytes.len(),)?
+                wit::Postcondition::ContentSha256(_) | wit::Postcondition::Absent | wit::Postcondition::Exists => 0,
             }
         }
 
@@ -228,6 +312,21 @@ macro_rules! conversions {
                     wit::PlannedScope::Unknown => model::PlannedScope::Unknown,
                     wit::PlannedScope::Exact(bindings) => model::PlannedScope::Exact(bindings),
                 }
+            }
+        }
+
+        impl Lift<model::Classification> for wit::Classification {
+            fn content_bytes(&self) -> usize {
+                match self {
+                    wit::Classification::Effect(plan) => {
+                        plan.obligations.iter().map(|o| content_len(&o.postcondition)).sum()
+                    }
+                    wit::Classification::ReadOnly | wit::Classification::Refused(_) => 0,
+                }
+            }
+
+            fn lift(self) -> model::Classification {
+                self.into_model()
             }
         }
 
@@ -275,6 +374,11 @@ macro_rules! conversions {
         record!(to SettleRequest { operation, plan, facts });
         record!(from ReadbackRequest { binding, mechanism, coverage });
         record!(to ReadbackContext { operation, outcome });
+        lift!(
+            wit::Outcome => model::Outcome,
+            Vec<wit::ReadbackRequest> => Vec<model::ReadbackRequest>,
+            wit::Decision => Result<model::Decision, String>,
+        );
 
         // The evidence ledger: host -> guest, as the WIT's columns.
         impl ToGuest<wit::EvidenceLedger> for model::EvidenceLedger {
@@ -286,7 +390,34 @@ macro_rules! conversions {
                 for record in &self.records {
                     layout.record(record);
                 }
+                // 2.1.0: other runs' claims in flight (CMP-13), in their own
+                // table; a 2.0.0 ledger has none (its evaluator cannot see them).
+                $(for claim in &self.$concurrent {
+                    layout.claim(claim, |ledger| &mut ledger.$concurrent);
+                })?
                 layout.ledger
+            }
+        }
+
+        /// An empty claim table with room for `sizes`.
+        fn claim_table(sizes: &ClaimSizes) -> wit::ClaimTable {
+            wit::ClaimTable {
+                position: Vec::with_capacity(sizes.claims),
+                run_id: Vec::with_capacity(sizes.claims),
+                action_id: Vec::with_capacity(sizes.claims),
+                tool: Vec::with_capacity(sizes.claims),
+                subject: Vec::with_capacity(sizes.claims),
+                scope: Vec::with_capacity(sizes.scope),
+                scope_ends: Vec::with_capacity(sizes.claims),
+                dependencies: Vec::with_capacity(sizes.dependencies),
+                dependency_ends: Vec::with_capacity(sizes.claims),
+                obligations: wit::ObligationTable {
+                    target: Vec::with_capacity(sizes.obligations),
+                    kind: Vec::with_capacity(sizes.obligations),
+                    digest: Vec::with_capacity(sizes.obligations),
+                },
+                obligation_ends: Vec::with_capacity(sizes.claims),
+                flags: Vec::with_capacity(sizes.claims),
             }
         }
 
@@ -322,7 +453,7 @@ macro_rules! conversions {
                 // run id or tool neither string nor text). Fresh pages cost,
                 // so the text, the largest, is reserved for no more than that.
                 let resources = model.resources.len();
-                let (mut claims, mut outcomes, mut observations, mut verifiers) = (0, 0, 0, 0);
+                let (mut outcomes, mut observations, mut verifiers) = (0, 0, 0);
                 let (mut strings, mut text) = (3 * resources, 0);
                 for resource in &model.resources {
                     if let model::Location::Filesystem(file) = resource.location() {
@@ -330,22 +461,10 @@ macro_rules! conversions {
                     }
                     text += resource.incarnation().len() + resource.snapshot_sha256().map_or(0, str::len);
                 }
-                let (mut scope, mut dependencies, mut obligations) = (0, 0, 0);
+                let mut own = ClaimSizes::default();
                 for record in &model.records {
                     match record {
-                        M::Claim(c) => {
-                            claims += 1;
-                            strings += 4 + c.obligations.len();
-                            text += c.run_id.len() + c.action_id.len() + c.tool.len() + c.subject.len();
-                            for obligation in &c.obligations {
-                                if let model::Postcondition::ContentSha256(digest) = &obligation.postcondition {
-                                    text += digest.len();
-                                }
-                            }
-                            scope += c.scope.as_ref().map_or(0, Vec::len);
-                            dependencies += c.dependencies.len();
-                            obligations += c.obligations.len();
-                        }
+                        M::Claim(c) => own.add(c),
                         M::Outcome(_) => outcomes += 1,
                         M::Observation(o) => {
                             observations += 1;
@@ -359,6 +478,12 @@ macro_rules! conversions {
                         }
                     }
                 }
+                (strings, text) = (strings + own.strings, text + own.text);
+                $(
+                    let mut $concurrent = ClaimSizes::default();
+                    model.$concurrent.iter().for_each(|c| $concurrent.add(c));
+                    (strings, text) = (strings + $concurrent.strings, text + $concurrent.text);
+                )?
                 let ledger = wit::EvidenceLedger {
                     strings: wit::StringTable {
                         text: String::with_capacity(text),
@@ -375,24 +500,7 @@ macro_rules! conversions {
                         others: Vec::new(),
                     },
                     required: model.required.clone(),
-                    claims: wit::ClaimTable {
-                        position: Vec::with_capacity(claims),
-                        run_id: Vec::with_capacity(claims),
-                        action_id: Vec::with_capacity(claims),
-                        tool: Vec::with_capacity(claims),
-                        subject: Vec::with_capacity(claims),
-                        scope: Vec::with_capacity(scope),
-                        scope_ends: Vec::with_capacity(claims),
-                        dependencies: Vec::with_capacity(dependencies),
-                        dependency_ends: Vec::with_capacity(claims),
-                        obligations: wit::ObligationTable {
-                            target: Vec::with_capacity(obligations),
-                            kind: Vec::with_capacity(obligations),
-                            digest: Vec::with_capacity(obligations),
-                        },
-                        obligation_ends: Vec::with_capacity(claims),
-                        flags: Vec::with_capacity(claims),
-                    },
+                    claims: claim_table(&own),
                     outcomes: wit::OutcomeTable {
                         position: Vec::with_capacity(outcomes),
                         claim: Vec::with_capacity(outcomes),
@@ -420,6 +528,7 @@ macro_rules! conversions {
                         flags: Vec::with_capacity(verifiers),
                     },
                     answer: model.answer.clone(),
+                    $($concurrent: claim_table(&$concurrent),)?
                 };
                 Layout { ledger, roots: Vec::new(), last: [None; 4] }
             }
@@ -485,7 +594,7 @@ macro_rules! conversions {
             fn record(&mut self, record: &'m model::EvidenceRecord) {
                 use model::EvidenceRecord as M;
                 match record {
-                    M::Claim(claim) => self.claim(claim),
+                    M::Claim(claim) => self.claim(claim, |ledger| &mut ledger.claims),
                     M::Outcome(outcome) => {
                         let mut flags = wit::OutcomeFlags::empty();
                         let settled = &outcome.outcome;
@@ -552,7 +661,12 @@ macro_rules! conversions {
                 }
             }
 
-            fn claim(&mut self, claim: &'m model::ClaimEvidence) {
+            /// Lays out `claim` into the claim table `into` picks.
+            fn claim(
+                &mut self,
+                claim: &'m model::ClaimEvidence,
+                into: fn(&mut wit::EvidenceLedger) -> &mut wit::ClaimTable,
+            ) {
                 let mut flags = wit::ClaimFlags::empty();
                 if claim.external {
                     flags |= wit::ClaimFlags::EXTERNAL;
@@ -584,12 +698,12 @@ macro_rules! conversions {
                         model::Postcondition::Absent => (wit::PostconditionKind::Absent, 0),
                         model::Postcondition::Exists => (wit::PostconditionKind::Exists, 0),
                     };
-                    let obligations = &mut self.ledger.claims.obligations;
+                    let obligations = &mut into(&mut self.ledger).obligations;
                     obligations.target.push(obligation.target);
                     obligations.kind.push(kind as u8); // its `code`, as `code!` gives
                     obligations.digest.push(digest);
                 }
-                let table = &mut self.ledger.claims;
+                let table = into(&mut self.ledger);
                 table.position.push(claim.position);
                 table.run_id.push(run_id);
                 table.action_id.push(action_id);
@@ -606,7 +720,7 @@ macro_rules! conversions {
 
         // The decision: guest -> host.
         unit_enum!(Verdict { Completed, Failed, Blocked, Unverified });
-        unit_enum!(ReasonCode {
+        unit_enum!(from ReasonCode {
             ContradictedArtifact,
             ContradictedEffect,
             UnsettledArtifact,
@@ -623,6 +737,7 @@ macro_rules! conversions {
             OwnedEffectUnverified,
             UnboundEffectUnverified,
             UnconfinedCommand,
+            $($reason,)*
         });
         unit_enum!(Assessment { Verified, StateObserved, Failed, Contradicted, Unverified, Pending });
         record!(from Reason { code, verdict, message, remedy, evidence, disclosure });
@@ -685,35 +800,84 @@ trait Code {
     fn code(self) -> u8;
 }
 
-/// Conversions for the wasmtime bindings every component call goes through.
-mod component {
-    use super::classifier::exports::effects::policy::types as wit;
-    use super::{Code, IntoModel, ToGuest, wire_u32};
+/// What laying out some claims takes: rows, strings, text bytes (at most),
+/// and entries of the scope, dependency and obligation tables.
+#[derive(Default)]
+struct ClaimSizes {
+    claims: usize,
+    strings: usize,
+    text: usize,
+    scope: usize,
+    dependencies: usize,
+    obligations: usize,
+}
+
+impl ClaimSizes {
+    fn add(&mut self, c: &model::ClaimEvidence) {
+        self.claims += 1;
+        self.strings += 4 + c.obligations.len();
+        self.text += c.run_id.len() + c.action_id.len() + c.tool.len() + c.subject.len();
+        for obligation in &c.obligations {
+            if let model::Postcondition::ContentSha256(digest) = &obligation.postcondition {
+                self.text += digest.len();
+            }
+        }
+        self.scope += c.scope.as_ref().map_or(0, Vec::len);
+        self.dependencies += c.dependencies.len();
+        self.obligations += c.obligations.len();
+    }
+}
+
+/// `Code` for wasmtime's flags types: their bits.
+macro_rules! wasmtime_flags_code {
+    ($($flags:ident),*) => {$(
+        impl Code for wit::$flags {
+            fn code(self) -> u8 {
+                // Eight flags at most (the WIT's), so the bits fit a byte.
+                self.as_array()[0] as u8
+            }
+        }
+    )*};
+}
+
+/// Conversions for the wasmtime bindings of 2.1.0, which every component
+/// built today is called through.
+mod component_v2_1 {
+    use super::v2_1::classifier::exports::effects::policy::types as wit;
+    use super::{ClaimSizes, Code, IntoModel, Lift, ToGuest, wire_u32};
     use crate::model::{self, ResourceRef};
 
-    conversions!();
-
-    macro_rules! flags_code {
-        ($($flags:ident),*) => {$(
-            impl Code for wit::$flags {
-                fn code(self) -> u8 {
-                    // Eight flags at most (the WIT's), so the bits fit a byte.
-                    self.as_array()[0] as u8
-                }
-            }
-        )*};
+    conversions! {
+        content: Content,
+        concurrent: concurrent,
+        reasons: [ConcurrentRun, UnknownExitStatus],
     }
-    flags_code!(ResourceFlags, ClaimFlags, OutcomeFlags, ObservationFlags, VerifierFlags);
+    wasmtime_flags_code!(ResourceFlags, ClaimFlags, OutcomeFlags, ObservationFlags, VerifierFlags);
+}
+
+/// Conversions for the wasmtime bindings of 2.0.0: no content, no other runs,
+/// the 2.0.0 reason codes.
+mod component_v2_0 {
+    use super::v2_0::classifier::exports::effects::policy::types as wit;
+    use super::{ClaimSizes, Code, IntoModel, Lift, ToGuest, wire_u32};
+    use crate::model::{self, ResourceRef};
+
+    conversions! { reasons: [] }
+    wasmtime_flags_code!(ResourceFlags, ClaimFlags, OutcomeFlags, ObservationFlags, VerifierFlags);
 }
 
 /// Conversions for the guest types of the shipped evaluator compiled natively
 /// (`NativeEvaluator`), the same code as its component.
 mod native {
-    use super::{Code, IntoModel, ToGuest, wire_u32};
+    use super::{ClaimSizes, Code, IntoModel, Lift, ToGuest, wire_u32};
     use crate::model::{self, ResourceRef};
     use effects_evaluate::types as wit;
 
-    conversions!();
+    conversions! {
+        content: Content,
+        concurrent: concurrent,
+        reasons: [ConcurrentRun, UnknownExitStatus],
+    }
 
     macro_rules! flags_code {
         ($($flags:ident),*) => {$(
@@ -778,14 +942,20 @@ mod tests {
         };
     }
 
-    /// Both bindings number enum cases and flags bits as the WIT declares
-    /// them, so a component and the native evaluator read the same codes.
+    /// Every binding numbers enum cases and flags bits as the WIT declares
+    /// them, so a component of either version and the native evaluator read
+    /// the same codes (2.1.0 moved none of 2.0.0's).
     #[test]
-    fn both_bindings_give_the_codes_the_wit_declares() {
+    fn every_binding_gives_the_codes_the_wit_declares() {
         let host = {
-            use super::classifier::exports::effects::policy::types as wit;
+            use super::v2_1::classifier::exports::effects::policy::types as wit;
             codes!()
         };
+        let previous = {
+            use super::v2_0::classifier::exports::effects::policy::types as wit;
+            codes!()
+        };
+        assert_eq!(host, previous);
         let native = {
             use effects_evaluate::types as wit;
             codes!()
@@ -802,7 +972,7 @@ mod tests {
     /// the run id and tool; action ids stay apart.
     #[test]
     fn a_repeated_path_run_id_or_tool_is_laid_out_once() {
-        use super::classifier::exports::effects::policy::types as wit;
+        use super::v2_1::classifier::exports::effects::policy::types as wit;
         let write = r#"{"claim": {"tool": "write_file", "scope": ["a.txt"]}}"#;
         let edit = r#"{"claim": {"tool": "edit_file", "scope": ["b.txt"]}}"#;
         let read = |file: &str| format!(r#"{{"observation": {{"resource": "{file}"}}}}"#);

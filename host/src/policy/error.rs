@@ -8,7 +8,7 @@ use std::fmt;
 
 use crate::digest::Sha256Digest;
 
-use super::World;
+use super::{Contract, World};
 
 /// Which export a call went to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,6 +31,16 @@ impl fmt::Display for PolicyCall {
             PolicyCall::Readbacks => "readbacks",
             PolicyCall::Evaluate => "evaluate",
         })
+    }
+}
+
+/// The export names a component of `world` must carry: those of `contract`,
+/// or, for a component no manifest pins, those of any version the host speaks.
+fn expected_exports(world: World, contract: Option<Contract>) -> String {
+    let of = |contract: Contract| format!("{contract} ([{}])", world.export_names(contract).join(", "));
+    match contract {
+        Some(contract) => of(contract),
+        None => Contract::ALL.map(of).join(" or "),
     }
 }
 
@@ -88,16 +98,20 @@ pub enum PolicyError {
         /// The import names.
         imports: Vec<String>,
     },
-    /// The component does not export the world the manifest says.
+    /// The component does not export the world the manifest says, in a
+    /// contract version the host speaks (the manifest's, when it has one).
     #[error(
-        "component {component}: refused: it does not export exactly the {expected} world ([{}]); it exports: [{}]{}",
-        expected.export_names().join(", "), exports.join(", "), detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default()
+        "component {component}: refused: it does not export exactly the {expected} world of {}; it exports: [{}]{}",
+        expected_exports(*expected, *contract), exports.join(", "), detail.as_deref().map(|d| format!(" ({d})")).unwrap_or_default()
     )]
     WrongWorld {
         /// Component name.
         component: String,
         /// The world the manifest expects.
         expected: World,
+        /// The contract version the manifest says; `None` for a component
+        /// no manifest pins, which may be of any version the host speaks.
+        contract: Option<Contract>,
         /// What it does export.
         exports: Vec<String>,
         /// Type-check detail from the runtime, when the names matched but the types did not.
@@ -106,16 +120,18 @@ pub enum PolicyError {
     /// It exports the world's names, but its functions' types are not this
     /// host's contract: it was built against another shape of `wit/`.
     #[error(
-        "component {component}: refused: it exports the {world} world's names, but its types are not this host's \
-         contract ({} in wit/policy.wit): {detail}. Rebuild it against this wit/ \
+        "component {component}: refused: it exports the {world} world's names of {contract}, but its types are \
+         not this host's {contract} ({}): {detail}. Rebuild it against this wit/ \
          (`cargo xtask policies` for the shipped ones)",
-        super::WIT_PACKAGE
+        contract.wit_file()
     )]
     ContractMismatch {
         /// Component name.
         component: String,
         /// The world whose names it exports.
         world: World,
+        /// The contract version whose names it exports.
+        contract: Contract,
         /// Wasmtime's type-check message.
         detail: String,
     },

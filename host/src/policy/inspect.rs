@@ -1,6 +1,6 @@
 //! What a component file is, read from its bytes without compiling it: its
-//! top-level imports and exports, the world those exports make it, its size and
-//! digest. The loader uses this to refuse a component with imports before
+//! top-level imports and exports, the world and contract version those exports
+//! make it, its size and digest. The loader uses this to refuse a component with imports before
 //! wasmtime sees it (POL-1); `effects policy inspect` prints it.
 //!
 //! Only the outermost component's import and export sections count: nested core
@@ -12,13 +12,16 @@ use wasmparser::{Encoding, Parser, Payload};
 
 use crate::digest::Sha256Digest;
 
-use super::World;
+use super::{Contract, World};
 
 /// The shape of one component file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ComponentShape {
     /// The world its exports make it, if they match one of ours exactly.
     pub world: Option<World>,
+    /// The contract version those exports name (`effects:policy/classify@2.0.0`
+    /// is 2.0.0's classifier), when `world` is one.
+    pub contract: Option<Contract>,
     /// Top-level export names.
     pub exports: Vec<String>,
     /// Top-level import names; empty for every component we ship.
@@ -60,12 +63,23 @@ pub fn inspect(bytes: &[u8]) -> Result<ComponentShape, String> {
     }
     let mut sorted = exports.clone();
     sorted.sort();
-    let world = [World::Classifier, World::Evaluator].into_iter().find(|world| {
-        let mut expected = world.export_names();
-        expected.sort();
-        sorted == expected
-    });
-    Ok(ComponentShape { world, exports, imports, sha256: Sha256Digest::of(bytes), size: bytes.len() })
+    let found = Contract::ALL
+        .into_iter()
+        .flat_map(|contract| [World::Classifier, World::Evaluator].map(|world| (world, contract)))
+        .find(|&(world, contract)| {
+            let mut expected = world.export_names(contract);
+            expected.sort();
+            sorted == expected
+        });
+    let (world, contract) = (found.map(|(world, _)| world), found.map(|(_, contract)| contract));
+    Ok(ComponentShape {
+        world,
+        contract,
+        exports,
+        imports,
+        sha256: Sha256Digest::of(bytes),
+        size: bytes.len(),
+    })
 }
 
 #[cfg(test)]
@@ -88,7 +102,7 @@ mod tests {
     fn an_empty_component_has_no_world() {
         let empty = b"\0asm\x0d\0\x01\0";
         let shape = inspect(empty).unwrap();
-        assert_eq!(shape.world, None);
+        assert_eq!((shape.world, shape.contract), (None, None));
         assert!(shape.imports.is_empty() && shape.exports.is_empty());
         assert_eq!(shape.size, 8);
     }

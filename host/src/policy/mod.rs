@@ -1,10 +1,12 @@
 //! The sandboxed policy runtime (SPEC section 8, POL-1..5).
 //!
 //! Classification and completion evaluation are WebAssembly components behind
-//! the WIT contract `effects:policy@2.0.0` (`wit/policy.wit`). This module loads
-//! them only by SHA-256 pin from a manifest, refuses any that import anything or
-//! export the wrong world, and calls them under fuel, a memory cap and a bounded
-//! stack. Guests get no authority at all: the linker is empty.
+//! the WIT contract `effects:policy@2.1.0` (`wit/policy.wit`); components built
+//! for `effects:policy@2.0.0` (`wit/2.0.0/policy.wit`) still load and run (see
+//! [`Contract`]). This module loads them only by SHA-256 pin from a manifest,
+//! refuses any that import anything or export the wrong world, and calls them
+//! under fuel, a memory cap and a bounded stack. Guests get no authority at
+//! all: the linker is empty.
 //!
 //! ```no_run
 //! use effect_ledger::policy::{PolicyOptions, PolicySet, PolicySource};
@@ -17,7 +19,8 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Layout: `bindings` (the only generated code, converted to `crate::model`),
+//! Layout: `bindings` (the only generated code, one generation per contract
+//! version, converted to `crate::model`),
 //! `inspect` (reading a component's shape without compiling it), `manifest`,
 //! `source` (embedded or directory), `sandbox` (engine and limits), `cache`
 //! (compiled components on disk, each entry bound to its pin), `component` (one loaded component and its call
@@ -41,7 +44,7 @@ mod trace;
 
 pub use cache::{CacheError, CompileCache, EntryState};
 pub use component::{CallReport, Called, ClassifierComponent, EvaluatorComponent, InstanceReuse};
-pub use effects_manifest::{ComponentEntry, FALLBACK_TOOL, Manifest, WIT_PACKAGE, World};
+pub use effects_manifest::{ComponentEntry, Contract, FALLBACK_TOOL, Manifest, WIT_PACKAGE, World};
 pub use error::{PolicyCall, PolicyError};
 pub use inspect::{ComponentShape, inspect};
 pub use json_call::{JsonCall, JsonCallError, call_json, classify_json};

@@ -10,7 +10,7 @@ use super::component::{ClassifierComponent, EvaluatorComponent, InstanceReuse, L
 use super::error::PolicyError;
 use super::sandbox::{self, SandboxLimits};
 use super::source::PolicySource;
-use super::{ComponentEntry, Manifest, World};
+use super::{ComponentEntry, Contract, Manifest, World};
 
 /// How to load a policy set.
 #[derive(Default)]
@@ -74,33 +74,38 @@ fn load_context<'a>(engine: &'a Engine, options: &'a PolicyOptions) -> LoadConte
     }
 }
 
-/// Loads component `bytes` as `world`, checking `pinned` when there is one.
+/// Loads component `bytes` as `world`, checking `pinned` when there is one,
+/// and that it exports `contract` when a manifest says which it was built for.
 fn load_component(
     context: &LoadContext<'_>,
     world: World,
+    contract: Option<Contract>,
     name: &str,
     pinned: Option<crate::digest::Sha256Digest>,
     file: &str,
     bytes: &[u8],
 ) -> Result<LoadedComponent, PolicyError> {
     Ok(match world {
-        World::Classifier => {
-            LoadedComponent::Classifier(ClassifierComponent::load(context, name, pinned, file, bytes)?)
-        }
-        World::Evaluator => {
-            LoadedComponent::Evaluator(EvaluatorComponent::load(context, name, pinned, file, bytes)?)
-        }
+        World::Classifier => LoadedComponent::Classifier(ClassifierComponent::load(
+            context, name, contract, pinned, file, bytes,
+        )?),
+        World::Evaluator => LoadedComponent::Evaluator(EvaluatorComponent::load(
+            context, name, contract, pinned, file, bytes,
+        )?),
     })
 }
 
-/// Loads one manifest entry from `source`, checking its pin, imports and world.
+/// Loads one entry of `manifest` from `source`, checking its pin, imports,
+/// world and contract version (the manifest's `wit`).
 fn load_entry(
     context: &LoadContext<'_>,
     source: &PolicySource,
+    manifest: &Manifest,
     entry: &ComponentEntry,
 ) -> Result<LoadedComponent, PolicyError> {
     let bytes = source.component_bytes(entry)?;
-    load_component(context, entry.world, &entry.name, Some(entry.sha256), &entry.file, &bytes)
+    let contract = manifest.contract();
+    load_component(context, entry.world, contract, &entry.name, Some(entry.sha256), &entry.file, &bytes)
 }
 
 impl PolicySet {
@@ -112,7 +117,7 @@ impl PolicySet {
         let mut classifiers = BTreeMap::new();
         let mut evaluator = None;
         for entry in &manifest.components {
-            match load_entry(&context, source, entry)? {
+            match load_entry(&context, source, &manifest, entry)? {
                 LoadedComponent::Classifier(component) => {
                     classifiers.insert(entry.name.clone(), component);
                 }
@@ -147,7 +152,7 @@ impl PolicySet {
         };
         let Some(deferred) = self.deferred.as_ref().filter(|_| !loaded) else { return Ok(()) };
         let context = load_context(&deferred.engine, &deferred.options);
-        match load_entry(&context, &deferred.source, entry)? {
+        match load_entry(&context, &deferred.source, &self.manifest, entry)? {
             LoadedComponent::Classifier(component) => {
                 self.classifiers.insert(entry.name.clone(), component);
             }
@@ -167,10 +172,10 @@ impl PolicySet {
         let context = load_context(&engine, options);
         Ok(manifest
             .components
-            .into_iter()
+            .iter()
             .map(|entry| {
-                let loaded = load_entry(&context, source, &entry).map(drop);
-                (entry, loaded)
+                let loaded = load_entry(&context, source, &manifest, entry).map(drop);
+                (entry.clone(), loaded)
             })
             .collect())
     }
@@ -223,7 +228,8 @@ impl PolicySet {
 
 /// Loads one component file that no manifest pins, for a policy author
 /// iterating on a guest (`effects policy run`). Everything but the pin is
-/// checked as for a shipped component: zero imports, the expected world.
+/// checked as for a shipped component: zero imports, the expected world, of
+/// any contract version the host speaks.
 pub fn load_unpinned(
     name: &str,
     world: World,
@@ -231,5 +237,5 @@ pub fn load_unpinned(
     options: &PolicyOptions,
 ) -> Result<LoadedComponent, PolicyError> {
     let engine = policy_engine(options)?;
-    load_component(&load_context(&engine, options), world, name, None, name, bytes)
+    load_component(&load_context(&engine, options), world, None, name, None, name, bytes)
 }

@@ -3,7 +3,9 @@
 //! - `write_file`, `edit_file`, `apply_patch`: an exact claim on the bound
 //!   targets, each with the postcondition the producer's own transformation
 //!   implies (`effects_fs_transform`, the crate the host's producers run):
-//!   the SHA-256 of the written bytes, or `absent` for a deletion. If any
+//!   the written bytes themselves (`content`, which the host hashes: the
+//!   sandbox has no SHA instructions, POL-1 in 2.1.0), or `absent` for a
+//!   deletion. If any
 //!   target's state cannot be derived (no readable pre-state, not UTF-8, an
 //!   edit that does not apply, a hunk that does not match) the claim carries
 //!   **no** postcondition at all. No readbacks: verification needs a later
@@ -26,15 +28,9 @@ use effects_policy_sdk::types::{
 };
 use effects_tool_inputs::{ApplyPatch, EditFile, ReadFile, WriteFile};
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 
 /// The policy.
 pub struct FilesystemPolicy;
-
-/// The SHA-256 of `bytes` as 64 lowercase hexadecimal characters.
-fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
-}
 
 fn input<T: for<'de> Deserialize<'de>>(operation: &BoundOperation) -> Result<T, String> {
     serde_json::from_str(&operation.input_json).map_err(|e| format!("{}: bad input: {e}", operation.tool))
@@ -69,8 +65,9 @@ fn exact(targets: Vec<u32>, derived: Option<Vec<PlannedObligation>>) -> Classifi
     })
 }
 
+/// `target` must hold exactly `bytes`; the host records their SHA-256.
 fn content(target: u32, bytes: &[u8]) -> PlannedObligation {
-    PlannedObligation { target, postcondition: Postcondition::ContentSha256(sha256_hex(bytes)) }
+    PlannedObligation { target, postcondition: Postcondition::Content(bytes.to_vec()) }
 }
 
 /// Claim plan for one operation.

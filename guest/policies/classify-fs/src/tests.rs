@@ -53,19 +53,13 @@ fn plan(classification: Classification) -> ClaimPlan {
     }
 }
 
-fn digest_of(text: &str) -> Postcondition {
-    Postcondition::ContentSha256(sha256_hex(text.as_bytes()))
+/// The postcondition claiming `text` exactly (the host hashes it).
+fn content_of(text: &str) -> Postcondition {
+    Postcondition::Content(text.as_bytes().to_vec())
 }
 
 #[test]
-fn a_digest_is_written_as_lowercase_hex_of_the_standard_sha256() {
-    // FIPS 180-2's own examples: the empty message and "abc".
-    assert_eq!(sha256_hex(b""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-    assert_eq!(sha256_hex(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-}
-
-#[test]
-fn a_fenced_write_claims_the_digest_of_the_unwrapped_bytes() {
+fn a_fenced_write_claims_the_unwrapped_bytes() {
     let op = operation(
         "write_file",
         serde_json::json!({"path": "a.rs", "content": "```rust\nfn x() {}\n```\n"}),
@@ -74,7 +68,7 @@ fn a_fenced_write_claims_the_digest_of_the_unwrapped_bytes() {
     );
     let plan = plan(classify(&op).unwrap());
     assert!(matches!(plan.scope, PlannedScope::Exact(ref t) if t == &[0]));
-    assert_eq!(plan.obligations[0].postcondition, digest_of("fn x() {}\n"));
+    assert_eq!(plan.obligations[0].postcondition, content_of("fn x() {}\n"));
 }
 
 #[test]
@@ -86,7 +80,7 @@ fn an_edit_is_derived_from_the_pre_state_or_not_at_all() {
         &["path"],
         vec![(0, PreState::Content(b"a\r\nb\r\n".to_vec()))],
     );
-    assert_eq!(plan(classify(&with_pre).unwrap()).obligations[0].postcondition, digest_of("a\r\nc\r\n"));
+    assert_eq!(plan(classify(&with_pre).unwrap()).obligations[0].postcondition, content_of("a\r\nc\r\n"));
     for pre in [
         vec![],
         vec![(0, PreState::Absent)],
@@ -114,7 +108,7 @@ fn a_patch_claims_every_target_with_its_postcondition() {
     assert!(matches!(plan.scope, PlannedScope::Exact(ref t) if t == &[0, 1, 2]));
     let by_target: Vec<(u32, Postcondition)> =
         plan.obligations.iter().map(|o| (o.target, o.postcondition.clone())).collect();
-    assert_eq!(by_target, vec![(0, digest_of("hi\n")), (1, Postcondition::Absent), (2, digest_of("b\n"))]);
+    assert_eq!(by_target, vec![(0, content_of("hi\n")), (1, Postcondition::Absent), (2, content_of("b\n"))]);
 }
 
 #[test]

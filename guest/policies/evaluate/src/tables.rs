@@ -18,9 +18,9 @@ use std::marker::PhantomData;
 
 use effects_evaluator_sdk::code::Code;
 use effects_evaluator_sdk::types::{
-    CheckResult, ClaimFlags, CleanupState, Coverage, EvidenceLedger, Execution, Impact, JobLifecycle,
-    Mechanism, ObservationFlags, OutcomeFlags, PostconditionKind, ResourceFlags, ResourceRole, StringTable,
-    VerifierFlags,
+    CheckResult, ClaimFlags, ClaimTable, CleanupState, Coverage, EvidenceLedger, Execution, Impact,
+    JobLifecycle, Mechanism, ObservationFlags, OutcomeFlags, PostconditionKind, ResourceFlags, ResourceRole,
+    StringTable, VerifierFlags,
 };
 
 use crate::locations::{LocId, Locations};
@@ -105,6 +105,10 @@ pub struct Tables<'a> {
     /// `claims.flags` (every code column is checked; these are the ones the
     /// rules read).
     pub claim_flags: Column<'a, ClaimFlags>,
+    /// `concurrent`: other runs' claims still in flight (CMP-13, 2.1.0),
+    /// resolved like `claims`; never part of [`Tables::order`].
+    #[allow(dead_code, reason = "checked and resolved for CMP-13, which no rule reads yet")]
+    pub concurrent: ClaimRows<'a>,
     /// `outcomes.execution`.
     pub execution: Column<'a, Execution>,
     /// `outcomes.cleanup`.
@@ -123,10 +127,8 @@ pub struct Tables<'a> {
     pub verifier_flags: Column<'a, VerifierFlags>,
     /// Per resource, its location.
     resource_loc: Vec<LocId>,
-    /// Per entry of the claims' `scope`, its resource's location.
-    scope_loc: Vec<LocId>,
-    /// Per entry of the claims' `obligations`, resolved.
-    obligations: Vec<Obligation<'a>>,
+    /// `claims`, resolved.
+    claims: ClaimRows<'a>,
 }
 
 impl<'a> Strings<'a> {
@@ -247,6 +249,106 @@ fn merge(tables: [(&[u64], Record); 4]) -> Result<Vec<Record>, String> {
     Ok(order)
 }
 
+/// One claim table (`claims`, or `concurrent`), checked and resolved: its
+/// flags, and each scope entry and obligation interned to its location.
+pub struct ClaimRows<'a> {
+    /// The table, as it crossed the boundary.
+    pub table: &'a ClaimTable,
+    /// `flags`.
+    pub flags: Column<'a, ClaimFlags>,
+    /// Per entry of `scope`, its resource's location.
+    scope_loc: Vec<LocId>,
+    /// Per entry of `obligations`, resolved.
+    obligations: Vec<Obligation<'a>>,
+}
+
+impl<'a> ClaimRows<'a> {
+    /// Checks the claim table `claims` (named `what` in messages) against
+    /// the ledger's strings and resources.
+    fn new(
+        claims: &'a ClaimTable,
+        what: &str,
+        strings: &Strings<'a>,
+        resource_loc: &[LocId],
+    ) -> Result<Self, String> {
+        let loc = |index: u32| loc_in(resource_loc, index);
+        let claim_rows = rows(
+            what,
+            &[
+                ("position", claims.position.len()),
+                ("run-id", claims.run_id.len()),
+                ("action-id", claims.action_id.len()),
+                ("tool", claims.tool.len()),
+                ("subject", claims.subject.len()),
+                ("flags", claims.flags.len()),
+            ],
+        )?;
+        for (column, name) in [
+            (&claims.run_id, "run-id"),
+            (&claims.action_id, "action-id"),
+            (&claims.tool, "tool"),
+            (&claims.subject, "subject"),
+        ] {
+            strings.check(column, &format!("{what}.{name}"))?;
+        }
+        check_runs(&claims.scope_ends, claim_rows, claims.scope.len(), &format!("{what}.scope-ends"))?;
+        check_runs(
+            &claims.dependency_ends,
+            claim_rows,
+            claims.dependencies.len(),
+            &format!("{what}.dependency-ends"),
+        )?;
+        let duties = &claims.obligations;
+        rows(
+            &format!("{what}.obligations"),
+            &[("target", duties.target.len()), ("kind", duties.kind.len()), ("digest", duties.digest.len())],
+        )?;
+        check_runs(
+            &claims.obligation_ends,
+            claim_rows,
+            duties.target.len(),
+            &format!("{what}.obligation-ends"),
+        )?;
+        let flags = Column::<ClaimFlags>::new(&claims.flags, &format!("{what}.flags"))?;
+        for i in 0..claim_rows {
+            if flags.get(i).contains(ClaimFlags::UNKNOWN_SCOPE)
+                && !run(&claims.scope, &claims.scope_ends, i).is_empty()
+            {
+                return Err(format!("claim {}: an unknown scope with entries", claims.position[i]));
+            }
+        }
+        // Filled entry by entry, not collected: collecting `Result`s cannot
+        // know the length up front, and would grow (and copy) as it goes.
+        let mut scope_loc = Vec::with_capacity(claims.scope.len());
+        for &i in &claims.scope {
+            scope_loc.push(loc(i)?);
+        }
+        claims.dependencies.iter().try_for_each(|&i| loc(i).map(drop))?;
+        let kinds = Column::<PostconditionKind>::new(&duties.kind, &format!("{what}.obligations.kind"))?;
+        let mut obligations = Vec::with_capacity(duties.target.len());
+        for (i, (&target, &digest)) in duties.target.iter().zip(&duties.digest).enumerate() {
+            let postcondition = match kinds.get(i) {
+                PostconditionKind::ContentSha256 => Postcondition::ContentSha256(strings.get(digest)?),
+                PostconditionKind::Absent => Postcondition::Absent,
+                PostconditionKind::Exists => Postcondition::Exists,
+            };
+            obligations.push(Obligation { target: loc(target)?, postcondition });
+        }
+        Ok(ClaimRows { table: claims, flags, scope_loc, obligations })
+    }
+
+    /// Claim `i`'s exact scope, or `None` for an unknown one.
+    pub fn scope(&self, i: usize) -> Option<&[LocId]> {
+        let unknown = self.flags.get(i).contains(ClaimFlags::UNKNOWN_SCOPE);
+        (!unknown).then(|| run(&self.scope_loc, &self.table.scope_ends, i))
+    }
+
+    /// Claim `i`'s obligations, in order.
+    pub fn obligations(&self, i: usize) -> &[Obligation<'a>] {
+        run(&self.obligations, &self.table.obligation_ends, i)
+    }
+}
+
 /// Checks the resource table and interns every resource's location.
 fn resources<'a>(
     ledger: &'a EvidenceLedger,
@@ -310,59 +412,11 @@ impl<'a> Tables<'a> {
         let (locations, resource_loc) = resources(ledger, &strings)?;
         let loc = |index: u32| loc_in(&resource_loc, index);
 
-        let claims = &ledger.claims;
-        let claim_rows = rows(
-            "claims",
-            &[
-                ("position", claims.position.len()),
-                ("run-id", claims.run_id.len()),
-                ("action-id", claims.action_id.len()),
-                ("tool", claims.tool.len()),
-                ("subject", claims.subject.len()),
-                ("flags", claims.flags.len()),
-            ],
-        )?;
-        for (column, what) in [
-            (&claims.run_id, "claims.run-id"),
-            (&claims.action_id, "claims.action-id"),
-            (&claims.tool, "claims.tool"),
-            (&claims.subject, "claims.subject"),
-        ] {
-            strings.check(column, what)?;
-        }
-        check_runs(&claims.scope_ends, claim_rows, claims.scope.len(), "claims.scope-ends")?;
-        check_runs(&claims.dependency_ends, claim_rows, claims.dependencies.len(), "claims.dependency-ends")?;
-        let duties = &claims.obligations;
-        rows(
-            "claims.obligations",
-            &[("target", duties.target.len()), ("kind", duties.kind.len()), ("digest", duties.digest.len())],
-        )?;
-        check_runs(&claims.obligation_ends, claim_rows, duties.target.len(), "claims.obligation-ends")?;
-        let claim_flags = Column::<ClaimFlags>::new(&claims.flags, "claims.flags")?;
-        for i in 0..claim_rows {
-            if claim_flags.get(i).contains(ClaimFlags::UNKNOWN_SCOPE)
-                && !run(&claims.scope, &claims.scope_ends, i).is_empty()
-            {
-                return Err(format!("claim {}: an unknown scope with entries", claims.position[i]));
-            }
-        }
-        // Filled entry by entry, not collected: collecting `Result`s cannot
-        // know the length up front, and would grow (and copy) as it goes.
-        let mut scope_loc = Vec::with_capacity(claims.scope.len());
-        for &i in &claims.scope {
-            scope_loc.push(loc(i)?);
-        }
-        claims.dependencies.iter().try_for_each(|&i| loc(i).map(drop))?;
-        let kinds = Column::<PostconditionKind>::new(&duties.kind, "claims.obligations.kind")?;
-        let mut obligations = Vec::with_capacity(duties.target.len());
-        for (i, (&target, &digest)) in duties.target.iter().zip(&duties.digest).enumerate() {
-            let postcondition = match kinds.get(i) {
-                PostconditionKind::ContentSha256 => Postcondition::ContentSha256(strings.get(digest)?),
-                PostconditionKind::Absent => Postcondition::Absent,
-                PostconditionKind::Exists => Postcondition::Exists,
-            };
-            obligations.push(Obligation { target: loc(target)?, postcondition });
-        }
+        let claims = ClaimRows::new(&ledger.claims, "claims", &strings, &resource_loc)?;
+        // Other runs' claims (CMP-13), checked as strictly; their positions
+        // are their own lineage's, so they stay out of the merged log.
+        let concurrent = ClaimRows::new(&ledger.concurrent, "concurrent", &strings, &resource_loc)?;
+        let claim_flags = claims.flags;
 
         let outcomes = &ledger.outcomes;
         rows(
@@ -429,7 +483,7 @@ impl<'a> Tables<'a> {
         ledger.required.iter().try_for_each(|&i| loc(i).map(drop))?;
 
         let order = merge([
-            (&claims.position, Record::Claim),
+            (&ledger.claims.position, Record::Claim),
             (&outcomes.position, Record::Outcome),
             (&seen.position, Record::Observation),
             (&verifiers.position, Record::Verifier),
@@ -440,6 +494,7 @@ impl<'a> Tables<'a> {
             locations,
             order,
             claim_flags,
+            concurrent,
             execution,
             cleanup,
             outcome_flags,
@@ -449,8 +504,7 @@ impl<'a> Tables<'a> {
             check_result,
             verifier_flags,
             resource_loc,
-            scope_loc,
-            obligations,
+            claims,
         })
     }
 
@@ -462,9 +516,7 @@ impl<'a> Tables<'a> {
 
     /// Claim `i`'s exact scope, or `None` for an unknown one.
     pub fn scope(&self, i: usize) -> Option<&[LocId]> {
-        let claims = &self.ledger.claims;
-        let unknown = self.claim_flags.get(i).contains(ClaimFlags::UNKNOWN_SCOPE);
-        (!unknown).then(|| run(&self.scope_loc, &claims.scope_ends, i))
+        self.claims.scope(i)
     }
 
     /// Claim `i`'s exact scope as resource indices (each entry's incarnation
@@ -477,7 +529,7 @@ impl<'a> Tables<'a> {
 
     /// Claim `i`'s obligations, in order.
     pub fn obligations(&self, i: usize) -> &[Obligation<'a>] {
-        run(&self.obligations, &self.ledger.claims.obligation_ends, i)
+        self.claims.obligations(i)
     }
 
     /// The incarnation resource `index` was seen as.
@@ -565,6 +617,7 @@ pub(crate) mod tests {
                 flags: Vec::new(),
             },
             answer: String::new(),
+            concurrent: ClaimTable::default(),
         }
     }
 
@@ -584,21 +637,7 @@ pub(crate) mod tests {
                 strings.text.push_str(s);
                 strings.ends.push(strings.text.len() as u32);
             }
-            let obligations = ObligationTable { target: Vec::new(), kind: Vec::new(), digest: Vec::new() };
-            ledger.claims = ClaimTable {
-                position: Vec::new(),
-                run_id: Vec::new(),
-                action_id: Vec::new(),
-                tool: Vec::new(),
-                subject: Vec::new(),
-                scope: Vec::new(),
-                scope_ends: Vec::new(),
-                dependencies: Vec::new(),
-                dependency_ends: Vec::new(),
-                obligations,
-                obligation_ends: Vec::new(),
-                flags: Vec::new(),
-            };
+            ledger.claims = ClaimTable::default();
             let o = &mut ledger.outcomes;
             for column in [&mut o.position, &mut o.claim] {
                 column.clear();
@@ -770,6 +809,27 @@ pub(crate) mod tests {
         split.strings.text.push('é');
         split.strings.ends.push(split.strings.text.len() as u32 - 1);
         assert!(refusal(&split).contains("inside a character"));
+    }
+
+    #[test]
+    fn other_runs_claims_are_resolved_apart_from_the_log_and_checked_as_strictly() {
+        // Another run's claim on the same file, at a position of its own
+        // lineage that equals this run's claim's: never merged by position.
+        let mut ledger = ledger();
+        ledger.concurrent = ledger.claims.clone();
+        let tables = Tables::new(&ledger).expect("a well-formed ledger with another run in flight");
+        assert_eq!(tables.concurrent.scope(0), Some(&[tables.loc(0)][..]));
+        assert!(matches!(
+            tables.concurrent.obligations(0),
+            [Obligation { postcondition: Postcondition::Exists, .. }]
+        ));
+        assert_eq!(tables.order, [Record::Claim, Record::Outcome, Record::Observation]);
+        let mut out_of_range = ledger.clone();
+        out_of_range.concurrent.scope = vec![7];
+        assert!(refusal(&out_of_range).contains("resource index 7 is out of range"));
+        let mut short = ledger;
+        short.concurrent.flags.clear();
+        assert!(refusal(&short).contains("concurrent.flags has 0 entries"));
     }
 
     #[test]
