@@ -53,7 +53,20 @@ fn every_vector_passes_against_the_2_0_0_component() {
     let source = crate::previous_contract::previous_source();
     let mut set = PolicySet::load(&source, &PolicyOptions::default()).unwrap();
     let results = vectors::run(&vectors_dir(), &mut evaluator_of(set.evaluator())).unwrap();
-    assert_all_pass(&results, "the 2.0.0 component");
+    // A vector marked `since` a later contract pins a rule revision 3
+    // changed or a defect fixed since 2.0.0 shipped: the 2.0.0 evaluator
+    // must decide it otherwise (so each such vector is shown to tell the
+    // two apart); every other vector it must pass.
+    let (newer, kept): (Vec<VectorResult>, Vec<VectorResult>) =
+        results.into_iter().partition(|r| r.since.as_deref() == Some("2.1.0"));
+    assert_all_pass(&kept, "the 2.0.0 component");
+    let unchanged: Vec<String> =
+        newer.iter().filter(|r| r.passed()).map(|r| r.file.display().to_string()).collect();
+    assert!(
+        unchanged.is_empty(),
+        "marked since 2.1.0, yet the 2.0.0 evaluator decides them as expected: {unchanged:?}"
+    );
+    assert!(!newer.is_empty(), "no vector is marked since 2.1.0");
 }
 
 #[test]

@@ -626,3 +626,27 @@ fn a_denial_the_file_contradicts_is_not_never_ran() {
     hook(&place, "claude", &denied);
     assert_eq!(self::outcomes(&place.data, "claude-d")[1]["outcome"]["execution"], "NOT_EXECUTED");
 }
+
+#[test]
+fn another_session_s_write_in_flight_holds_the_stop_naming_it() {
+    // CMP-13: two agent sessions on one project and one data dir.
+    let place = support::session::session();
+    let theirs = write_input(&place, "a.txt", "hello\n");
+    hook(&place, "claude", &tool_event(&place, "PreToolUse", "s2", "Write", theirs.clone(), "b1"));
+    let ours = write_input(&place, "a.txt", "hello\n");
+    hook(&place, "claude", &tool_event(&place, "PreToolUse", "s1", "Write", ours.clone(), "a1"));
+    std::fs::write(place.root.join("a.txt"), "hello\n").unwrap();
+    hook(&place, "claude", &tool_event(&place, "PostToolUse", "s1", "Write", ours, "a1"));
+    // Session s2's write is claimed and unsettled, its agent alive: s1's own
+    // evidence is complete, yet s2 may be writing a.txt now.
+    let held = hook(&place, "claude", &stop(&place, "s1", false));
+    assert_eq!(held["decision"], "block", "{held}");
+    let reason = held["reason"].as_str().unwrap();
+    assert!(reason.contains("claude-s2") && reason.contains("still in flight"), "{reason}");
+    // Once s2's write settles, nothing of another run is in flight, and its
+    // marker is gone.
+    hook(&place, "claude", &tool_event(&place, "PostToolUse", "s2", "Write", theirs, "b1"));
+    completed(&hook(&place, "claude", &stop(&place, "s1", false)));
+    let left = std::fs::read_dir(place.data.join("inflight")).unwrap().count();
+    assert_eq!(left, 0, "every claim settled, no marker left");
+}

@@ -9,6 +9,7 @@
 //!     launch-<generation>.json the launch index (LOG-8)  [`DataDir::launch_entry`]
 //!     jobs/                    background jobs' records  [`DataDir::JOBS`]
 //!   cache/components/          compiled components (POL-1) [`DataDir::CACHE`]
+//!   inflight/<action id>       a claim in flight, for other runs' decisions (CMP-13, `ledger::inflight`)
 //! ```
 //!
 //! A [`DataDir`] holds the data dir as a cap-std [`Dir`] handed in by the

@@ -261,6 +261,7 @@ mod tests {
             exercises: exercises.iter().map(|r| (*r).to_owned()).collect(),
             title: String::new(),
             failures: Vec::new(),
+            since: None,
         }
     }
 

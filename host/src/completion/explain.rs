@@ -85,21 +85,8 @@ mod tests {
     use crate::model::{ClaimEvidence, Reason, VerifierEvidence};
 
     fn claim(position: Position) -> EvidenceRecord {
-        EvidenceRecord::Claim(ClaimEvidence {
-            position,
-            run_id: "r".into(),
-            action_id: "a".into(),
-            tool: "bash".into(),
-            subject: String::new(),
-            scope: None,
-            dependencies: Vec::new(),
-            obligations: Vec::new(),
-            external: false,
-            no_op: false,
-            processes: false,
-            unbound: false,
-            unconfined: true,
-        })
+        let bare = ClaimEvidence::bare(position, "r".into(), "a".into(), "bash".into(), None);
+        EvidenceRecord::Claim(ClaimEvidence { unconfined: true, ..bare })
     }
 
     #[test]

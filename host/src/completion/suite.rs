@@ -119,6 +119,7 @@ pub fn check(file: &Path, answerers: &mut Answerers<'_>) -> Checked {
             exercises: Vec::new(),
             title: "-".into(),
             failures: vec![why],
+            since: None,
         },
         kind,
         reasons: Vec::new(),
@@ -154,6 +155,7 @@ pub fn check(file: &Path, answerers: &mut Answerers<'_>) -> Checked {
             exercises,
             title: vector.title,
             failures,
+            since: None,
         };
         return Checked { result, kind: Some(VectorKind::Classifier), reasons: Vec::new() };
     }
@@ -167,8 +169,8 @@ pub fn check(file: &Path, answerers: &mut Answerers<'_>) -> Checked {
         Err(why) => vec![format!("its ledger cannot be built: {why}")],
     };
     let exercises = vector.exercises();
-    let result =
-        VectorResult { file: file.to_owned(), rule: vector.rule, exercises, title: vector.title, failures };
+    let (rule, title, since) = (vector.rule, vector.title, vector.since);
+    let result = VectorResult { file: file.to_owned(), rule, exercises, title, failures, since };
     Checked { result, kind: Some(VectorKind::Evaluator), reasons }
 }
 

@@ -69,10 +69,35 @@ pub struct Vector {
     /// The agent's answer.
     #[serde(default)]
     pub answer: String,
+    /// The contract whose shipped evaluator first decides it as expected
+    /// (`"2.1.0"`), when an earlier one's evaluator, which the host still
+    /// runs (POL-1), decides it otherwise: a rule revision 3 changed, or a
+    /// defect fixed since. Absent: every evaluator the host runs must pass it.
+    #[serde(default)]
+    pub since: Option<String>,
     /// The ledger's records, in order.
     pub records: Vec<VectorRecord>,
+    /// Other runs' claims in flight at decision time (CMP-13).
+    #[serde(default)]
+    pub concurrent: Vec<VectorConcurrent>,
     /// The decision it must get.
     pub expect: Expect,
+}
+
+/// Another run's claim in flight (CMP-13): exact `scope`, or unknown scope
+/// when it is absent.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VectorConcurrent {
+    /// The run that made it.
+    pub run: String,
+    /// Its position in its own lineage.
+    pub at: u64,
+    /// Its tool.
+    #[serde(default = "write_file")]
+    pub tool: String,
+    /// What it may touch; absent for unknown scope.
+    pub scope: Option<Vec<VectorResource>>,
 }
 
 /// A resource named in a vector.
@@ -395,7 +420,9 @@ impl Vector {
             title: "built in code".into(),
             required,
             answer,
+            since: None,
             records,
+            concurrent: Vec::new(),
             expect,
         }
     }
@@ -491,12 +518,23 @@ impl Vector {
                 }),
             });
         }
+        let concurrent = self
+            .concurrent
+            .iter()
+            .map(|other| {
+                let scope = other.scope.as_ref().map(|scope| {
+                    scope.iter().map(|r| builder.resource(r, ResourceRole::Target, "1")).collect()
+                });
+                let action_id = format!("{}-{}", other.run, other.at);
+                ClaimEvidence::bare(other.at, other.run.clone(), action_id, other.tool.clone(), scope)
+            })
+            .collect();
         Ok(EvidenceLedger {
             resources: builder.resources,
             required,
             records,
             answer: self.answer.clone(),
-            concurrent: Vec::new(),
+            concurrent,
         })
     }
 
@@ -608,6 +646,8 @@ pub struct VectorResult {
     pub title: String,
     /// What differed; empty when it passed.
     pub failures: Vec<String>,
+    /// [`Vector::since`].
+    pub since: Option<String>,
 }
 
 impl VectorResult {
@@ -669,7 +709,8 @@ pub fn run(dir: &Path, evaluator: &mut Evaluator<'_>) -> Result<Vec<VectorResult
             let decided = evaluator.decide(&ledger);
             let failures = vector.check(&decided);
             let exercises = vector.exercises();
-            Ok(VectorResult { file, rule: vector.rule, exercises, title: vector.title, failures })
+            let (rule, title, since) = (vector.rule, vector.title, vector.since);
+            Ok(VectorResult { file, rule, exercises, title, failures, since })
         })
         .collect()
 }

@@ -27,7 +27,7 @@ use crate::identity::IdentityError;
 use crate::log::{LogError, ObservationRecord, Position, Record};
 use crate::model::{Coverage, EvidenceLedger, Mechanism, ReadbackRequest, ResourceRole};
 
-use super::{Ledger, Run, readback};
+use super::{Ledger, Run, inflight, readback};
 
 /// Why a run could not be completed (the decision itself never fails: an
 /// evaluator failure is BLOCKED `POLICY_FAILURE`).
@@ -199,11 +199,14 @@ impl Ledger {
             None => {
                 let count = observations.len();
                 let unrecorded: Vec<Record> = observations.into_iter().map(Record::Observation).collect();
-                let ledger = assemble(&[], &unrecorded, &required_refs, answer);
+                let mut ledger = assemble(&[], &unrecorded, &required_refs, answer);
+                self.add_concurrent(run, &mut ledger);
                 let decided = evaluator_of(self.config.policies.evaluator()).decide(&ledger);
                 return Ok(Completion { decided, ledger, recorded: None, unrecorded: count, unsettled });
             }
         };
+        let mut ledger = ledger;
+        self.add_concurrent(run, &mut ledger);
         let decided = evaluator_of(self.config.policies.evaluator()).decide(&ledger);
         let recorded = match self.log(&run.lineage, false)? {
             Some(log) if !read_only => {
@@ -216,6 +219,49 @@ impl Ledger {
 }
 
 impl Ledger {
+    /// CMP-13: the claims of other runs of this data dir in flight now
+    /// ([`inflight::in_flight`]) that may touch this run's root (the same
+    /// root, or an unknown scope, which may touch anything), as the
+    /// ledger's `concurrent` claims. Another root nested in this one, or
+    /// around it, is not matched path by path: its claims of an exact scope
+    /// are not seen (docs/limitations.md).
+    fn add_concurrent(&self, run: &Run, ledger: &mut EvidenceLedger) {
+        let root = self.config.root.root();
+        let key = self.config.key.as_ref();
+        for other in inflight::in_flight(&self.config.data_dir, &run.lineage, key, !self.read_only) {
+            let claim = other.claim;
+            let same_root =
+                claim.root.as_ref().is_some_and(|r| (r.device, r.inode) == (root.device, root.inode));
+            if !claim.impact_scope.is_empty() && !same_root {
+                continue;
+            }
+            let mut index_of = |resource: &crate::model::ResourceRef| match ledger
+                .resources
+                .iter()
+                .position(|r| r == resource)
+            {
+                Some(i) => i as crate::model::ResourceIndex,
+                None => {
+                    ledger.resources.push(resource.clone());
+                    (ledger.resources.len() - 1) as crate::model::ResourceIndex
+                }
+            };
+            let scope: Vec<_> = claim.impact_scope.iter().map(&mut index_of).collect();
+            let scope = (!scope.is_empty()).then_some(scope);
+            let tool = claim.operation.tool;
+            ledger.concurrent.push(crate::model::ClaimEvidence {
+                external: claim.external,
+                ..crate::model::ClaimEvidence::bare(
+                    other.position,
+                    other.run_id,
+                    claim.action_id,
+                    tool,
+                    scope,
+                )
+            });
+        }
+    }
+
     /// CMP-12: why a decision recorded at `at` (`None`: not recorded, the
     /// run had no log then) is no longer current: the first evidence record
     /// after it in the run's lineage, by any process. `Ok(None)` while it is

@@ -41,6 +41,7 @@ pub mod bind;
 mod complete;
 mod embed;
 pub mod envelope;
+mod inflight;
 mod jobs;
 pub mod readback;
 mod required;
@@ -628,6 +629,14 @@ impl Ledger {
             profile: profile.map(str::to_owned),
             classifier: classifier_ref,
         };
+        // CMP-13: announced to other runs' decisions before it is claimed.
+        if let Err(error) = inflight::mark(&self.config.data_dir, &action_id, &run.lineage) {
+            return Dispatch::Blocked(format!(
+                "the claim could not be announced to other runs' decisions (CMP-13, {}/{}): {error}",
+                self.config.data_dir.display(),
+                inflight::DIR
+            ));
+        }
         let claimed = self.log(&run.lineage, true).and_then(|log| {
             let log = log.expect("created on demand");
             match profile {
@@ -637,8 +646,14 @@ impl Ledger {
         });
         let position = match claimed {
             Ok((position, true)) => position,
-            Ok((first, false)) => return self.standing_claim(run, first, bound),
-            Err(error) => return Dispatch::Blocked(format!("the claim could not be persisted: {error}")),
+            Ok((first, false)) => {
+                inflight::clear(&self.config.data_dir, &action_id);
+                return self.standing_claim(run, first, bound);
+            }
+            Err(error) => {
+                inflight::clear(&self.config.data_dir, &action_id);
+                return Dispatch::Blocked(format!("the claim could not be persisted: {error}"));
+            }
         };
         // LOG-8: a launch is indexed before it may start. If the index cannot
         // be written the launch never runs, and its claim says so.
@@ -728,6 +743,9 @@ impl Ledger {
             let record =
                 OutcomeRecord { claim, outcome: outcome.clone(), facts: facts.clone(), recovery: false };
             outcome_position = Some(log.record_outcome(&run.id, record)?);
+            if outcome.execution != Execution::Running {
+                inflight::clear(&self.config.data_dir, &dispatched.action_id);
+            }
         }
         if let Some(gate) = gate
             && outcome.execution == Execution::Running

@@ -69,6 +69,35 @@ pub struct ClaimEvidence {
     pub unconfined: bool,
 }
 
+impl ClaimEvidence {
+    /// A claim with nothing but its identity and scope (`None`: unknown):
+    /// no dependencies, no obligations, no flags. What another run's claim
+    /// in flight is to a decision (CMP-13), which sees only what it may touch.
+    pub fn bare(
+        position: Position,
+        run_id: String,
+        action_id: String,
+        tool: String,
+        scope: Option<Vec<ResourceIndex>>,
+    ) -> Self {
+        ClaimEvidence {
+            position,
+            run_id,
+            action_id,
+            tool,
+            subject: String::new(),
+            scope,
+            dependencies: Vec::new(),
+            obligations: Vec::new(),
+            external: false,
+            no_op: false,
+            processes: false,
+            unbound: false,
+            unconfined: false,
+        }
+    }
+}
+
 /// An outcome in the ledger.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

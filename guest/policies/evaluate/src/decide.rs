@@ -396,6 +396,7 @@ impl<'h, 'a> Index<'h, 'a> {
                 )),
             ));
         }
+        self.concurrent_runs(loc, name, reasons);
         let Some((_, latest)) = self.touched_start.latest(self.history, loc) else {
             self.never_changed(loc, reasons);
             return;
@@ -540,6 +541,34 @@ impl<'h, 'a> Index<'h, 'a> {
             // Unresolved, and CMP-2 has said so, unless a fresh check
             // resolved it: then it is still not verified.
             unverified(reasons, evidence);
+        }
+    }
+
+    /// CMP-13: another run's claim still in flight that may touch `loc`
+    /// (its exact scope names it or a directory above it, or its scope is
+    /// unknown) makes it unsettled, whatever this run's own evidence says:
+    /// that run may be changing it now. One reason per such claim.
+    fn concurrent_runs(&self, loc: LocId, name: &str, reasons: &mut Vec<Reason>) {
+        let locations = self.history.locations;
+        for other in &self.history.concurrent {
+            let touches = other
+                .targets
+                .is_none_or(|targets| locations.ancestors_or_self(loc).any(|a| targets.contains(&a)));
+            if !touches {
+                continue;
+            }
+            let (run, tool, position) = (other.run, other.tool, other.position);
+            reasons.push(reason(
+                ReasonCode::ConcurrentRun,
+                Verdict::Blocked,
+                format!("{name}: run {run}'s {tool} (its position {position}) is still in flight and may change it"),
+                format!(
+                    "let run {run}'s {tool} at its position {position} settle (or its process end), then read {name} back completely and decide again"
+                ),
+                Vec::new(),
+                Some(format!("Another run ({run}) was still changing what may include {name} ({tool}, its position {position})."),
+                ),
+            ));
         }
     }
 
@@ -895,6 +924,36 @@ impl<'h, 'a> Index<'h, 'a> {
     /// is assessed once, and never VERIFIED).
     fn verified(&self, i: usize) -> bool {
         self.assessments.of(i).iter().all(|a| matches!(a.assessment, Assessment::Verified))
+    }
+
+    /// CMP-2 (revision 3): every call that settled UNKNOWN once its window
+    /// closed (the runtime said it finished, its processes are known gone)
+    /// is a settled change of unknown result, disclosed as such. Its verdict
+    /// is COMPLETED: what it may have changed is judged by the artifact
+    /// rules, which take it as the latest change of what it may touch. An
+    /// external call's and an unbound tool's unknown outcome are CMP-6's,
+    /// which name them already; one whose window is open is CMP-2's
+    /// unsettled effect.
+    pub fn unknown_exit_statuses(&self, reasons: &mut Vec<Reason>) {
+        for (i, claim) in self.history.claims.iter().enumerate() {
+            let Some(settled) = claim.state.settled() else { continue };
+            let settled_unknown =
+                matches!(settled.execution, Execution::Unknown) && claim.window_end().is_some();
+            if !settled_unknown || claim.external || claim.unbound {
+                continue;
+            }
+            let position = claim.position();
+            reasons.push(reason(
+                ReasonCode::UnknownExitStatus,
+                Verdict::Completed,
+                format!("{} at position {position} finished, and the runtime reported no exit status", claim.tool),
+                format!(
+                    "nothing the ledger can do clears this for position {position}: the runtime never said how it ended, and the disclosure stays; a check after it judges what it left"
+                ),
+                self.claim_evidence(i),
+                Some(format!("{} (position {position}) finished with its exit status unknown.", claim.tool)),
+            ));
+        }
     }
 
     /// CMP-8: a launch still RUNNING (or an effect with no outcome at all)

@@ -139,6 +139,19 @@ pub struct Observation<'a> {
     pub freshness: Freshness,
 }
 
+/// Another run's claim still in flight at decision time (CMP-13): never
+/// part of this ledger's order, known only by what it may touch.
+pub struct Concurrent<'a> {
+    /// The run that made it.
+    pub run: &'a str,
+    /// Its position, in its own lineage.
+    pub position: u64,
+    /// Its tool.
+    pub tool: &'a str,
+    /// Its exact scope, or `None` for unknown scope (it may touch anything).
+    pub targets: Option<&'a [LocId]>,
+}
+
 /// The history of one ledger.
 pub struct History<'a> {
     /// Interned locations.
@@ -151,6 +164,8 @@ pub struct History<'a> {
     pub verifiers: Vec<Verifier<'a>>,
     /// Required artifacts' locations, in the ledger's order, without repeats.
     pub required: Vec<LocId>,
+    /// Other runs' claims in flight at decision time (CMP-13).
+    pub concurrent: Vec<Concurrent<'a>>,
     /// What claims reach and observations see through hard links (ID-3).
     pub aliases: Aliases,
     /// Unknown-scope effects (no no-ops): their starts in log order, and per
@@ -217,23 +232,22 @@ impl Claim<'_> {
             // Settled, but its processes may still be alive and change things
             // (INV-2), whatever its scope.
             (State::Settled(_), _) if self.window_end().is_none() => true,
-            // OUT-1's UNKNOWN reached its backend and nobody said how it
-            // ended: as unresolved as a timeout.
+            // OUT-1's UNKNOWN whose window closed (the call finished and
+            // its processes are known gone) is no longer unresolved (CMP-2
+            // as changed in revision 3): it is a settled change of unknown
+            // result, which supersedes what came before it on what it may
+            // touch and is disclosed ("exit status unknown"). Only a cut-off
+            // call (interrupted, cancelled, timed out) stays unresolved.
             (State::Settled(s), true) => match s.execution {
-                Execution::Interrupted | Execution::Cancelled | Execution::TimedOut | Execution::Unknown => {
-                    true
-                }
+                Execution::Interrupted | Execution::Cancelled | Execution::TimedOut => true,
                 Execution::Failed => s.mutation_attempted,
                 _ => false,
             },
             // Unknown scope: a timed-out command was cut off as surely as a
-            // cancelled one, and an UNKNOWN one may have done anything, so
-            // both are unresolved too (CMP-2, points settled in revision 2).
+            // cancelled one (CMP-2, points settled in revision 2).
             (State::Settled(s), false) => {
-                matches!(
-                    s.execution,
-                    Execution::Interrupted | Execution::Cancelled | Execution::TimedOut | Execution::Unknown
-                ) || matches!(s.cleanup, CleanupState::Failed)
+                matches!(s.execution, Execution::Interrupted | Execution::Cancelled | Execution::TimedOut)
+                    || matches!(s.cleanup, CleanupState::Failed)
             }
         }
     }
@@ -423,6 +437,16 @@ impl<'a> History<'a> {
                 unknown_latest_end.push(unknown_latest_end.last().map_or(latest, |&l| l.max(latest)));
             }
         }
+        let other = &ledger.concurrent;
+        let mut concurrent = Vec::with_capacity(other.position.len());
+        for i in 0..other.position.len() {
+            concurrent.push(Concurrent {
+                run: tables.strings.get(other.run_id[i])?,
+                position: other.position[i],
+                tool: tables.strings.get(other.tool[i])?,
+                targets: tables.concurrent.scope(i),
+            });
+        }
         let aliases = Aliases::build(tables);
         let mut history = History {
             locations,
@@ -430,6 +454,7 @@ impl<'a> History<'a> {
             observations,
             verifiers,
             required,
+            concurrent,
             aliases,
             unknown_starts,
             unknown_latest_end,
@@ -750,18 +775,23 @@ mod tests {
         };
         assert_eq!(flagged(Some(Execution::NotExecuted)), (true, false));
         assert_eq!(flagged(None), (false, true), "no outcome: it may have run");
-        assert_eq!(flagged(Some(Execution::Unknown)), (false, true));
+        // UNKNOWN, its window closed: a settled change of unknown result
+        // (CMP-2, revision 3), an effect like any other, not unresolved.
+        assert_eq!(flagged(Some(Execution::Unknown)), (false, false));
         assert_eq!(flagged(Some(Execution::ReportedSuccess)), (false, false));
     }
 
     #[test]
-    fn an_unknown_outcome_is_unresolved_whatever_the_scope() {
-        // OUT-1's UNKNOWN reached its backend and nobody said how it ended
-        // (CMP-2, revision 2).
+    fn an_unknown_outcome_is_unresolved_only_while_its_window_is_open() {
+        // OUT-1's UNKNOWN reached its backend and nobody said how it ended:
+        // unresolved while its processes may live, a settled change of
+        // unknown result once they are known gone (CMP-2, revision 3).
         for exact in [true, false] {
             assert!(
-                claim(false, exact, settled(Execution::Unknown, CleanupState::NotApplicable)).unresolved()
+                !claim(false, exact, settled(Execution::Unknown, CleanupState::NotApplicable)).unresolved()
             );
+            assert!(claim(true, exact, settled(Execution::Unknown, CleanupState::Unknown)).unresolved());
+            assert!(!claim(true, exact, settled(Execution::Unknown, CleanupState::Clean)).unresolved());
             assert!(
                 claim(false, exact, settled(Execution::TimedOut, CleanupState::NotApplicable)).unresolved()
             );

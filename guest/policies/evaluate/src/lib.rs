@@ -40,6 +40,7 @@ pub fn evaluate(ledger: &EvidenceLedger) -> Result<Decision, String> {
     index.owned_effects(&mut reasons);
     index.unbound_effects(&mut reasons);
     index.unconfined_commands(&mut reasons);
+    index.unknown_exit_statuses(&mut reasons);
     index.running(&mut reasons);
     // CMP-10 over CMP-9: a run with no claims is gated too, but only the
     // agent's own claims count there (conversation stays unchanged).

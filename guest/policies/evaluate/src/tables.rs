@@ -107,7 +107,6 @@ pub struct Tables<'a> {
     pub claim_flags: Column<'a, ClaimFlags>,
     /// `concurrent`: other runs' claims still in flight (CMP-13, 2.1.0),
     /// resolved like `claims`; never part of [`Tables::order`].
-    #[allow(dead_code, reason = "checked and resolved for CMP-13, which no rule reads yet")]
     pub concurrent: ClaimRows<'a>,
     /// `outcomes.execution`.
     pub execution: Column<'a, Execution>,
