@@ -289,12 +289,15 @@ mod random_ledgers {
                 }
                 _ => prop_assert_eq!(&a.decision, &b.decision),
             }
-            // COMPLETED comes with no reason and no disclosure but ID-6's:
-            // commands that ran unconfined are disclosed whatever the
-            // verdict (the decision carries "commands ran without write
-            // confinement"), and nothing else rides along with COMPLETED.
+            // COMPLETED comes with no reason and no disclosure but the two
+            // that disclose without judging: ID-6's (commands that ran
+            // unconfined, "commands ran without write confinement") and
+            // CMP-2's settled UNKNOWN ("exit status unknown", revision 3);
+            // nothing else rides along with COMPLETED.
             if a.decision.verdict == Verdict::Completed {
-                let unconfined = |r: &&Reason| r.code == ReasonCode::UnconfinedCommand;
+                let unconfined = |r: &&Reason| {
+                    matches!(r.code, ReasonCode::UnconfinedCommand | ReasonCode::UnknownExitStatus)
+                };
                 prop_assert!(a.decision.reasons.iter().all(|r| unconfined(&r)), "{:?}", a.decision.reasons);
                 let disclosed: Vec<&String> = a
                     .decision

@@ -838,7 +838,7 @@ impl<'h, 'a> Index<'h, 'a> {
                 Verdict::Unverified,
                 format!("owned-record effect {name} at position {}: {fact}", claim.position()),
                 format!(
-                    "read {name} back completely at the revision it wrote (an owned-record read), or disclose the change"
+                    "read {name} back completely at the revision it wrote (an owned-record read of complete coverage; the reference runtime reads owned records for existence only, so with it nothing clears this: disclose the change)"
                 ),
                 self.claim_evidence(i),
                 Some(format!("Owned record {name} (position {}): {fact}.", claim.position())),
