@@ -363,6 +363,30 @@ impl<'h, 'a> Index<'h, 'a> {
         (latest.passed() && after < start && untouched && unreplaced).then_some(latest.position)
     }
 
+    /// Every reason the evidence gives, in the order a decision lists them:
+    /// each required artifact's (CMP-1, CMP-2, CMP-7, CMP-13), then the
+    /// run's effects (CMP-4), checks (CMP-5), external, owned and unbound
+    /// effects (CMP-6), unconfined commands (ID-6), settled unknown exit
+    /// statuses (CMP-2) and what still runs (CMP-8). The prose gate (CMP-10)
+    /// comes after, over these. Every evaluator built on these modules (the
+    /// shipped one, a fixture, `effects policy new`'s) starts from this list,
+    /// so a rule added here reaches them all.
+    pub fn reasons(&self) -> Vec<Reason> {
+        let mut reasons = Vec::new();
+        for &loc in &self.history.required {
+            self.artifact(loc, &mut reasons);
+        }
+        self.contradicted_effects(&mut reasons);
+        self.verifiers(&mut reasons);
+        self.external_effects(&mut reasons);
+        self.owned_effects(&mut reasons);
+        self.unbound_effects(&mut reasons);
+        self.unconfined_commands(&mut reasons);
+        self.unknown_exit_statuses(&mut reasons);
+        self.running(&mut reasons);
+        reasons
+    }
+
     /// CMP-1, CMP-2, CMP-7 for one artifact: the reasons it gives (none when
     /// its latest change is verified or covered, or it exists untouched).
     ///
@@ -684,7 +708,7 @@ impl<'h, 'a> Index<'h, 'a> {
 
     /// CMP-4: the latest change of every changed location that is not
     /// required, contradicted by a fresh readback.
-    pub fn contradicted_effects(&self, reasons: &mut Vec<Reason>) {
+    fn contradicted_effects(&self, reasons: &mut Vec<Reason>) {
         let mut required = vec![false; self.history.locations.len()];
         for &loc in &self.history.required {
             required[loc as usize] = true;
@@ -710,7 +734,7 @@ impl<'h, 'a> Index<'h, 'a> {
     /// effect ended: one whose window had not closed when the check started
     /// (its own claim, when the ledger links it). Its own run, settled with
     /// its processes known dead, is resolved, so it never stales itself.
-    pub fn verifiers(&self, reasons: &mut Vec<Reason>) {
+    fn verifiers(&self, reasons: &mut Vec<Reason>) {
         let Some(latest) = self.history.verifiers.last() else { return };
         match latest.result {
             CheckResult::Passed => {}
@@ -765,7 +789,7 @@ impl<'h, 'a> Index<'h, 'a> {
 
     /// CMP-6: every executed external effect that is not VERIFIED caps the
     /// decision at UNVERIFIED and always discloses what is known of it.
-    pub fn external_effects(&self, reasons: &mut Vec<Reason>) {
+    fn external_effects(&self, reasons: &mut Vec<Reason>) {
         for (i, claim) in self.history.claims.iter().enumerate() {
             // Structural, whatever the answer says, unless a fresh remote
             // readback VERIFIED it (CMP-6 caps only effects that are not
@@ -817,7 +841,7 @@ impl<'h, 'a> Index<'h, 'a> {
     /// VERIFIED caps the decision at UNVERIFIED and is disclosed like an
     /// external one. The reference runtime reads owned records PARTIAL
     /// (existence only), so in practice none is verified.
-    pub fn owned_effects(&self, reasons: &mut Vec<Reason>) {
+    fn owned_effects(&self, reasons: &mut Vec<Reason>) {
         for (i, claim) in self.history.claims.iter().enumerate() {
             let target = claim
                 .targets
@@ -851,7 +875,7 @@ impl<'h, 'a> Index<'h, 'a> {
     /// TRU-1) is disclosed by name with what its execution says. Nothing the
     /// host produced or read speaks for it, and a passing check does not
     /// either. One still attempted or RUNNING is CMP-8's, which names it.
-    pub fn unbound_effects(&self, reasons: &mut Vec<Reason>) {
+    fn unbound_effects(&self, reasons: &mut Vec<Reason>) {
         for (i, claim) in self.history.claims.iter().enumerate() {
             let Some(settled) = claim.state.settled().filter(|_| claim.unbound && !claim.no_op()) else {
                 continue;
@@ -891,7 +915,7 @@ impl<'h, 'a> Index<'h, 'a> {
     /// decision over such a run says so, once. It changes no verdict: what
     /// the evidence gives stands, disclosed. A command that never ran
     /// (NOT_EXECUTED) is not counted.
-    pub fn unconfined_commands(&self, reasons: &mut Vec<Reason>) {
+    fn unconfined_commands(&self, reasons: &mut Vec<Reason>) {
         let commands: Vec<usize> = (0..self.history.claims.len())
             .filter(|&i| {
                 let claim = &self.history.claims[i];
@@ -934,7 +958,7 @@ impl<'h, 'a> Index<'h, 'a> {
     /// external call's and an unbound tool's unknown outcome are CMP-6's,
     /// which name them already; one whose window is open is CMP-2's
     /// unsettled effect.
-    pub fn unknown_exit_statuses(&self, reasons: &mut Vec<Reason>) {
+    fn unknown_exit_statuses(&self, reasons: &mut Vec<Reason>) {
         for (i, claim) in self.history.claims.iter().enumerate() {
             let Some(settled) = claim.state.settled() else { continue };
             let settled_unknown =
@@ -959,7 +983,7 @@ impl<'h, 'a> Index<'h, 'a> {
     /// CMP-8: a launch still RUNNING (or an effect with no outcome at all)
     /// leaves the run UNVERIFIED, not BLOCKED, unless a required artifact or a
     /// verifier says otherwise (CMP-2, CMP-5).
-    pub fn running(&self, reasons: &mut Vec<Reason>) {
+    fn running(&self, reasons: &mut Vec<Reason>) {
         for (i, claim) in self.history.claims.iter().enumerate() {
             if claim.no_op() {
                 continue;

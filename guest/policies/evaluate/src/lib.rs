@@ -30,18 +30,7 @@ pub fn evaluate(ledger: &EvidenceLedger) -> Result<Decision, String> {
     let history = history::History::build(&tables)?;
     let assessments = assess::assess(&history);
     let index = decide::Index::new(&history, &assessments);
-    let mut reasons = Vec::new();
-    for &loc in &history.required {
-        index.artifact(loc, &mut reasons);
-    }
-    index.contradicted_effects(&mut reasons);
-    index.verifiers(&mut reasons);
-    index.external_effects(&mut reasons);
-    index.owned_effects(&mut reasons);
-    index.unbound_effects(&mut reasons);
-    index.unconfined_commands(&mut reasons);
-    index.unknown_exit_statuses(&mut reasons);
-    index.running(&mut reasons);
+    let mut reasons = index.reasons();
     // CMP-10 over CMP-9: a run with no claims is gated too, but only the
     // agent's own claims count there (conversation stays unchanged).
     let support = prose::Support::new(&index, decide::worst(&reasons), &ledger.answer);

@@ -43,17 +43,7 @@ pub fn evaluate(ledger: &EvidenceLedger) -> Result<Decision, String> {
     let history = history::History::build(&tables)?;
     let assessments = assess::assess(&history);
     let index = decide::Index::new(&history, &assessments);
-    let mut reasons = Vec::new();
-    for &loc in &history.required {
-        index.artifact(loc, &mut reasons);
-    }
-    index.contradicted_effects(&mut reasons);
-    index.verifiers(&mut reasons);
-    index.external_effects(&mut reasons);
-    index.owned_effects(&mut reasons);
-    index.unbound_effects(&mut reasons);
-    index.unconfined_commands(&mut reasons);
-    index.running(&mut reasons);
+    let mut reasons = index.reasons();
     // Your rules go here, over `reasons`, before the answer is gated.
     let support = prose::Support::new(&index, decide::worst(&reasons), &ledger.answer);
     let (annotated, unsupported) = prose::gate(&ledger.answer, &support);
