@@ -517,3 +517,46 @@ fn a_dry_run_decides_without_recovering_recording_or_killing() {
     }
     assert_eq!(dry["dry_run"]["unsettled"], json!([]));
 }
+
+#[test]
+fn another_run_s_background_job_blocks_after_its_launcher_exits() {
+    // CMP-13: a job outlives the session that launched it; while it is
+    // RUNNING it is in flight, whoever launched it.
+    let s = session();
+    let job = json!({ "tool": "bash", "input": {
+        "command": "touch job-started; sleep 4; echo clobbered > a.txt", "background": true } })
+    .to_string();
+    ok(&s, &[&job], &["--new-run", "launcher"]);
+    wait_for("the job to start", || s.root.join("job-started").exists());
+    let ours =
+        ok(&s, &[&write("a.txt", "good\n"), &read("a.txt"), &complete(&["a.txt"])], &["--new-run", "ours"]);
+    let decision = ours.last().unwrap();
+    assert_eq!(decision["verdict"], "BLOCKED", "{decision:#}");
+    assert!(
+        decision["reasons"].as_array().unwrap().iter().any(|r| r["code"] == "CONCURRENT_RUN"),
+        "{decision:#}"
+    );
+}
+
+#[test]
+fn another_run_s_log_this_run_cannot_read_fails_closed() {
+    // CMP-13: a peer run keyed with an operator key this run lacks: its log
+    // cannot be read here, so its claim in flight is of unknown scope.
+    let s = session();
+    let key = s.root.parent().unwrap().join("operator.key");
+    std::fs::write(&key, [7u8; 32]).unwrap();
+    let key_arg = key.to_str().unwrap();
+    let b = s.spawn(
+        &script(&[&bash("touch b-started; sleep 3; echo bad > a.txt", 20_000)]),
+        &["--new-run", "keyed", "--key-file", key_arg],
+    );
+    wait_for("the keyed run's command to start", || s.root.join("b-started").exists());
+    let ours =
+        ok(&s, &[&write("a.txt", "good\n"), &read("a.txt"), &complete(&["a.txt"])], &["--new-run", "plain"]);
+    let decision = ours.last().unwrap();
+    assert_eq!(decision["verdict"], "BLOCKED", "{decision:#}");
+    let reason = decision["reasons"].as_array().unwrap().iter().find(|r| r["code"] == "CONCURRENT_RUN");
+    assert!(reason.is_some_and(|r| r["message"].as_str().unwrap().contains("cannot read")), "{decision:#}");
+    let b = b.wait_with_output().unwrap();
+    assert!(b.status.success(), "{}", stderr(&b));
+}

@@ -150,6 +150,10 @@ impl Ledger {
             }
             resolved.push(found);
         }
+        // CMP-13: other runs' claims in flight before the reads, and again
+        // after them (`add_concurrent`).
+        let earlier =
+            inflight::in_flight(&self.config.data_dir, &run.lineage, self.config.key.as_ref(), false);
         let read = ReadbackRequest {
             binding: 0,
             mechanism: Mechanism::FilesystemRead,
@@ -200,13 +204,13 @@ impl Ledger {
                 let count = observations.len();
                 let unrecorded: Vec<Record> = observations.into_iter().map(Record::Observation).collect();
                 let mut ledger = assemble(&[], &unrecorded, &required_refs, answer);
-                self.add_concurrent(run, &mut ledger);
+                self.add_concurrent(run, earlier, &mut ledger);
                 let decided = evaluator_of(self.config.policies.evaluator()).decide(&ledger);
                 return Ok(Completion { decided, ledger, recorded: None, unrecorded: count, unsettled });
             }
         };
         let mut ledger = ledger;
-        self.add_concurrent(run, &mut ledger);
+        self.add_concurrent(run, earlier, &mut ledger);
         let decided = evaluator_of(self.config.policies.evaluator()).decide(&ledger);
         let recorded = match self.log(&run.lineage, false)? {
             Some(log) if !read_only => {
@@ -220,21 +224,40 @@ impl Ledger {
 
 impl Ledger {
     /// CMP-13: the claims of other runs of this data dir in flight now
-    /// ([`inflight::in_flight`]) that may touch this run's root (the same
-    /// root, or an unknown scope, which may touch anything), as the
-    /// ledger's `concurrent` claims. Another root nested in this one, or
+    /// ([`inflight::in_flight`]), together with `earlier` (those in flight
+    /// before the required files were read: one that settled in between
+    /// may have changed a file after its read), that may touch this run's
+    /// root, as the ledger's `concurrent` claims. A claim of this root
+    /// counts; so does one of unknown scope of another root unless it ran
+    /// confined (ID-6: Landlock kept it beneath its own root), and a log that
+    /// could not be read (unknown scope). Another root nested in this one, or
     /// around it, is not matched path by path: its claims of an exact scope
     /// are not seen (docs/limitations.md).
-    fn add_concurrent(&self, run: &Run, ledger: &mut EvidenceLedger) {
+    fn add_concurrent(&self, run: &Run, earlier: Vec<inflight::InFlight>, ledger: &mut EvidenceLedger) {
         let root = self.config.root.root();
         let key = self.config.key.as_ref();
-        for other in inflight::in_flight(&self.config.data_dir, &run.lineage, key, !self.read_only) {
-            let claim = other.claim;
-            let same_root =
-                claim.root.as_ref().is_some_and(|r| (r.device, r.inode) == (root.device, root.inode));
-            if !claim.impact_scope.is_empty() && !same_root {
+        let now = inflight::in_flight(&self.config.data_dir, &run.lineage, key, !self.read_only);
+        let mut seen = std::collections::BTreeSet::new();
+        for other in earlier.into_iter().chain(now) {
+            let (run_id, position) = other.key();
+            if !seen.insert((run_id.to_owned(), position)) {
                 continue;
             }
+            let (run_id, position, tool, scope, external) = match other {
+                inflight::InFlight::Claim { run_id, position, claim } => {
+                    let same_root =
+                        claim.root.as_ref().is_some_and(|r| (r.device, r.inode) == (root.device, root.inode));
+                    // Another root's: only an unconfined one of unknown scope may reach ours.
+                    let may_reach = claim.impact_scope.is_empty() && !claim.confined;
+                    if !same_root && !may_reach {
+                        continue;
+                    }
+                    (run_id, position, claim.operation.tool, claim.impact_scope, claim.external)
+                }
+                inflight::InFlight::Unreadable { lineage, why } => {
+                    (lineage, 0, format!("a claim in a log this run cannot read ({why})"), Vec::new(), false)
+                }
+            };
             let mut index_of = |resource: &crate::model::ResourceRef| match ledger
                 .resources
                 .iter()
@@ -246,18 +269,12 @@ impl Ledger {
                     (ledger.resources.len() - 1) as crate::model::ResourceIndex
                 }
             };
-            let scope: Vec<_> = claim.impact_scope.iter().map(&mut index_of).collect();
+            let scope: Vec<_> = scope.iter().map(&mut index_of).collect();
             let scope = (!scope.is_empty()).then_some(scope);
-            let tool = claim.operation.tool;
+            let action_id = format!("{run_id}-{position}");
             ledger.concurrent.push(crate::model::ClaimEvidence {
-                external: claim.external,
-                ..crate::model::ClaimEvidence::bare(
-                    other.position,
-                    other.run_id,
-                    claim.action_id,
-                    tool,
-                    scope,
-                )
+                external,
+                ..crate::model::ClaimEvidence::bare(position, run_id, action_id, tool, scope)
             });
         }
     }

@@ -6,57 +6,97 @@
 //! may be changing the file now). Listing every lineage's log would make each
 //! decision cost the store's size (LOG-13), so a claim announces itself: just
 //! before its claim is appended, [`mark`] writes a marker
-//! `DATA_DIR/inflight/<action id>` naming its lineage, and the step that
-//! settles it [`clear`]s it. A decision lists that directory (as many entries
-//! as claims in flight, plus leftovers), reads each other lineage it names,
-//! and keeps the claims that are really in flight ([`in_flight`]).
+//! `DATA_DIR/inflight/<action id>` naming its lineage and its executor, and
+//! the step that settles it [`clear`]s it. A decision lists that directory,
+//! reads each other lineage it names, and keeps the claims that are really in
+//! flight ([`in_flight`]).
 //!
-//! The marker only says where to look; the log says what is true. A marker
-//! whose claim is settled (by its step, by recovery, by another process) is
-//! removed by the next decision that finds it so: settlement is final, so
-//! that removal races with nothing. A marker whose claim is not in its log
-//! (its writer between the marker and the append, or one that failed or
-//! died there) is left alone until it is [`ORPHAN_AFTER`] old. A claim whose
-//! executor is dead is no longer in flight (recovery settles it
-//! INTERRUPTED); its marker goes when that happens.
+//! The marker only says where to look; the log says what is true, and where
+//! the log cannot say, the decision fails closed:
+//! - a claim with no outcome is in flight while its executor lives; one with a
+//!   RUNNING outcome (a background job, which outlives its launcher) is in
+//!   flight until it is settled, whoever launched it;
+//! - a lineage that cannot be read (damaged, or keyed with another operator
+//!   key) is a claim of unknown scope in flight while the marker's writer
+//!   lives: nothing says what it touches.
+//!
+//! A decision that may write removes the markers that can never be in flight
+//! again: the claim settled (settlement is final), or not RUNNING and its
+//! executor dead (recovery settles it INTERRUPTED), or never appended and
+//! its writer dead. Liveness is judged by the executor's start token, never
+//! by a clock, so a writer stopped between its marker and its append keeps
+//! its marker. Entries that are no marker at all (a stray file, a FIFO, a
+//! symlink) are skipped and never opened for reading.
 //!
 //! Markers are written without an fsync: they matter only while their writer
 //! lives, and a crash of the machine ends every writer. With a fleet store
 //! (SPEC 13) they show only the claims made through this data dir, not those
 //! of other machines.
 
-use std::time::{Duration, SystemTime};
+use std::io::Read;
 
-use cap_std::fs::{Dir, DirBuilder};
+use cap_std::fs::{Dir, DirBuilder, OpenOptions};
+use cap_std::fs::{DirBuilderExt, OpenOptionsExt};
+use rustix::fs::OFlags;
+use serde::{Deserialize, Serialize};
 
 use crate::data_dir::DataDir;
-use crate::log::{ClaimRecord, Framed, Record, check_run_id};
-
+use crate::log::{ClaimRecord, Executor, Framed, Position, Record, check_run_id};
 use crate::model::Execution;
 
 /// The directory beneath the data dir.
 pub const DIR: &str = "inflight";
 
-/// How old a marker whose claim is not in its log must be before a decision
-/// removes it: far beyond the time between a marker and its claim's append.
-pub const ORPHAN_AFTER: Duration = Duration::from_secs(600);
+/// The most a marker may hold.
+const MARKER_MAX: u64 = 4096;
 
-/// Another run's claim in flight: its run, its position in its own lineage,
-/// and the claim.
-pub struct InFlight {
-    /// The run that made it.
-    pub run_id: String,
-    /// Its position, in its own lineage.
-    pub position: crate::log::Position,
-    /// The claim.
-    pub claim: ClaimRecord,
+/// What a marker says: where its claim will be, and who writes it.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Marker {
+    /// The lineage whose log the claim is appended to.
+    lineage: String,
+    /// The process that claims it (LOG-7's executor).
+    executor: Executor,
+}
+
+/// Another run's claim in flight.
+pub enum InFlight {
+    /// A claim its log holds: its run, its position in its own lineage, and
+    /// the claim.
+    Claim {
+        /// The run that made it.
+        run_id: String,
+        /// Its position, in its own lineage.
+        position: Position,
+        /// The claim.
+        claim: Box<ClaimRecord>,
+    },
+    /// A claim announced in a lineage whose log could not be read: of
+    /// unknown scope, by what the marker says.
+    Unreadable {
+        /// The lineage.
+        lineage: String,
+        /// Why it could not be read.
+        why: String,
+    },
+}
+
+impl InFlight {
+    /// Its run (for an unreadable log, its lineage) and its position there.
+    pub fn key(&self) -> (&str, Position) {
+        match self {
+            InFlight::Claim { run_id, position, .. } => (run_id, *position),
+            InFlight::Unreadable { lineage, .. } => (lineage, 0),
+        }
+    }
 }
 
 fn open(data_dir: &DataDir, create: bool) -> std::io::Result<Option<Dir>> {
     let dir = data_dir.dir();
     if create {
         let mut builder = DirBuilder::new();
-        cap_std::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder.mode(0o700);
         match dir.create_dir_with(DIR, &builder) {
             Ok(()) => {}
             Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
@@ -79,13 +119,16 @@ fn valid(action_id: &str) -> bool {
         && action_id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
-/// Announces the claim `action_id` of `lineage`, before it is appended.
-pub fn mark(data_dir: &DataDir, action_id: &str, lineage: &str) -> std::io::Result<()> {
+/// Announces the claim `action_id` of `lineage` by `executor`, before it is
+/// appended.
+pub fn mark(data_dir: &DataDir, action_id: &str, lineage: &str, executor: &Executor) -> std::io::Result<()> {
     if !valid(action_id) {
         return Err(std::io::Error::other(format!("action id {action_id:?} is no file name")));
     }
-    let dir = open(data_dir, true)?.expect("created");
-    dir.write(action_id, lineage.as_bytes())
+    let dir = open(data_dir, true)?
+        .ok_or_else(|| std::io::Error::other(format!("{DIR} vanished as it was made")))?;
+    let marker = Marker { lineage: lineage.to_owned(), executor: executor.clone() };
+    dir.write(action_id, serde_json::to_vec(&marker).map_err(std::io::Error::other)?)
 }
 
 /// Withdraws the marker of `action_id` (settled, or never appended). A
@@ -99,54 +142,54 @@ pub fn clear(data_dir: &DataDir, action_id: &str) {
     }
 }
 
-/// One marker as listed.
-struct Marker {
-    action_id: String,
-    lineage: String,
-    age: Duration,
-}
-
-fn markers(dir: &Dir) -> Vec<Marker> {
-    let Ok(entries) = dir.entries() else { return Vec::new() };
-    let now = SystemTime::now();
-    let mut found = Vec::new();
-    for entry in entries.flatten() {
-        let Ok(action_id) = entry.file_name().into_string() else { continue };
-        let Ok(metadata) = entry.metadata() else { continue };
-        if !metadata.is_file() || metadata.len() > 256 || !valid(&action_id) {
-            continue;
-        }
-        let Ok(lineage) = dir.read_to_string(&action_id) else { continue };
-        if check_run_id(&lineage).is_err() {
-            continue;
-        }
-        let modified = metadata.modified().map(|m| m.into_std()).unwrap_or(now);
-        let age = now.duration_since(modified).unwrap_or_default();
-        found.push(Marker { action_id, lineage, age });
+/// The marker named `name`, read without following a symlink or waiting on
+/// a FIFO, only when it is a small regular file that parses.
+fn read_marker(dir: &Dir, name: &str) -> Option<Marker> {
+    let mut options = OpenOptions::new();
+    options.read(true).custom_flags((OFlags::NOFOLLOW | OFlags::NONBLOCK).bits() as i32);
+    let file = dir.open_with(name, &options).ok()?;
+    let metadata = file.metadata().ok()?;
+    if !metadata.is_file() || metadata.len() > MARKER_MAX {
+        return None;
     }
-    found
+    let mut text = String::new();
+    file.take(MARKER_MAX).read_to_string(&mut text).ok()?;
+    let marker: Marker = serde_json::from_str(&text).ok()?;
+    check_run_id(&marker.lineage).is_ok().then_some(marker)
 }
 
 /// Where claim `action_id` stands in `history`: `None` when it is not there,
-/// else its position, its record, and whether it is still in flight (no
-/// outcome, or only a RUNNING one).
-fn find<'h>(history: &'h [Framed], action_id: &str) -> Option<(&'h Framed, &'h ClaimRecord, bool)> {
+/// else its record and whether it ended (a settled outcome) or runs (a
+/// RUNNING one).
+fn find<'h>(history: &'h [Framed], action_id: &str) -> Option<(&'h Framed, &'h ClaimRecord, Stands)> {
     let (framed, claim) = history.iter().find_map(|framed| match &framed.record {
         Record::Claim(claim) if claim.action_id == action_id => Some((framed, claim)),
         _ => None,
     })?;
-    let settled = history.iter().any(|later| {
-        matches!(&later.record, Record::Outcome(o) if o.claim == framed.position && o.outcome.execution != Execution::Running)
-    });
-    Some((framed, claim, !settled))
+    let mut stands = Stands::Claimed;
+    for later in history.iter().filter(|later| later.position > framed.position) {
+        if let Record::Outcome(o) = &later.record
+            && o.claim == framed.position
+        {
+            stands =
+                if o.outcome.execution == Execution::Running { Stands::Running } else { Stands::Settled };
+        }
+    }
+    Some((framed, claim, stands))
 }
 
-/// Every claim of a lineage other than `own_lineage` that is in flight now
-/// (claimed, not settled, executor alive), by the markers; with `prune`,
-/// removes the markers it finds settled or long orphaned (a read-only
-/// decision writes nothing). A lineage that cannot be read is skipped with
-/// a warning: a decision is not refused because another run's log is
-/// damaged (its own decisions say so).
+/// Where a claim stands.
+#[derive(PartialEq, Eq)]
+enum Stands {
+    Claimed,
+    Running,
+    Settled,
+}
+
+/// Every claim of a lineage other than `own_lineage` that is in flight now,
+/// by the markers (see the module doc for what counts); with `prune`,
+/// removes the markers that can never be in flight again (a read-only
+/// decision writes nothing).
 pub fn in_flight(
     data_dir: &DataDir,
     own_lineage: &str,
@@ -154,43 +197,63 @@ pub fn in_flight(
     prune: bool,
 ) -> Vec<InFlight> {
     let Ok(Some(dir)) = open(data_dir, false) else { return Vec::new() };
-    let mut by_lineage: std::collections::BTreeMap<String, Vec<Marker>> = Default::default();
-    for marker in markers(&dir) {
+    let Ok(entries) = dir.entries() else { return Vec::new() };
+    let mut by_lineage: std::collections::BTreeMap<String, Vec<(String, Marker)>> = Default::default();
+    for entry in entries.flatten() {
+        let Ok(name) = entry.file_name().into_string() else { continue };
+        if !valid(&name) {
+            continue;
+        }
+        let Some(marker) = read_marker(&dir, &name) else { continue };
         if marker.lineage != own_lineage {
-            by_lineage.entry(marker.lineage.clone()).or_default().push(marker);
+            by_lineage.entry(marker.lineage.clone()).or_default().push((name, marker));
         }
     }
+    let remove = |name: &str| {
+        if prune {
+            let _ = dir.remove_file(name);
+        }
+    };
+    let writer_lives = |marker: &Marker| !crate::executor::is_dead(Some(&marker.executor));
     let mut found = Vec::new();
     for (lineage, markers) in by_lineage {
-        let history = match data_dir.open_lineage_read_only(&lineage, key).and_then(|log| match log {
+        let read = data_dir.open_lineage_read_only(&lineage, key).and_then(|log| match log {
             Some(mut log) => log.history().map(<[Framed]>::to_vec),
             None => Ok(Vec::new()),
-        }) {
+        });
+        let history = match read {
             Ok(history) => history,
             Err(error) => {
-                tracing::warn!(%lineage, %error, "another run's log could not be read for its claims in flight (CMP-13)");
+                // Fail closed while a writer lives: nothing says what it touches.
+                let live: Vec<&(String, Marker)> = markers.iter().filter(|(_, m)| writer_lives(m)).collect();
+                markers.iter().filter(|(_, m)| !writer_lives(m)).for_each(|(name, _)| remove(name));
+                if !live.is_empty() {
+                    found.push(InFlight::Unreadable { lineage, why: error.to_string() });
+                }
                 continue;
             }
         };
-        for marker in markers {
-            match find(&history, &marker.action_id) {
-                None if prune && marker.age > ORPHAN_AFTER => {
-                    let _ = dir.remove_file(&marker.action_id);
-                }
-                None => {}
-                Some((_, _, false)) if prune => {
-                    let _ = dir.remove_file(&marker.action_id);
-                }
-                Some((_, _, false)) => {}
-                Some((framed, claim, true)) if !crate::executor::is_dead(claim.executor.as_ref()) => {
-                    found.push(InFlight {
+        for (name, marker) in markers {
+            match find(&history, &name) {
+                None if writer_lives(&marker) => {}
+                None => remove(&name),
+                Some((_, _, Stands::Settled)) => remove(&name),
+                Some((framed, claim, Stands::Running)) => found.push(InFlight::Claim {
+                    run_id: framed.run_id.clone(),
+                    position: framed.position,
+                    claim: Box::new(claim.clone()),
+                }),
+                Some((framed, claim, Stands::Claimed))
+                    if !crate::executor::is_dead(claim.executor.as_ref()) =>
+                {
+                    found.push(InFlight::Claim {
                         run_id: framed.run_id.clone(),
                         position: framed.position,
-                        claim: claim.clone(),
-                    });
+                        claim: Box::new(claim.clone()),
+                    })
                 }
                 // Its executor is dead: recovery settles it INTERRUPTED.
-                Some((_, _, true)) => {}
+                Some((_, _, Stands::Claimed)) => remove(&name),
             }
         }
     }

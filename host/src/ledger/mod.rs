@@ -630,7 +630,7 @@ impl Ledger {
             classifier: classifier_ref,
         };
         // CMP-13: announced to other runs' decisions before it is claimed.
-        if let Err(error) = inflight::mark(&self.config.data_dir, &action_id, &run.lineage) {
+        if let Err(error) = inflight::mark(&self.config.data_dir, &action_id, &run.lineage, &executor) {
             return Dispatch::Blocked(format!(
                 "the claim could not be announced to other runs' decisions (CMP-13, {}/{}): {error}",
                 self.config.data_dir.display(),

@@ -420,7 +420,11 @@ impl<'h, 'a> Index<'h, 'a> {
                 )),
             ));
         }
-        self.concurrent_runs(loc, name, reasons);
+        // While another run may be changing it, no read of it decides it:
+        // BLOCKED, never FAILED (CMP-2 made precise, CMP-13).
+        if self.concurrent_runs(loc, name, reasons) {
+            return;
+        }
         let Some((_, latest)) = self.touched_start.latest(self.history, loc) else {
             self.never_changed(loc, reasons);
             return;
@@ -516,7 +520,8 @@ impl<'h, 'a> Index<'h, 'a> {
         // A later unknown-scope change (a command, a check's own run) makes
         // the failure history, as it makes a contradiction history.
         let clean_failure = matches!(settled.execution, Execution::Failed) && !settled.mutation_attempted;
-        let here = self.changes.of(loc).last() == Some(&latest) && self.last_touch(loc) == Some(latest);
+        let on_file = self.changes.of(loc).last() == Some(&latest);
+        let here = on_file && self.last_touch(loc) == Some(latest);
         if clean_failure && here {
             reasons.push(reason(
                 ReasonCode::FailedEffect,
@@ -525,6 +530,29 @@ impl<'h, 'a> Index<'h, 'a> {
                 format!("change {name} again successfully, then read it back completely"),
                 evidence,
                 Some(format!("The latest change to {name} ({}) failed.", claim.tool)),
+            ));
+        } else if clean_failure && on_file {
+            // Its failure is history, but never forgotten: what came after
+            // (a command, a check's own run) stated nothing of it, and no
+            // check speaks for a write that failed.
+            let later = self.last_touch(loc).filter(|&u| u != latest).unwrap_or(latest);
+            let position = self.history.claims[later].position();
+            reasons.push(reason(
+                ReasonCode::UnverifiedArtifact,
+                Verdict::Unverified,
+                format!(
+                    "{name}: its last claimed change ({}) failed, and {} at position {position} may have changed it since",
+                    claim.tool,
+                    self.tool(later)
+                ),
+                format!(
+                    "write {name} again with a claimed change that reports success after position {position}, then read it back completely"
+                ),
+                evidence,
+                Some(format!(
+                    "The last claimed change to {name} ({}) failed, and what it holds now was not verified.",
+                    claim.tool
+                )),
             ));
         } else if matches!(settled.execution, Execution::ReportedSuccess) || clean_failure {
             if matches!(assessment, Some(Assessment::Verified))
@@ -572,7 +600,9 @@ impl<'h, 'a> Index<'h, 'a> {
     /// (its exact scope names it or a directory above it, or its scope is
     /// unknown) makes it unsettled, whatever this run's own evidence says:
     /// that run may be changing it now. One reason per such claim.
-    fn concurrent_runs(&self, loc: LocId, name: &str, reasons: &mut Vec<Reason>) {
+    /// Says whether any did.
+    fn concurrent_runs(&self, loc: LocId, name: &str, reasons: &mut Vec<Reason>) -> bool {
+        let before = reasons.len();
         let locations = self.history.locations;
         for other in &self.history.concurrent {
             let touches = other
@@ -594,6 +624,7 @@ impl<'h, 'a> Index<'h, 'a> {
                 ),
             ));
         }
+        reasons.len() > before
     }
 
     /// CMP-15: what clears CMP-2 for claim `i` on `name`, as its state
