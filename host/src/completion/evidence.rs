@@ -26,6 +26,12 @@ struct Resources {
 }
 
 impl Resources {
+    /// The resources of `list`, each at its index there.
+    fn listed(list: Vec<ResourceRef>) -> Self {
+        let index = list.iter().enumerate().map(|(i, r)| (r.clone(), i as ResourceIndex)).collect();
+        Resources { list, index }
+    }
+
     fn of(&mut self, resource: &ResourceRef) -> ResourceIndex {
         if let Some(&index) = self.index.get(resource) {
             return index;
@@ -155,7 +161,7 @@ pub fn assemble(
             Record::Decision(_) | Record::Processes(_) => {}
         }
     }
-    // Other runs' claims in flight (CMP-13) are not assembled yet.
+    // Other runs' claims in flight (CMP-13) are the caller's: `add_concurrent`.
     EvidenceLedger {
         resources: resources.list,
         required,
@@ -163,4 +169,34 @@ pub fn assemble(
         answer: answer.to_owned(),
         concurrent: Vec::new(),
     }
+}
+
+/// Another run's claim in flight as a decision sees it (CMP-13): whose it is,
+/// where in its own lineage, and what it may touch.
+pub struct Concurrent {
+    /// The run that made it (for a log that could not be read, its lineage).
+    pub run_id: String,
+    /// Its position in its own lineage.
+    pub position: Position,
+    /// Its action id.
+    pub action_id: String,
+    /// Its tool, or what stands for it.
+    pub tool: String,
+    /// Its exact scope; empty for an unknown one.
+    pub scope: Vec<ResourceRef>,
+    /// An external effect.
+    pub external: bool,
+}
+
+/// Adds `claims` to `ledger` as its `concurrent` claims, each resource of
+/// their scopes listed once beside the ledger's own.
+pub fn add_concurrent(ledger: &mut EvidenceLedger, claims: impl IntoIterator<Item = Concurrent>) {
+    let mut resources = Resources::listed(std::mem::take(&mut ledger.resources));
+    for claim in claims {
+        let scope: Vec<ResourceIndex> = claim.scope.iter().map(|r| resources.of(r)).collect();
+        let scope = (!scope.is_empty()).then_some(scope);
+        let bare = ClaimEvidence::bare(claim.position, claim.run_id, claim.action_id, claim.tool, scope);
+        ledger.concurrent.push(ClaimEvidence { external: claim.external, ..bare });
+    }
+    ledger.resources = resources.list;
 }

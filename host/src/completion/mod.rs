@@ -24,7 +24,7 @@ use crate::log::{DecisionDetail, DecisionRecord, EvaluatorRun, Position};
 use crate::model::{Decision, EvidenceLedger, EvidenceRecord, Reason, ReasonCode, Verdict};
 use crate::policy::{EvaluatorComponent, NativeEvaluator, PolicyError};
 
-pub use evidence::assemble;
+pub use evidence::{Concurrent, add_concurrent, assemble};
 pub use replay::{Difference, Recorded, Replay, ReplayError};
 
 /// The disclosure every policy-failure decision carries.

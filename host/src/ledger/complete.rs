@@ -22,7 +22,7 @@
 //! the required artifacts without recording the reads, and records no
 //! decision; the claims it left unsettled are returned with the decision.
 
-use crate::completion::{Decided, assemble, decision_record, evaluator_of};
+use crate::completion::{Concurrent, Decided, add_concurrent, assemble, decision_record, evaluator_of};
 use crate::identity::IdentityError;
 use crate::log::{LogError, ObservationRecord, Position, Record};
 use crate::model::{Coverage, EvidenceLedger, Mechanism, ReadbackRequest, ResourceRole};
@@ -238,12 +238,13 @@ impl Ledger {
         let key = self.config.key.as_ref();
         let now = inflight::in_flight(&self.config.data_dir, &run.lineage, key, !self.read_only);
         let mut seen = std::collections::BTreeSet::new();
+        let mut claims = Vec::new();
         for other in earlier.into_iter().chain(now) {
             let (run_id, position) = other.key();
             if !seen.insert((run_id.to_owned(), position)) {
                 continue;
             }
-            let (run_id, position, tool, scope, external) = match other {
+            claims.push(match other {
                 inflight::InFlight::Claim { run_id, position, claim } => {
                     let same_root =
                         claim.root.as_ref().is_some_and(|r| (r.device, r.inode) == (root.device, root.inode));
@@ -252,31 +253,26 @@ impl Ledger {
                     if !same_root && !may_reach {
                         continue;
                     }
-                    (run_id, position, claim.operation.tool, claim.impact_scope, claim.external)
+                    Concurrent {
+                        run_id,
+                        position,
+                        action_id: claim.action_id,
+                        tool: claim.operation.tool,
+                        scope: claim.impact_scope,
+                        external: claim.external,
+                    }
                 }
-                inflight::InFlight::Unreadable { lineage, why } => {
-                    (lineage, 0, format!("a claim in a log this run cannot read ({why})"), Vec::new(), false)
-                }
-            };
-            let mut index_of = |resource: &crate::model::ResourceRef| match ledger
-                .resources
-                .iter()
-                .position(|r| r == resource)
-            {
-                Some(i) => i as crate::model::ResourceIndex,
-                None => {
-                    ledger.resources.push(resource.clone());
-                    (ledger.resources.len() - 1) as crate::model::ResourceIndex
-                }
-            };
-            let scope: Vec<_> = scope.iter().map(&mut index_of).collect();
-            let scope = (!scope.is_empty()).then_some(scope);
-            let action_id = format!("{run_id}-{position}");
-            ledger.concurrent.push(crate::model::ClaimEvidence {
-                external,
-                ..crate::model::ClaimEvidence::bare(position, run_id, action_id, tool, scope)
+                inflight::InFlight::Unreadable { lineage, why } => Concurrent {
+                    action_id: lineage.clone(),
+                    run_id: lineage,
+                    position: 0,
+                    tool: format!("a claim in a log this run cannot read ({why})"),
+                    scope: Vec::new(),
+                    external: false,
+                },
             });
         }
+        add_concurrent(ledger, claims);
     }
 
     /// CMP-12: why a decision recorded at `at` (`None`: not recorded, the

@@ -217,24 +217,26 @@ pub fn in_flight(
     let writer_lives = |marker: &Marker| !crate::executor::is_dead(Some(&marker.executor));
     let mut found = Vec::new();
     for (lineage, markers) in by_lineage {
-        let read = data_dir.open_lineage_read_only(&lineage, key).and_then(|log| match log {
-            Some(mut log) => log.history().map(<[Framed]>::to_vec),
-            None => Ok(Vec::new()),
-        });
+        // Borrowed from the open log, never copied.
+        let mut opened = data_dir.open_lineage_read_only(&lineage, key);
+        let read: Result<&[Framed], String> = match &mut opened {
+            Ok(Some(log)) => log.history().map_err(|error| error.to_string()),
+            Ok(None) => Ok(&[]),
+            Err(error) => Err(error.to_string()),
+        };
         let history = match read {
             Ok(history) => history,
-            Err(error) => {
+            Err(why) => {
                 // Fail closed while a writer lives: nothing says what it touches.
-                let live: Vec<&(String, Marker)> = markers.iter().filter(|(_, m)| writer_lives(m)).collect();
-                markers.iter().filter(|(_, m)| !writer_lives(m)).for_each(|(name, _)| remove(name));
-                if !live.is_empty() {
-                    found.push(InFlight::Unreadable { lineage, why: error.to_string() });
+                if markers.iter().any(|(_, m)| writer_lives(m)) {
+                    found.push(InFlight::Unreadable { lineage, why });
                 }
+                markers.iter().filter(|(_, m)| !writer_lives(m)).for_each(|(name, _)| remove(name));
                 continue;
             }
         };
         for (name, marker) in markers {
-            match find(&history, &name) {
+            match find(history, &name) {
                 None if writer_lives(&marker) => {}
                 None => remove(&name),
                 Some((_, _, Stands::Settled)) => remove(&name),
